@@ -1,0 +1,97 @@
+"""The blueprint graph: descriptors only, never data.
+
+Placement later annotates nodes (``Node.device``); tensors live elsewhere (``Model.weights`` for
+constants, the executor's per-run slots for activations), so one graph serves many runs at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .ops.registry import Op
+
+Dim = Union[int, str, None]  # a size, a symbol ("N") or unknown
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDesc:
+    """Type of a value. ``shape`` None: rank unknown; a dim None: size unknown.
+
+    kind is "tensor", "sequence", "optional" or "map"; for the last three ``elem`` describes the
+    element (a sequence of float tensors: kind="sequence", elem=TensorDesc(float32, ...)).
+    """
+
+    dtype: np.dtype | None
+    shape: tuple[Dim, ...] | None
+    kind: str = "tensor"
+    elem: "TensorDesc | None" = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def static(self) -> bool:
+        """Every dim is a known integer."""
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def nbytes(self) -> int | None:
+        if not self.static or self.dtype is None or self.kind != "tensor":
+            return None
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        if self.kind != "tensor":
+            return f"{self.kind}({self.elem})"
+        dt = "?" if self.dtype is None else self.dtype.name
+        sh = "?" if self.shape is None else "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+        return f"{dt}{sh}"
+
+
+UNKNOWN = TensorDesc(None, None)
+
+
+@dataclass(eq=False, slots=True)
+class Node:
+    name: str
+    op_type: str
+    domain: str
+    inputs: list[str]  # "" marks an omitted optional input
+    outputs: list[str]  # "" marks an omitted optional output
+    attrs: dict[str, Any]  # Python values; a GRAPH attribute is a Graph
+    opset: int  # the model's opset for this node's domain
+    op: "Op | None" = None  # the bound operator, set by the loader
+    device: str | None = None  # set by placement
+
+
+@dataclass(eq=False, slots=True)
+class Graph:
+    """Nodes in topological order and the type of every value they touch."""
+
+    name: str
+    inputs: list[str]  # what a caller feeds (overridable initializers included)
+    outputs: list[str]
+    nodes: list[Node]
+    values: dict[str, TensorDesc] = field(default_factory=dict)
+    constants: set[str] = field(default_factory=set)  # names whose data is in Model.weights
+    outer: list[str] = field(default_factory=list)  # names a subgraph reads from enclosing scopes
+
+    def producers(self) -> dict[str, Node]:
+        return {o: n for n in self.nodes for o in n.outputs if o}
+
+    def subgraphs(self) -> list["Graph"]:
+        """Direct subgraphs (If/Loop/Scan bodies)."""
+        return [g for n in self.nodes for g in _graphs_in(n.attrs)]
+
+
+def _graphs_in(attrs: dict[str, Any]) -> list[Graph]:
+    out = []
+    for v in attrs.values():
+        if isinstance(v, Graph):
+            out.append(v)
+        elif isinstance(v, list):
+            out.extend(x for x in v if isinstance(x, Graph))
+    return out

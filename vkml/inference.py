@@ -1,0 +1,79 @@
+"""Type and shape inference driver: walks the graph in order and asks each op.
+
+Small constant subexpressions (Shape → Gather → Concat feeding a Reshape, say) are evaluated so
+that ops whose output shape depends on input values can still infer it. Declared value_info fills
+in what an op could not infer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import UNKNOWN, Graph, TensorDesc, _graphs_in
+
+_FOLD_LIMIT = 4096  # elements: larger constants are not evaluated at load time
+
+
+def _merge(inferred: TensorDesc, declared: TensorDesc | None) -> TensorDesc:
+    if declared is None:
+        return inferred
+    if inferred.kind != "tensor" or declared.kind != "tensor":
+        return inferred if inferred.kind != "tensor" or inferred.dtype is not None else declared
+    dtype = inferred.dtype if inferred.dtype is not None else declared.dtype
+    if inferred.shape is None:
+        shape = declared.shape
+    elif declared.shape is None or len(declared.shape) != len(inferred.shape):
+        shape = inferred.shape
+    else:
+        shape = tuple(
+            d if (d is not None and not (isinstance(d, str) and isinstance(e, int))) else e
+            for d, e in zip(inferred.shape, declared.shape)
+        )
+    return TensorDesc(dtype, shape)
+
+
+def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: dict[str, TensorDesc] | None = None,
+                outer_consts: dict[str, np.ndarray] | None = None) -> None:
+    """Fill graph.values with the type of every value, in place."""
+    declared = dict(graph.values)
+    values = graph.values
+    consts: dict[str, np.ndarray] = dict(outer_consts or {})
+    for name in graph.constants:
+        consts[name] = weights[name]
+    scope = dict(outer or {})
+    for node in graph.nodes:
+        view = {**scope, **values}
+        for sub in _graphs_in(node.attrs):
+            infer_graph(sub, weights, view, consts)
+        ins = [view.get(i, UNKNOWN) if i else UNKNOWN for i in node.inputs]
+        cin = [consts.get(i) if i else None for i in node.inputs]
+        try:
+            outs = node.op.infer(ins, cin)
+        except Exception:  # inference is advisory: the run checks real tensors
+            outs = [UNKNOWN] * len(node.outputs)
+        folded = _try_fold(node, cin)
+        for k, name in enumerate(node.outputs):
+            if not name:
+                continue
+            desc = outs[k] if k < len(outs) else UNKNOWN
+            if folded is not None and isinstance(folded[k], np.ndarray):
+                consts[name] = folded[k]
+                desc = TensorDesc(folded[k].dtype, folded[k].shape)
+            values[name] = _merge(desc, declared.get(name))
+
+
+def _try_fold(node, cin):
+    op = node.op
+    if op.nondeterministic or op.needs_scope or not node.inputs:
+        return None
+    if any(c is None for c, i in zip(cin, node.inputs) if i):
+        return None
+    if any(c.dtype == object or c.size > _FOLD_LIMIT for c in cin if c is not None):
+        return None
+    try:
+        outs = op.run(*cin)
+    except Exception:
+        return None
+    outs = list(outs)
+    if any(isinstance(o, np.ndarray) and o.size > _FOLD_LIMIT for o in outs):
+        return None
+    return outs

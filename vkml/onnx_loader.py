@@ -1,0 +1,427 @@
+"""ModelProto → (blueprint Graph, weights): parse, validate, fold Constant nodes, bind ops.
+
+Initializers become read-only NumPy views over the protobuf's bytes where their encoding allows
+(raw_data); external data files are memory-mapped, never read into memory.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
+from google.protobuf.message import DecodeError
+
+from . import dtypes
+from .errors import ModelError, UnsupportedOpsError
+from .graph import Graph, Node, TensorDesc
+from .ops import registry
+
+MIN_IR, MAX_IR = 3, onnx.IR_VERSION
+MAX_OPSET = onnx.defs.onnx_opset_version()
+# Domains vkml knows, with the newest opset it accepts for each.
+KNOWN_DOMAINS = {"": MAX_OPSET, "ai.onnx.ml": 5, "ai.onnx.preview.training": 1, "com.microsoft": 1}
+
+
+@dataclass(eq=False)
+class Model:
+    """A loaded model: the blueprint graph and, separately, the constant data."""
+
+    graph: Graph
+    weights: dict[str, np.ndarray]  # initializers and folded Constant outputs of every graph
+    opsets: dict[str, int]
+    ir_version: int
+    overridable: set[str] = field(default_factory=set)  # initializers a caller may feed
+    producer: str = ""
+
+
+# ---------------------------------------------------------------- parsing
+def parse(model: Any) -> tuple[ModelProto, str | None]:
+    """ModelProto from a path, bytes or ModelProto; the folder that external data is relative to."""
+    if isinstance(model, ModelProto):
+        return model, None
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        data, base = bytes(model), None
+    elif isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ModelError(f"cannot read model file {path!r}: {e.strerror}") from e
+        base = os.path.dirname(os.path.abspath(path))
+    else:
+        raise TypeError(f"model must be a path, bytes or onnx.ModelProto, not {type(model).__name__}")
+    proto = ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise ModelError(f"not a valid ONNX model (protobuf decoding failed: {e})") from e
+    if not proto.HasField("graph") and not proto.opset_import:
+        raise ModelError("not a valid ONNX model: no graph and no opset_import (empty or foreign bytes?)")
+    return proto, base
+
+
+def tensor_to_array(t: TensorProto, base_dir: str | None, where: str) -> np.ndarray:
+    """A read-only array over the tensor's bytes: a view when raw or external, else converted."""
+    try:
+        dtype = dtypes.np_dtype(t.data_type)
+    except KeyError:
+        raise ModelError(f"{where}: tensor {t.name!r} has unsupported data type {t.data_type}") from None
+    shape = tuple(t.dims)
+    count = int(np.prod(shape, dtype=np.int64))
+    if t.data_location == TensorProto.EXTERNAL:
+        arr = _external(t, base_dir, dtype, count, where)
+    elif t.HasField("raw_data") and dtype.kind != "O" and dtype.itemsize * 8 >= 8 and not _packed(t.data_type):
+        if len(t.raw_data) != count * dtype.itemsize:
+            raise ModelError(
+                f"{where}: tensor {t.name!r} has {len(t.raw_data)} bytes of raw data, "
+                f"expected {count * dtype.itemsize} for shape {list(shape)} of {dtype.name}"
+            )
+        arr = np.frombuffer(t.raw_data, dtype=dtype, count=count)
+    else:
+        try:
+            arr = numpy_helper.to_array(t)
+        except Exception as e:  # the protobuf's content is inconsistent
+            raise ModelError(f"{where}: cannot decode tensor {t.name!r}: {e}") from e
+        if arr.dtype != dtype and dtype.kind != "O":
+            arr = arr.astype(dtype)
+        if arr.size != count:
+            raise ModelError(f"{where}: tensor {t.name!r} has {arr.size} values, shape {list(shape)} needs {count}")
+    arr = arr.reshape(shape)
+    if arr.flags.writeable:
+        arr.flags.writeable = False
+    return arr
+
+
+def _packed(elem_type: int) -> bool:
+    return elem_type in (TensorProto.INT4, TensorProto.UINT4) or elem_type in {
+        getattr(TensorProto, n, -1) for n in ("FLOAT4E2M1", "INT2", "UINT2")
+    }
+
+
+def _external(t: TensorProto, base_dir: str | None, dtype: np.dtype, count: int, where: str) -> np.ndarray:
+    info = {e.key: e.value for e in t.external_data}
+    loc = info.get("location")
+    if not loc:
+        raise ModelError(f"{where}: external tensor {t.name!r} has no location")
+    if base_dir is None:
+        base_dir = os.getcwd()
+    path = os.path.normpath(os.path.join(base_dir, loc))
+    if os.path.isabs(loc) or not path.startswith(os.path.normpath(base_dir) + os.sep):
+        raise ModelError(f"{where}: external data location {loc!r} of {t.name!r} leaves the model's folder")
+    offset = int(info.get("offset", 0))
+    nbytes = count * dtype.itemsize
+    length = int(info.get("length", nbytes))
+    if length != nbytes:
+        raise ModelError(f"{where}: external tensor {t.name!r} has length {length}, expected {nbytes}")
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise ModelError(f"{where}: external data file {path!r} of {t.name!r}: {e.strerror}") from e
+    if offset + nbytes > size:
+        raise ModelError(f"{where}: external data file {path!r} is {size} bytes, {t.name!r} needs {offset + nbytes}")
+    if count == 0:
+        return np.zeros(0, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(count,))
+
+
+def type_to_desc(tp: onnx.TypeProto) -> TensorDesc:
+    which = tp.WhichOneof("value")
+    if which == "tensor_type" or which == "sparse_tensor_type":
+        tt = getattr(tp, which)
+        try:
+            dtype = dtypes.np_dtype(tt.elem_type) if tt.elem_type else None
+        except KeyError:
+            dtype = None
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+            )
+        return TensorDesc(dtype, shape)
+    if which == "sequence_type":
+        return TensorDesc(None, None, "sequence", type_to_desc(tp.sequence_type.elem_type))
+    if which == "optional_type":
+        return TensorDesc(None, None, "optional", type_to_desc(tp.optional_type.elem_type))
+    if which == "map_type":
+        return TensorDesc(None, None, "map", type_to_desc(tp.map_type.value_type))
+    return TensorDesc(None, None)
+
+
+# ---------------------------------------------------------------- functions
+def _inline_functions(nodes, functions: dict[tuple[str, str], onnx.FunctionProto], counter) -> list:
+    """Expand calls of model-local functions into their bodies (recursively), renaming internals."""
+    out = []
+    for n in nodes:
+        fn = functions.get((n.domain, n.op_type))
+        if fn is None:
+            out.append(n)
+            continue
+        uid = next(counter)
+        rename = dict(zip(fn.input, n.input))
+        rename.update(zip(fn.output, n.output))
+        given = {a.name: a for a in n.attribute}
+        defaults = {a.name: a for a in fn.attribute_proto}
+        body = []
+        for inner in fn.node:
+            new = onnx.NodeProto()
+            new.CopyFrom(inner)
+            new.name = f"{n.name or n.op_type}/{inner.name or inner.op_type}_{uid}"
+            for i, name in enumerate(new.input):
+                new.input[i] = rename.get(name, f"{name}__f{uid}") if name else ""
+            for i, name in enumerate(new.output):
+                new.output[i] = rename.get(name, f"{name}__f{uid}") if name else ""
+            attrs = []
+            for a in new.attribute:
+                if a.ref_attr_name:
+                    src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
+                    if src is None:
+                        continue  # unset optional attribute: the inner op uses its default
+                    b = AttributeProto()
+                    b.CopyFrom(src)
+                    b.name = a.name
+                    attrs.append(b)
+                else:
+                    attrs.append(a)
+            del new.attribute[:]
+            new.attribute.extend(attrs)
+            body.append(new)
+        out.extend(_inline_functions(body, functions, counter))
+    return out
+
+
+# ---------------------------------------------------------------- graphs
+class _Builder:
+    def __init__(self, proto: ModelProto, base_dir: str | None):
+        self.base_dir = base_dir
+        self.opsets = {registry.canonical_domain(o.domain): o.version for o in proto.opset_import}
+        self.weights: dict[str, np.ndarray] = {}
+        self.functions = {(f.domain, f.name): f for f in proto.functions}
+        self.counter = itertools.count()
+        self.missing: dict[tuple[str, str, int], list[str]] = {}
+        self.unnamed = itertools.count()
+
+    def graph(self, g: onnx.GraphProto, outer: dict[str, TensorDesc], top: bool) -> tuple[Graph, set[str]]:
+        where = f"graph {g.name!r}"
+        values: dict[str, TensorDesc] = {}
+        constants: set[str] = set()
+        for t in itertools.chain(g.initializer, (s.values for s in ())):
+            self._add_weight(t.name, tensor_to_array(t, self.base_dir, where), where)
+            constants.add(t.name)
+            values[t.name] = TensorDesc(self.weights[t.name].dtype, self.weights[t.name].shape)
+        for sp in g.sparse_initializer:
+            name = sp.values.name
+            try:
+                dense = numpy_helper.to_array(onnx.helper.make_tensor(
+                    name, sp.values.data_type, sp.dims, _sparse_to_dense(sp, self.base_dir, where).ravel()))
+            except ModelError:
+                raise
+            except Exception as e:
+                raise ModelError(f"{where}: cannot decode sparse initializer {name!r}: {e}") from e
+            self._add_weight(name, dense, where)
+            constants.add(name)
+            values[name] = TensorDesc(dense.dtype, dense.shape)
+        inputs = []
+        seen_inputs = set()
+        for vi in g.input:
+            if vi.name in seen_inputs:
+                raise ModelError(f"{where}: input {vi.name!r} is declared twice")
+            seen_inputs.add(vi.name)
+            inputs.append(vi.name)
+            declared = type_to_desc(vi.type)
+            if vi.name not in values:
+                values[vi.name] = declared
+        if top:
+            self.overridable = {n for n in inputs if n in constants}
+        declared_types = {vi.name: type_to_desc(vi.type) for vi in itertools.chain(g.value_info, g.output)}
+        protos = _inline_functions(list(g.node), self.functions, self.counter) if self.functions else list(g.node)
+
+        nodes: list[Node] = []
+        produced: dict[str, str] = {}
+        for p in protos:
+            name = p.name or f"{p.op_type}_{next(self.unnamed)}"
+            domain = registry.canonical_domain(p.domain)
+            if domain not in self.opsets:
+                if domain in KNOWN_DOMAINS:
+                    raise ModelError(f"node {name!r} ({p.op_type}): domain {p.domain!r} is not in the model's opset_import")
+                raise ModelError(f"node {name!r} ({p.op_type}): unknown domain {p.domain!r}")
+            for o in p.output:
+                if not o:
+                    continue
+                if o in produced or o in constants or o in seen_inputs:
+                    first = produced.get(o, "a graph input or initializer")
+                    raise ModelError(f"node {name!r} ({p.op_type}): output {o!r} is already produced by {first!r}")
+                produced[o] = name
+            if domain == "" and p.op_type == "Constant":
+                self._fold_constant(p, name, where)
+                constants.add(p.output[0])
+                w = self.weights[p.output[0]]
+                values[p.output[0]] = TensorDesc(w.dtype, w.shape)
+                continue
+            scope = {**outer, **values}
+            attrs = {a.name: self._attr(a, name, scope) for a in p.attribute}
+            nodes.append(Node(name, p.op_type, domain, list(p.input), list(p.output), attrs,
+                              self.opsets[domain]))
+        known = set(values) | set(outer)
+        nodes = _toposort(nodes, known, where)
+        used_outer = sorted({i for n in nodes for i in _reads(n) if i and i not in produced and i not in values})
+        for o in g.output:
+            if o.name not in produced and o.name not in values and o.name not in outer:
+                raise ModelError(f"{where}: output {o.name!r} is produced by no node, input or initializer")
+        for n in nodes:
+            cls = registry.lookup(n.domain, n.op_type, n.opset)
+            if cls is None:
+                self.missing.setdefault((n.domain, n.op_type, n.opset), []).append(n.name)
+            else:
+                n.op = cls(n)
+        graph = Graph(g.name, inputs, [o.name for o in g.output], nodes, values, constants, used_outer)
+        graph.values.update({k: v for k, v in declared_types.items() if k not in graph.values})
+        return graph, set(declared_types)
+
+    def _add_weight(self, name: str, arr: np.ndarray, where: str) -> None:
+        if name in self.weights:
+            # Subgraphs may reuse a name; keep them apart by rejecting silent shadowing.
+            raise ModelError(f"{where}: initializer {name!r} is defined twice")
+        self.weights[name] = arr
+
+    def _fold_constant(self, p: onnx.NodeProto, name: str, where: str) -> None:
+        if len(p.attribute) != 1 or len(p.output) != 1:
+            raise ModelError(f"node {name!r} (Constant): needs exactly one value attribute and one output")
+        a = p.attribute[0]
+        kind = a.name
+        if kind == "value":
+            arr = tensor_to_array(a.t, self.base_dir, f"node {name!r}")
+        elif kind == "sparse_value":
+            arr = _sparse_to_dense(a.sparse_tensor, self.base_dir, f"node {name!r}")
+        elif kind in ("value_float", "value_floats"):
+            arr = np.array(a.f if kind == "value_float" else list(a.floats), np.float32)
+        elif kind in ("value_int", "value_ints"):
+            arr = np.array(a.i if kind == "value_int" else list(a.ints), np.int64)
+        elif kind in ("value_string", "value_strings"):
+            vals = a.s.decode() if kind == "value_string" else [s.decode() for s in a.strings]
+            arr = np.array(vals, dtype=object)
+        else:
+            raise ModelError(f"node {name!r} (Constant): unknown attribute {kind!r}")
+        if arr.flags.writeable:
+            arr.flags.writeable = False
+        self._add_weight(p.output[0], arr, where)
+
+    def _attr(self, a: AttributeProto, node: str, scope: dict[str, TensorDesc]) -> Any:
+        t = a.type
+        if a.ref_attr_name:
+            raise ModelError(f"node {node!r}: attribute {a.name!r} refers to {a.ref_attr_name!r} outside a function")
+        if t == AttributeProto.FLOAT:
+            return float(a.f)
+        if t == AttributeProto.INT:
+            return int(a.i)
+        if t == AttributeProto.STRING:
+            return a.s.decode("utf-8", "replace")
+        if t == AttributeProto.FLOATS:
+            return [float(x) for x in a.floats]
+        if t == AttributeProto.INTS:
+            return [int(x) for x in a.ints]
+        if t == AttributeProto.STRINGS:
+            return [s.decode("utf-8", "replace") for s in a.strings]
+        if t == AttributeProto.TENSOR:
+            return tensor_to_array(a.t, self.base_dir, f"node {node!r}")
+        if t == AttributeProto.TENSORS:
+            return [tensor_to_array(x, self.base_dir, f"node {node!r}") for x in a.tensors]
+        if t == AttributeProto.SPARSE_TENSOR:
+            return _sparse_to_dense(a.sparse_tensor, self.base_dir, f"node {node!r}")
+        if t == AttributeProto.GRAPH:
+            return self.graph(a.g, scope, top=False)[0]
+        if t == AttributeProto.GRAPHS:
+            return [self.graph(g, scope, top=False)[0] for g in a.graphs]
+        if t == AttributeProto.TYPE_PROTO:
+            return type_to_desc(a.tp)
+        if t == AttributeProto.TYPE_PROTOS:
+            return [type_to_desc(x) for x in a.type_protos]
+        raise ModelError(f"node {node!r}: attribute {a.name!r} has undefined type {t}")
+
+
+def _sparse_to_dense(sp: onnx.SparseTensorProto, base_dir: str | None, where: str) -> np.ndarray:
+    values = tensor_to_array(sp.values, base_dir, where)
+    idx = tensor_to_array(sp.indices, base_dir, where).astype(np.int64)
+    shape = tuple(sp.dims)
+    dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=values.dtype)
+    flat = idx if idx.ndim == 1 else np.ravel_multi_index(tuple(idx.T), shape)
+    if flat.size and (flat.min() < 0 or flat.max() >= dense.size):
+        raise ModelError(f"{where}: sparse tensor {sp.values.name!r} has indices out of range")
+    dense[flat] = values.reshape(-1)
+    return dense.reshape(shape)
+
+
+def _reads(n: Node) -> list[str]:
+    """Inputs plus what subgraphs read from the enclosing scope."""
+    names = [i for i in n.inputs if i]
+    for v in n.attrs.values():
+        for g in v if isinstance(v, list) else [v]:
+            if isinstance(g, Graph):
+                names.extend(g.outer)
+    return names
+
+
+def _toposort(nodes: list[Node], known: set[str], where: str) -> list[Node]:
+    """Kahn's algorithm, stable for already-sorted input; names dangling inputs and cycles."""
+    producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
+    indeg = [0] * len(nodes)
+    succ: list[list[int]] = [[] for _ in nodes]
+    for i, n in enumerate(nodes):
+        for name in set(_reads(n)):
+            if name in producer:
+                j = producer[name]
+                if j == i:
+                    raise ModelError(f"node {n.name!r} ({n.op_type}) reads its own output {name!r}")
+                succ[j].append(i)
+                indeg[i] += 1
+            elif name not in known:
+                raise ModelError(
+                    f"node {n.name!r} ({n.op_type}): input {name!r} is not a graph input, initializer "
+                    f"or output of any node ({where})"
+                )
+    import heapq
+
+    ready = [i for i, d in enumerate(indeg) if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(nodes[i])
+        for j in succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) != len(nodes):
+        stuck = [nodes[i].name for i, d in enumerate(indeg) if d > 0]
+        raise ModelError(f"{where} has a cycle through node(s) {stuck[:10]}")
+    return order
+
+
+# ---------------------------------------------------------------- entry point
+def load_model(model: Any) -> Model:
+    """Parse, validate and bind: every problem is a ModelError naming where it is."""
+    proto, base_dir = parse(model)
+    if not MIN_IR <= proto.ir_version <= MAX_IR:
+        raise ModelError(f"IR version {proto.ir_version} is out of the supported range {MIN_IR}..{MAX_IR}")
+    if not proto.opset_import:
+        raise ModelError("the model has no opset_import")
+    if not proto.HasField("graph"):
+        raise ModelError("the model has no graph")
+    b = _Builder(proto, base_dir)
+    for dom, ver in b.opsets.items():
+        if dom not in KNOWN_DOMAINS and (dom, ) and not any(f.domain == dom for f in proto.functions):
+            continue  # checked per node: only an error if a node uses it
+        if dom in KNOWN_DOMAINS and not 1 <= ver <= KNOWN_DOMAINS[dom]:
+            raise ModelError(f"opset {ver} of domain {dom or 'ai.onnx'!r} is out of the supported range 1..{KNOWN_DOMAINS[dom]}")
+    b.overridable = set()
+    graph, _ = b.graph(proto.graph, {}, top=True)
+    if b.missing:
+        raise UnsupportedOpsError(b.missing)
+    from .inference import infer_graph
+
+    infer_graph(graph, b.weights)
+    return Model(graph, b.weights, b.opsets, proto.ir_version, b.overridable, proto.producer_name)
