@@ -104,7 +104,7 @@ def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[s
     if isinstance(value, list):
         value = np.asarray(value)
     if not isinstance(value, np.ndarray):
-        if np.isscalar(value) or isinstance(value, np.generic):
+        if isinstance(value, (bool, int, float, complex, np.generic)):
             value = np.asarray(value)
         else:
             raise ValueError(f"input {name!r}: expected a NumPy array, got {type(value).__name__}")

@@ -1,0 +1,59 @@
+"""Shared pytest set-up: the slow/gpu markers and the ONNX node-suite tally."""
+import collections
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+NODE_SUITE_BAR = 1500  # issue 2: at least this many of the 1884 node cases pass
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--runslow") and not os.environ.get("VKML_RUN_SLOW"):
+        skip = pytest.mark.skip(reason="slow: run with --runslow")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
+
+
+_tally = collections.Counter()
+
+
+def pytest_runtest_logreport(report):
+    if "OnnxBackendNodeModelTest" not in report.nodeid:
+        return
+    if report.when == "call":
+        _tally[report.outcome] += 1
+    elif report.when == "setup" and report.outcome == "skipped":
+        _tally["skipped"] += 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    total = sum(_tally.values())
+    if not total:
+        return
+    passed = _tally["passed"]
+    terminalreporter.write_sep("=", "ONNX backend node suite")
+    terminalreporter.write_line(
+        f"node suite: {passed} of {total} cases pass ({_tally['failed']} failed, "
+        f"{_tally['skipped']} skipped by tests/conformance/skips.py); bar {NODE_SUITE_BAR}"
+    )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    total = sum(_tally.values())
+    # Enforce the bar only when the whole node suite ran (not under -k filtering).
+    if total >= 1800 and _tally["passed"] < NODE_SUITE_BAR:
+        session.exitstatus = 1
+
+
+@pytest.fixture(autouse=True)
+def _quiet_numpy():
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield

@@ -1,0 +1,128 @@
+"""Command line: `python -m vkml run [MODEL] [--input NAME=FILE.npy ...]`, `python -m vkml info`."""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from importlib import resources
+
+import numpy as np
+
+SHIPPED_MODEL = "digits_cnn.onnx"
+SHIPPED_DATA = "digits_test.npz"
+
+
+def _summary(a) -> str:
+    if isinstance(a, list):
+        return f"sequence of {len(a)}"
+    if a is None:
+        return "none"
+    if a.dtype.kind in "fc" and a.size:
+        f = a.astype(np.float64)
+        return f"min {f.min():.4g} max {f.max():.4g} mean {f.mean():.4g}"
+    if a.dtype.kind in "iub" and a.size:
+        flat = a.reshape(-1)
+        head = ", ".join(str(v) for v in flat[:8]) + (", ..." if flat.size > 8 else "")
+        return f"[{head}]"
+    return f"{a.size} values"
+
+
+def _random_feed(sess, rng) -> dict:
+    feed = {}
+    for arg in sess.get_inputs():
+        desc = sess.model.graph.values[arg.name]
+        shape = [d if isinstance(d, int) else 1 for d in (desc.shape or ())]
+        dt = desc.dtype or np.dtype(np.float32)
+        if dt.kind == "f":
+            feed[arg.name] = rng.standard_normal(shape).astype(dt)
+        elif dt.kind == "b":
+            feed[arg.name] = rng.random(shape) < 0.5
+        else:
+            feed[arg.name] = rng.integers(0, 4, shape).astype(dt)
+    return feed
+
+
+def _time_runs(sess, feed, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def cmd_run(args) -> int:
+    import vkml
+
+    shipped = args.model is None
+    path = args.model or str(resources.files("vkml") / "data" / SHIPPED_MODEL)
+    sess = vkml.InferenceSession(path, devices=args.device or None)
+    if shipped:
+        data = np.load(str(resources.files("vkml") / "data" / SHIPPED_DATA))
+        images, labels = data["images"], data["labels"]
+        name = sess.get_inputs()[0].name
+        feed = {name: images}
+        outs = sess.run(None, feed)
+        pred = outs[0].argmax(axis=1)
+        acc = float((pred == labels).mean())
+        print(f"model: {path} (shipped: 8x8 digits CNN)")
+        print(f"classified {len(labels)} held-back test images: accuracy {acc:.4f} "
+              f"({int((pred == labels).sum())}/{len(labels)})")
+    else:
+        feed = {}
+        for item in args.input or []:
+            if "=" not in item:
+                print(f"--input must be NAME=FILE.npy, got {item!r}", file=sys.stderr)
+                return 2
+            k, f = item.split("=", 1)
+            feed[k] = np.load(f, allow_pickle=False)
+        missing = [a for a in sess.get_inputs() if a.name not in feed]
+        if missing:
+            rand = _random_feed(sess, np.random.default_rng(0))
+            for a in missing:
+                feed[a.name] = rand[a.name]
+                print(f"input {a.name}: not given, using random {feed[a.name].dtype}{list(feed[a.name].shape)}")
+        outs = sess.run(None, feed)
+        print(f"model: {path}")
+    for arg, out in zip(sess.get_outputs(), outs):
+        shape = list(out.shape) if hasattr(out, "shape") else "-"
+        dt = out.dtype if hasattr(out, "dtype") else type(out).__name__
+        print(f"output {arg.name}: shape {shape} dtype {dt}  {_summary(out)}")
+    med = _time_runs(sess, feed, args.repeat)
+    print(f"median latency over {args.repeat} runs: {med * 1e6:.1f} us on {', '.join(sess.get_providers())}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    import vkml
+
+    for d in vkml.devices():
+        print(f"{d.name:10s} {d.kind:14s} {d.description}")
+        for k, v in d.details.items():
+            print(f"{'':10s}   {k}: {v}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="vkml", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a model (the shipped digits CNN when MODEL is omitted)")
+    r.add_argument("model", nargs="?")
+    r.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    r.add_argument("--device", action="append", help="device name from `vkml info` (repeatable)")
+    r.add_argument("--repeat", type=int, default=100, help="runs timed for the median latency")
+    sub.add_parser("info", help="list the devices vkml can use")
+    args = ap.parse_args(argv)
+    try:
+        return {"run": cmd_run, "info": cmd_info}[args.cmd](args)
+    except (ValueError, OSError) as e:  # ModelError is a ValueError
+        print(f"vkml: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
