@@ -1,0 +1,71 @@
+"""Shared oracle for op tests: one node, run by vkml and by onnx's reference evaluator."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import vkml
+from vkml import dtypes
+
+
+def make_model(op_type: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any],
+               opset: int, outputs: int | Sequence[str] = 1, domain: str = "",
+               consts: Sequence[str] = ()) -> onnx.ModelProto:
+    """A single-node model; inputs whose value is None are omitted optional inputs ("")."""
+    out_names = [f"y{i}" for i in range(outputs)] if isinstance(outputs, int) else list(outputs)
+    in_names = [name if value is not None else "" for name, value in inputs.items()]
+    node = helper.make_node(op_type, in_names, out_names, domain=domain, **dict(attrs))
+    graph_inputs, inits = [], []
+    for name, value in inputs.items():
+        if value is None:
+            continue
+        value = np.asarray(value)
+        if name in consts:
+            inits.append(onnx.numpy_helper.from_array(value, name))
+        else:
+            graph_inputs.append(helper.make_tensor_value_info(name, dtypes.onnx_type(value.dtype), value.shape))
+    graph_outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in out_names if n]
+    graph = helper.make_graph([node], "g", graph_inputs, graph_outputs, initializer=inits)
+    opsets = [helper.make_opsetid("", opset if not domain else 21)]
+    if domain:
+        opsets.append(helper.make_opsetid(domain, opset))
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def check_node(op_type: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any] | None = None,
+               opset: int = 21, outputs: int | Sequence[str] = 1, rtol: float = 1e-5, atol: float = 1e-6,
+               domain: str = "", consts: Sequence[str] = (), check_infer: bool = True) -> list[np.ndarray]:
+    """Run the node through vkml and onnx.reference; assert equal dtypes, shapes and values.
+
+    Also checks vkml's inferred output types against the real outputs. Returns vkml's outputs.
+    """
+    model = make_model(op_type, inputs, attrs or {}, opset, outputs, domain, consts)
+    feed = {k: np.asarray(v) for k, v in inputs.items() if v is not None and k not in consts}
+    names = [o.name for o in model.graph.output]
+    ref = ReferenceEvaluator(model).run(None, feed)
+    sess = vkml.InferenceSession(model.SerializeToString())
+    got = sess.run(None, feed)
+    assert len(got) == len(ref)
+    for name, g, r in zip(names, got, ref):
+        r = np.asarray(r)
+        assert isinstance(g, np.ndarray), f"{name}: vkml gave {type(g).__name__}"
+        assert g.dtype == r.dtype, f"{name}: dtype {g.dtype} != reference {r.dtype}"
+        assert g.shape == r.shape, f"{name}: shape {g.shape} != reference {r.shape}"
+        if r.dtype.kind in "fc" or r.dtype.kind == "V":
+            np.testing.assert_allclose(g.astype(np.float64) if r.dtype.kind == "V" else g,
+                                       r.astype(np.float64) if r.dtype.kind == "V" else r,
+                                       rtol=rtol, atol=atol, err_msg=name)
+        else:
+            np.testing.assert_array_equal(g, r, err_msg=name)
+    if check_infer:
+        for arg, g in zip(sess.get_outputs(), got):
+            assert arg.type == dtypes.type_name(g.dtype), f"{arg.name}: inferred {arg.type}, real {g.dtype}"
+            if arg.shape is not None:
+                assert len(arg.shape) == g.ndim, f"{arg.name}: inferred rank {arg.shape}, real {g.shape}"
+                for d, n in zip(arg.shape, g.shape):
+                    assert not isinstance(d, int) or d == n, f"{arg.name}: inferred {arg.shape}, real {g.shape}"
+    return got
