@@ -6,6 +6,7 @@ Initializers become read-only NumPy views over the protobuf's bytes where their 
 from __future__ import annotations
 
 import itertools
+import mmap
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ import onnx
 from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
 from google.protobuf.message import DecodeError
 
-from . import dtypes
+from . import dtypes, onnx_wire
 from .errors import ModelError, UnsupportedOpsError
 from .graph import Graph, Node, TensorDesc
 from .ops import registry
@@ -39,41 +40,65 @@ class Model:
 
 
 # ---------------------------------------------------------------- parsing
-def parse(model: Any) -> tuple[ModelProto, str | None]:
-    """ModelProto from a path, bytes or ModelProto; the folder that external data is relative to."""
+@dataclass
+class Source:
+    """A parsed model and where its bytes live (kept alive by the weights' views)."""
+
+    proto: ModelProto
+    base_dir: str | None  # the folder that external data is relative to
+    buffer: Any = None  # the serialized model (an mmap of the file, or the caller's bytes)
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # initializer → raw bytes
+
+
+def parse(model: Any) -> Source:
+    """Parse a path, bytes or ModelProto. Paths are memory-mapped and bytes used in place:
+    large raw initializers are split off before protobuf sees them (see onnx_wire)."""
     if isinstance(model, ModelProto):
-        return model, None
+        return Source(model, None)
     if isinstance(model, (bytes, bytearray, memoryview)):
-        data, base = bytes(model), None
+        buffer, base = model, None
     elif isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         try:
             with open(path, "rb") as f:
-                data = f.read()
+                buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
         except OSError as e:
             raise ModelError(f"cannot read model file {path!r}: {e.strerror}") from e
         base = os.path.dirname(os.path.abspath(path))
     else:
         raise TypeError(f"model must be a path, bytes or onnx.ModelProto, not {type(model).__name__}")
+    try:
+        skeleton, spans = onnx_wire.split_model(buffer)
+    except onnx_wire.WireError as e:
+        raise ModelError(f"not a valid ONNX model (protobuf wire format: {e})") from None
     proto = ModelProto()
     try:
-        proto.ParseFromString(data)
+        proto.ParseFromString(skeleton)
     except (DecodeError, RuntimeError, ValueError) as e:
         raise ModelError(f"not a valid ONNX model (protobuf decoding failed: {e})") from e
     if not proto.HasField("graph") and not proto.opset_import:
         raise ModelError("not a valid ONNX model: no graph and no opset_import (empty or foreign bytes?)")
-    return proto, base
+    return Source(proto, base, buffer, spans)
 
 
-def tensor_to_array(t: TensorProto, base_dir: str | None, where: str) -> np.ndarray:
-    """A read-only array over the tensor's bytes: a view when raw or external, else converted."""
+def tensor_to_array(t: TensorProto, base_dir: str | None, where: str,
+                    span: tuple[Any, int, int] | None = None) -> np.ndarray:
+    """A read-only array over the tensor's bytes: a view when raw or external, else converted.
+
+    span (buffer, offset, length): the raw data was split off the protobuf (onnx_wire)."""
     try:
         dtype = dtypes.np_dtype(t.data_type)
     except KeyError:
         raise ModelError(f"{where}: tensor {t.name!r} has unsupported data type {t.data_type}") from None
     shape = tuple(t.dims)
     count = int(np.prod(shape, dtype=np.int64))
-    if t.data_location == TensorProto.EXTERNAL:
+    if span is not None:
+        buf, offset, length = span
+        if length != count * dtype.itemsize or dtype.kind == "O" or _packed(t.data_type):
+            raise ModelError(f"{where}: tensor {t.name!r} has {length} bytes of raw data, "
+                             f"expected {count * dtype.itemsize} for shape {list(shape)} of {dtype.name}")
+        arr = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+    elif t.data_location == TensorProto.EXTERNAL:
         arr = _external(t, base_dir, dtype, count, where)
     elif t.HasField("raw_data") and dtype.kind != "O" and dtype.itemsize * 8 >= 8 and not _packed(t.data_type):
         if len(t.raw_data) != count * dtype.itemsize:
@@ -196,8 +221,10 @@ def _inline_functions(nodes, functions: dict[tuple[str, str], onnx.FunctionProto
 
 # ---------------------------------------------------------------- graphs
 class _Builder:
-    def __init__(self, proto: ModelProto, base_dir: str | None):
-        self.base_dir = base_dir
+    def __init__(self, src: Source):
+        proto = src.proto
+        self.src = src
+        self.base_dir = src.base_dir
         self.opsets = {registry.canonical_domain(o.domain): o.version for o in proto.opset_import}
         self.weights: dict[str, np.ndarray] = {}
         self.functions = {(f.domain, f.name): f for f in proto.functions}
@@ -209,8 +236,11 @@ class _Builder:
         where = f"graph {g.name!r}"
         values: dict[str, TensorDesc] = {}
         constants: set[str] = set()
-        for t in itertools.chain(g.initializer, (s.values for s in ())):
-            self._add_weight(t.name, tensor_to_array(t, self.base_dir, where), where)
+        for t in g.initializer:
+            span = self.src.spans.get(t.name) if top else None
+            if span is not None:
+                span = (self.src.buffer, *span)
+            self._add_weight(t.name, tensor_to_array(t, self.base_dir, where, span), where)
             constants.add(t.name)
             values[t.name] = TensorDesc(self.weights[t.name].dtype, self.weights[t.name].shape)
         for sp in g.sparse_initializer:
@@ -404,14 +434,15 @@ def _toposort(nodes: list[Node], known: set[str], where: str) -> list[Node]:
 # ---------------------------------------------------------------- entry point
 def load_model(model: Any) -> Model:
     """Parse, validate and bind: every problem is a ModelError naming where it is."""
-    proto, base_dir = parse(model)
+    src = parse(model)
+    proto = src.proto
     if not MIN_IR <= proto.ir_version <= MAX_IR:
         raise ModelError(f"IR version {proto.ir_version} is out of the supported range {MIN_IR}..{MAX_IR}")
     if not proto.opset_import:
         raise ModelError("the model has no opset_import")
     if not proto.HasField("graph"):
         raise ModelError("the model has no graph")
-    b = _Builder(proto, base_dir)
+    b = _Builder(src)
     for dom, ver in b.opsets.items():
         if dom not in KNOWN_DOMAINS and (dom, ) and not any(f.domain == dom for f in proto.functions):
             continue  # checked per node: only an error if a node uses it

@@ -176,3 +176,24 @@ def test_truncated_or_corrupted_model_is_a_model_error(data):
                      for a in s.get_inputs()})
     except (ValueError, RuntimeError):
         pass
+
+
+def test_path_initializers_are_views_into_the_mapped_file(tmp_path):
+    import mmap
+
+    big = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    w = numpy_helper.from_array(big, "w")
+    m = model([h.make_node("Add", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT, [64, 64])], [Y], [w])
+    p = tmp_path / "m.onnx"
+    p.write_bytes(m.SerializeToString())
+    loaded = load_model(str(p))
+    arr = loaded.weights["w"]
+    base = arr
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    assert isinstance(base, mmap.mmap), type(base)
+    np.testing.assert_array_equal(arr, big)
+    # bytes input: a view over the caller's bytes, no copy.
+    raw = m.SerializeToString()
+    arr2 = load_model(raw).weights["w"]
+    assert np.shares_memory(arr2, np.frombuffer(raw, np.uint8))
