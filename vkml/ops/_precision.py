@@ -1,0 +1,38 @@
+"""Working precisions: NumPy has no fast kernels (BLAS, most ufuncs) for float16 or bfloat16, so
+those are computed in float32 and cast back once at the end; the ONNX spec allows wider
+accumulation."""
+from __future__ import annotations
+
+import numpy as np
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def work_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype to compute a floating op of ``dtype`` in."""
+    dtype = np.dtype(dtype)
+    if dtype == _F64 or dtype.kind in "iub":
+        return _F64
+    return _F32  # float32, float16 and the ml_dtypes floats (bfloat16, float8...)
+
+
+def widen(x: np.ndarray) -> np.ndarray:
+    """``x`` in its working precision (no copy when it already is)."""
+    return x.astype(work_dtype(x.dtype), copy=False)
+
+
+def narrow(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Cast a result back to the op's output dtype (no copy when it already is)."""
+    return np.asarray(y).astype(dtype, copy=False)
+
+
+def require_float(op, x: np.ndarray, what: str = "input") -> None:
+    """Raise a clear error for non-floating tensors where ONNX only allows floats."""
+    if not is_floating(x.dtype):
+        raise op.fail(f"{what} must be a floating tensor, got {x.dtype}")
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name.startswith(("bfloat", "float"))
