@@ -1,0 +1,29 @@
+"""Fixtures for the Vulkan runtime tests: the device under test, skipped without Vulkan.
+
+VKML_TEST_DEVICE=N picks the physical device (default 0). On CI it is lavapipe.
+"""
+import os
+
+import pytest
+
+import vkml.vulkan as vk
+
+
+def _index() -> int:
+    return int(os.environ.get("VKML_TEST_DEVICE", "0"))
+
+
+@pytest.fixture(scope="session")
+def dev():
+    reason = vk.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    return vk.device(_index())
+
+
+@pytest.fixture(scope="session")
+def info():
+    reason = vk.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no Vulkan: {reason}")
+    return vk.list_devices()[_index()]

@@ -1,0 +1,89 @@
+"""vkml's Vulkan runtime: devices, memory, pipelines, command recording, submission.
+
+Vulkan is reached at run time (dlopen of libvulkan.so.1); with no loader, no driver or no
+usable device everything here still imports, `available()` is False and
+`unavailable_reason()` says why. See docs/vulkan.md for the whole API.
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+
+from .errors import (
+    BufferTooLarge,
+    DeviceLost,
+    OutOfDeviceMemory,
+    ValidationError,
+    VulkanError,
+    VulkanUnavailable,
+)
+from .info import CoopMatrixShape, DeviceInfo, MemoryHeap, format_table
+
+try:
+    from . import _instance
+except ImportError as _e:  # extensions not built
+    _instance = None
+    _IMPORT_ERROR = (f"vkml's Vulkan extension modules are not built ({_e}); run "
+                     "`python setup.py build_ext --inplace`")
+else:
+    _IMPORT_ERROR = None
+
+__all__ = [
+    "available", "unavailable_reason", "list_devices", "device", "close_all",
+    "DeviceInfo", "MemoryHeap", "CoopMatrixShape", "format_table",
+    "VulkanError", "VulkanUnavailable", "DeviceLost", "ValidationError",
+    "OutOfDeviceMemory", "BufferTooLarge",
+]
+
+_devices: dict[int, object] = {}
+_devices_lock = threading.Lock()
+
+
+def unavailable_reason() -> str | None:
+    """None when at least one Vulkan device can be listed; else why not (one sentence)."""
+    if _instance is None:
+        return _IMPORT_ERROR
+    return _instance.unavailable_reason()
+
+
+def available() -> bool:
+    return unavailable_reason() is None
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every Vulkan physical device, usable or not; [] when Vulkan is unavailable."""
+    if not available():
+        return []
+    from .info import from_raw
+
+    inst = _instance.instance()
+    return [from_raw(inst.describe(i)) for i in range(inst.nphys)]
+
+
+def device(index: int = 0):
+    """The opened vkml.vulkan.Device for physical device `index` (opened once, then shared)."""
+    with _devices_lock:
+        dev = _devices.get(index)
+        if dev is not None and not dev.closed:
+            return dev
+        if _instance is None:
+            raise VulkanUnavailable(_IMPORT_ERROR)
+        inst = _instance.instance()
+        from ._device import Device
+
+        dev = Device(inst, index)
+        _devices[index] = dev
+        return dev
+
+
+def close_all() -> None:
+    """Close every opened device (saving pipeline caches), then the instance."""
+    with _devices_lock:
+        for dev in list(_devices.values()):
+            dev.close()
+        _devices.clear()
+    if _instance is not None:
+        _instance.shutdown()
+
+
+atexit.register(close_all)

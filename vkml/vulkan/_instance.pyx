@@ -1,0 +1,637 @@
+# cython: language_level=3
+"""Loading Vulkan at run time, the process-wide VkInstance, and physical-device queries.
+
+Nothing here runs at import: the loader is dlopen'ed on the first call to instance() (or
+unavailable_reason()), so `import vkml` works on a machine without libvulkan. Every
+failure on the way becomes a sentence in unavailable_reason().
+"""
+import os
+import threading
+
+from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset, strcmp
+from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlclose, dlerror, dlopen, dlsym
+
+from vkml.vulkan.vkapi cimport *
+
+from vkml.vulkan.errors import DeviceLost, ValidationError, VulkanError, VulkanUnavailable
+
+cdef extern from "vk_messages.h" nogil:
+    void vkml_msg_push(uint32_t severity, const char* id, const char* text)
+    int vkml_msg_pending()
+    int vkml_msg_take(char*** out, int* dropped)
+
+cdef enum:
+    API_1_1 = (1 << 22) | (1 << 12)
+    API_1_2 = (1 << 22) | (2 << 12)
+    API_1_3 = (1 << 22) | (3 << 12)
+
+RESULT_NAMES = {
+    0: "VK_SUCCESS", 1: "VK_NOT_READY", 2: "VK_TIMEOUT", 5: "VK_INCOMPLETE",
+    -1: "VK_ERROR_OUT_OF_HOST_MEMORY", -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+    -3: "VK_ERROR_INITIALIZATION_FAILED", -4: "VK_ERROR_DEVICE_LOST",
+    -5: "VK_ERROR_MEMORY_MAP_FAILED", -6: "VK_ERROR_LAYER_NOT_PRESENT",
+    -7: "VK_ERROR_EXTENSION_NOT_PRESENT", -8: "VK_ERROR_FEATURE_NOT_PRESENT",
+    -9: "VK_ERROR_INCOMPATIBLE_DRIVER", -10: "VK_ERROR_TOO_MANY_OBJECTS",
+    -11: "VK_ERROR_FORMAT_NOT_SUPPORTED", -12: "VK_ERROR_FRAGMENTED_POOL", -13: "VK_ERROR_UNKNOWN",
+    -1000011001: "VK_ERROR_VALIDATION_FAILED", -1000069000: "VK_ERROR_OUT_OF_POOL_MEMORY",
+    -1000161000: "VK_ERROR_FRAGMENTATION", 1000297000: "VK_PIPELINE_COMPILE_REQUIRED",
+}
+
+
+def result_name(int r) -> str:
+    return RESULT_NAMES.get(r, f"VkResult({r})")
+
+
+# ---------------------------------------------------------------- errors and validation messages
+cdef object _take_messages():
+    cdef char** arr = NULL
+    cdef int dropped = 0
+    cdef int n = vkml_msg_take(&arr, &dropped)
+    msgs = []
+    for i in range(n):
+        msgs.append(arr[i].decode("utf-8", "replace"))
+        free(arr[i])
+    free(arr)
+    return msgs, dropped
+
+
+cdef int check_messages() except -1 nogil:
+    if vkml_msg_pending():
+        with gil:
+            msgs, dropped = _take_messages()
+            if msgs or dropped:
+                raise ValidationError(msgs, dropped)
+    return 0
+
+
+cdef int check(VkResult r, const char* what) except -1 nogil:
+    if r >= 0:
+        if vkml_msg_pending():
+            check_messages()
+        return 0
+    with gil:
+        name = what.decode()
+        msgs, dropped = _take_messages()
+        text = f"{name} failed: {result_name(r)}"
+        if msgs:
+            text += "\nvalidation layer:\n" + "\n".join(msgs)
+        if r == VK_ERROR_DEVICE_LOST:
+            raise DeviceLost(text, r, name)
+        raise VulkanError(text, r, name)
+
+
+cdef VkBool32 _on_message(uint32_t severity, VkFlags types,
+                          const VkDebugUtilsMessengerCallbackDataEXT* data,
+                          void* user) noexcept nogil:
+    if severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT and data != NULL:
+        vkml_msg_push(severity, data.pMessageIdName, data.pMessage)
+    return 0
+
+
+def _push_test_message(str text) -> None:
+    """Inject a message as if the layer had sent it (tests of the raising path)."""
+    b = text.encode()
+    vkml_msg_push(VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT, b"vkml-test", b)
+
+
+def raise_pending_messages() -> None:
+    """Raise ValidationError now if the validation layer reported anything."""
+    check_messages()
+
+
+# ---------------------------------------------------------------- the instance
+cdef bytes _cstr(const char* s):
+    return <bytes>s
+
+
+cdef list _instance_extensions(PFN_vkEnumerateInstanceExtensionProperties enum_ext, const char* layer):
+    cdef uint32_t n = 0
+    cdef VkExtensionProperties* props = NULL
+    if enum_ext(layer, &n, NULL) < 0 or n == 0:
+        return []
+    props = <VkExtensionProperties*>calloc(n, sizeof(VkExtensionProperties))
+    try:
+        if enum_ext(layer, &n, props) < 0:
+            return []
+        return [_cstr(props[i].extensionName).decode() for i in range(n)]
+    finally:
+        free(props)
+
+
+cdef list _instance_layers(PFN_vkEnumerateInstanceLayerProperties enum_layers):
+    cdef uint32_t n = 0
+    cdef VkLayerProperties* props = NULL
+    if enum_layers == NULL or enum_layers(&n, NULL) < 0 or n == 0:
+        return []
+    props = <VkLayerProperties*>calloc(n, sizeof(VkLayerProperties))
+    try:
+        if enum_layers(&n, props) < 0:
+            return []
+        return [_cstr(props[i].layerName).decode() for i in range(n)]
+    finally:
+        free(props)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+cdef class Instance:
+    """The process-wide VkInstance (created once, on first use)."""
+
+    def __cinit__(self):
+        self.lib = NULL
+        self.handle = NULL
+        self.phys = NULL
+        self.nphys = 0
+        self.messenger = 0
+        memset(&self.fn, 0, sizeof(InstanceFns))
+
+    cdef VkPhysicalDevice physical(self, int index) except NULL:
+        if index < 0 or <uint32_t>index >= self.nphys:
+            raise IndexError(f"no Vulkan device vulkan:{index} (there are {self.nphys})")
+        return self.phys[index]
+
+    @property
+    def api_version(self) -> int:
+        return self.api_version
+
+    def _create(self, str library, bint validation):
+        cdef bytes lib_b = library.encode()
+        cdef const char* err
+        self.library = library
+        self.lib = dlopen(lib_b, RTLD_NOW | RTLD_LOCAL)
+        if self.lib == NULL:
+            err = dlerror()
+            raise VulkanUnavailable(
+                f"cannot load the Vulkan loader {library!r}: "
+                f"{(<bytes>err).decode(errors='replace') if err != NULL else 'not found'}"
+            )
+        cdef PFN_vkGetInstanceProcAddr gipa = <PFN_vkGetInstanceProcAddr>dlsym(self.lib, b"vkGetInstanceProcAddr")
+        if gipa == NULL:
+            raise VulkanUnavailable(f"{library!r} has no vkGetInstanceProcAddr; is it a Vulkan loader?")
+        self.fn.vkGetInstanceProcAddr = gipa
+        cdef PFN_vkEnumerateInstanceVersion enum_version = <PFN_vkEnumerateInstanceVersion>gipa(
+            NULL, b"vkEnumerateInstanceVersion")
+        cdef PFN_vkEnumerateInstanceExtensionProperties enum_ext = <PFN_vkEnumerateInstanceExtensionProperties>gipa(
+            NULL, b"vkEnumerateInstanceExtensionProperties")
+        cdef PFN_vkEnumerateInstanceLayerProperties enum_layers = <PFN_vkEnumerateInstanceLayerProperties>gipa(
+            NULL, b"vkEnumerateInstanceLayerProperties")
+        cdef PFN_vkCreateInstance create = <PFN_vkCreateInstance>gipa(NULL, b"vkCreateInstance")
+        if create == NULL or enum_ext == NULL:
+            raise VulkanUnavailable(f"{library!r} does not export the Vulkan 1.0 global commands")
+        cdef uint32_t loader_version = 1 << 22
+        if enum_version != NULL:
+            enum_version(&loader_version)
+        if loader_version < API_1_1:
+            raise VulkanUnavailable("the Vulkan loader supports only Vulkan 1.0; vkml needs 1.1 or newer")
+        self.api_version = min(loader_version & ~0xFFF, API_1_3)
+
+        available = set(_instance_extensions(enum_ext, NULL))
+        layers = []
+        extensions = []
+        if "VK_KHR_portability_enumeration" in available:
+            extensions.append("VK_KHR_portability_enumeration")
+        layer_exts = set()
+        if validation:
+            if "VK_LAYER_KHRONOS_validation" not in _instance_layers(enum_layers):
+                raise VulkanUnavailable(
+                    "VKML_VALIDATION=1 but the Khronos validation layer (VK_LAYER_KHRONOS_validation) "
+                    "is not installed (Debian/Ubuntu: apt install vulkan-validationlayers)")
+            layers.append("VK_LAYER_KHRONOS_validation")
+            layer_exts = set(_instance_extensions(enum_ext, b"VK_LAYER_KHRONOS_validation"))
+            if "VK_EXT_debug_utils" not in available | layer_exts:
+                raise VulkanUnavailable("VKML_VALIDATION=1 but VK_EXT_debug_utils is not available")
+            extensions.append("VK_EXT_debug_utils")
+            if "VK_EXT_validation_features" in available | layer_exts:
+                extensions.append("VK_EXT_validation_features")
+
+        cdef list keep = [s.encode() for s in layers + extensions]
+        cdef const char** names = <const char**>malloc(sizeof(char*) * (len(keep) + 1))
+        for i, s in enumerate(keep):
+            names[i] = <const char*>s
+        cdef VkApplicationInfo app
+        memset(&app, 0, sizeof(app))
+        app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO
+        app.pApplicationName = b"vkml"
+        app.pEngineName = b"vkml"
+        app.apiVersion = self.api_version
+        cdef VkInstanceCreateInfo ci
+        memset(&ci, 0, sizeof(ci))
+        ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO
+        ci.pApplicationInfo = &app
+        ci.enabledLayerCount = len(layers)
+        ci.ppEnabledLayerNames = names
+        ci.enabledExtensionCount = len(extensions)
+        ci.ppEnabledExtensionNames = names + len(layers)
+        if "VK_KHR_portability_enumeration" in extensions:
+            ci.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
+        cdef VkDebugUtilsMessengerCreateInfoEXT dbg
+        memset(&dbg, 0, sizeof(dbg))
+        dbg.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT
+        dbg.messageSeverity = (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT
+                               | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)
+        dbg.messageType = (VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
+                           | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
+                           | VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT)
+        dbg.pfnUserCallback = _on_message
+        cdef int32_t sync_feature = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT
+        cdef VkValidationFeaturesEXT vfeat
+        memset(&vfeat, 0, sizeof(vfeat))
+        vfeat.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT
+        vfeat.enabledValidationFeatureCount = 1
+        vfeat.pEnabledValidationFeatures = &sync_feature
+        if validation:
+            ci.pNext = &dbg
+            if "VK_EXT_validation_features" in extensions:
+                dbg.pNext = &vfeat
+        cdef VkResult r
+        with nogil:
+            r = create(&ci, NULL, &self.handle)
+        free(names)
+        if r != VK_SUCCESS:
+            self.handle = NULL
+            msgs, _ = _take_messages()
+            hint = ""
+            if r == VK_ERROR_INCOMPATIBLE_DRIVER:
+                hint = " (no Vulkan driver (ICD) is installed, or none supports Vulkan 1.1)"
+            elif r == VK_ERROR_LAYER_NOT_PRESENT:
+                hint = " (the validation layer is missing)"
+            raise VulkanUnavailable(f"vkCreateInstance failed: {result_name(r)}{hint}"
+                                    + ("\n" + "\n".join(msgs) if msgs else ""), r, "vkCreateInstance")
+        self.validation = validation
+        self._load_functions()
+        if validation:
+            dbg.pNext = NULL
+            check(self.fn.vkCreateDebugUtilsMessengerEXT(self.handle, &dbg, NULL, &self.messenger),
+                  b"vkCreateDebugUtilsMessengerEXT")
+        self._enumerate()
+
+    def _load_functions(self):
+        cdef PFN_vkGetInstanceProcAddr g = self.fn.vkGetInstanceProcAddr
+        cdef VkInstance i = self.handle
+        self.fn.vkDestroyInstance = <PFN_vkDestroyInstance>g(i, b"vkDestroyInstance")
+        self.fn.vkEnumeratePhysicalDevices = <PFN_vkEnumeratePhysicalDevices>g(i, b"vkEnumeratePhysicalDevices")
+        self.fn.vkGetPhysicalDeviceProperties2 = <PFN_vkGetPhysicalDeviceProperties2>g(
+            i, b"vkGetPhysicalDeviceProperties2")
+        self.fn.vkGetPhysicalDeviceFeatures2 = <PFN_vkGetPhysicalDeviceFeatures2>g(i, b"vkGetPhysicalDeviceFeatures2")
+        self.fn.vkGetPhysicalDeviceMemoryProperties2 = <PFN_vkGetPhysicalDeviceMemoryProperties2>g(
+            i, b"vkGetPhysicalDeviceMemoryProperties2")
+        self.fn.vkGetPhysicalDeviceQueueFamilyProperties = <PFN_vkGetPhysicalDeviceQueueFamilyProperties>g(
+            i, b"vkGetPhysicalDeviceQueueFamilyProperties")
+        self.fn.vkEnumerateDeviceExtensionProperties = <PFN_vkEnumerateDeviceExtensionProperties>g(
+            i, b"vkEnumerateDeviceExtensionProperties")
+        self.fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR = (
+            <PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>g(
+                i, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"))
+        self.fn.vkCreateDevice = <PFN_vkCreateDevice>g(i, b"vkCreateDevice")
+        self.fn.vkGetDeviceProcAddr = <PFN_vkGetDeviceProcAddr>g(i, b"vkGetDeviceProcAddr")
+        self.fn.vkCreateDebugUtilsMessengerEXT = <PFN_vkCreateDebugUtilsMessengerEXT>g(
+            i, b"vkCreateDebugUtilsMessengerEXT")
+        self.fn.vkDestroyDebugUtilsMessengerEXT = <PFN_vkDestroyDebugUtilsMessengerEXT>g(
+            i, b"vkDestroyDebugUtilsMessengerEXT")
+        missing = []
+        if self.fn.vkEnumeratePhysicalDevices == NULL:
+            missing.append("vkEnumeratePhysicalDevices")
+        if self.fn.vkGetPhysicalDeviceProperties2 == NULL:
+            missing.append("vkGetPhysicalDeviceProperties2")
+        if self.fn.vkGetPhysicalDeviceFeatures2 == NULL:
+            missing.append("vkGetPhysicalDeviceFeatures2")
+        if self.fn.vkGetPhysicalDeviceMemoryProperties2 == NULL:
+            missing.append("vkGetPhysicalDeviceMemoryProperties2")
+        if self.fn.vkCreateDevice == NULL:
+            missing.append("vkCreateDevice")
+        if self.fn.vkGetDeviceProcAddr == NULL:
+            missing.append("vkGetDeviceProcAddr")
+        if missing:
+            raise VulkanUnavailable(f"the Vulkan loader lacks {', '.join(missing)}")
+
+    def _enumerate(self):
+        cdef uint32_t n = 0
+        check(self.fn.vkEnumeratePhysicalDevices(self.handle, &n, NULL), b"vkEnumeratePhysicalDevices")
+        self.phys = <VkPhysicalDevice*>calloc(n + 1, sizeof(VkPhysicalDevice))
+        if n:
+            check(self.fn.vkEnumeratePhysicalDevices(self.handle, &n, self.phys), b"vkEnumeratePhysicalDevices")
+        self.nphys = n
+
+    def destroy(self) -> None:
+        """Destroy the VkInstance (after every Device is closed)."""
+        if self.handle != NULL:
+            if self.messenger and self.fn.vkDestroyDebugUtilsMessengerEXT != NULL:
+                self.fn.vkDestroyDebugUtilsMessengerEXT(self.handle, self.messenger, NULL)
+                self.messenger = 0
+            self.fn.vkDestroyInstance(self.handle, NULL)
+            self.handle = NULL
+        free(self.phys)
+        self.phys = NULL
+        self.nphys = 0
+
+    # ------------------------------------------------------------ physical-device queries
+    def device_extensions(self, int index) -> list:
+        cdef VkPhysicalDevice pd = self.physical(index)
+        cdef uint32_t n = 0
+        cdef VkExtensionProperties* props = NULL
+        check(self.fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL), b"vkEnumerateDeviceExtensionProperties")
+        props = <VkExtensionProperties*>calloc(n + 1, sizeof(VkExtensionProperties))
+        try:
+            check(self.fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, props),
+                  b"vkEnumerateDeviceExtensionProperties")
+            return sorted(_cstr(props[i].extensionName).decode() for i in range(n))
+        finally:
+            free(props)
+
+    def heap_budgets(self, int index) -> list:
+        """[(heap size, budget or None, usage or None)] for every memory heap, queried now."""
+        cdef VkPhysicalDevice pd = self.physical(index)
+        cdef VkPhysicalDeviceMemoryProperties2 mp
+        cdef VkPhysicalDeviceMemoryBudgetPropertiesEXT budget
+        memset(&mp, 0, sizeof(mp))
+        memset(&budget, 0, sizeof(budget))
+        mp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2
+        budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT
+        has_budget = "VK_EXT_memory_budget" in self.device_extensions(index)
+        if has_budget:
+            mp.pNext = &budget
+        self.fn.vkGetPhysicalDeviceMemoryProperties2(pd, &mp)
+        check_messages()
+        out = []
+        for h in range(mp.memoryProperties.memoryHeapCount):
+            size = mp.memoryProperties.memoryHeaps[h].size
+            if has_budget:
+                out.append((size, budget.heapBudget[h], budget.heapUsage[h]))
+            else:
+                out.append((size, None, None))
+        return out
+
+    def describe(self, int index) -> dict:
+        """Everything vkml wants to know about physical device `index`, as plain Python data."""
+        cdef VkPhysicalDevice pd = self.physical(index)
+        exts = set(self.device_extensions(index))
+        cdef VkPhysicalDeviceProperties2 props
+        cdef VkPhysicalDeviceDriverProperties driver
+        cdef VkPhysicalDeviceSubgroupProperties subgroup
+        cdef VkPhysicalDeviceSubgroupSizeControlProperties sgsize
+        cdef VkPhysicalDevicePushDescriptorPropertiesKHR pushd
+        cdef VkPhysicalDeviceMaintenance3Properties maint3
+        memset(&props, 0, sizeof(props))
+        memset(&driver, 0, sizeof(driver))
+        memset(&subgroup, 0, sizeof(subgroup))
+        memset(&sgsize, 0, sizeof(sgsize))
+        memset(&pushd, 0, sizeof(pushd))
+        memset(&maint3, 0, sizeof(maint3))
+        props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2
+        # First the plain properties, to learn the device's API version (it decides which
+        # structures may be chained).
+        self.fn.vkGetPhysicalDeviceProperties2(pd, &props)
+        cdef uint32_t dev_api = props.properties.apiVersion
+        cdef uint32_t api = min(dev_api, self.api_version)
+        cdef void** nxt = &props.pNext
+        driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES
+        subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES
+        sgsize.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES
+        pushd.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR
+        maint3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES
+        has_driver = api >= API_1_2 or "VK_KHR_driver_properties" in exts
+        has_sgsize = api >= API_1_3 or "VK_EXT_subgroup_size_control" in exts
+        has_push = "VK_KHR_push_descriptor" in exts
+        if has_driver:
+            nxt[0] = &driver
+            nxt = &driver.pNext
+        nxt[0] = &subgroup
+        nxt = &subgroup.pNext
+        nxt[0] = &maint3
+        nxt = &maint3.pNext
+        if has_sgsize:
+            nxt[0] = &sgsize
+            nxt = &sgsize.pNext
+        if has_push:
+            nxt[0] = &pushd
+            nxt = &pushd.pNext
+        self.fn.vkGetPhysicalDeviceProperties2(pd, &props)
+
+        cdef VkPhysicalDeviceFeatures2 f2
+        cdef VkPhysicalDevice16BitStorageFeatures f16s
+        cdef VkPhysicalDevice8BitStorageFeatures f8s
+        cdef VkPhysicalDeviceShaderFloat16Int8Features f16a
+        cdef VkPhysicalDeviceTimelineSemaphoreFeatures ftl
+        cdef VkPhysicalDeviceVulkanMemoryModelFeatures fmm
+        cdef VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures fsgx
+        cdef VkPhysicalDeviceSubgroupSizeControlFeatures fsgs
+        cdef VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm
+        memset(&f2, 0, sizeof(f2))
+        memset(&f16s, 0, sizeof(f16s))
+        memset(&f8s, 0, sizeof(f8s))
+        memset(&f16a, 0, sizeof(f16a))
+        memset(&ftl, 0, sizeof(ftl))
+        memset(&fmm, 0, sizeof(fmm))
+        memset(&fsgx, 0, sizeof(fsgx))
+        memset(&fsgs, 0, sizeof(fsgs))
+        memset(&fcm, 0, sizeof(fcm))
+        f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
+        f16s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES
+        f8s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES
+        f16a.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES
+        ftl.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES
+        fmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES
+        fsgx.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES
+        fsgs.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES
+        fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
+        chain = {
+            "16bit_storage": api >= API_1_1 or "VK_KHR_16bit_storage" in exts,
+            "8bit_storage": api >= API_1_2 or "VK_KHR_8bit_storage" in exts,
+            "float16_int8": api >= API_1_2 or "VK_KHR_shader_float16_int8" in exts,
+            "timeline": api >= API_1_2 or "VK_KHR_timeline_semaphore" in exts,
+            "memory_model": api >= API_1_2 or "VK_KHR_vulkan_memory_model" in exts,
+            "subgroup_ext_types": api >= API_1_2 or "VK_KHR_shader_subgroup_extended_types" in exts,
+            "subgroup_size": has_sgsize,
+            "coop_matrix": "VK_KHR_cooperative_matrix" in exts,
+        }
+        nxt = &f2.pNext
+        if chain["16bit_storage"]:
+            nxt[0] = &f16s
+            nxt = &f16s.pNext
+        if chain["8bit_storage"]:
+            nxt[0] = &f8s
+            nxt = &f8s.pNext
+        if chain["float16_int8"]:
+            nxt[0] = &f16a
+            nxt = &f16a.pNext
+        if chain["timeline"]:
+            nxt[0] = &ftl
+            nxt = &ftl.pNext
+        if chain["memory_model"]:
+            nxt[0] = &fmm
+            nxt = &fmm.pNext
+        if chain["subgroup_ext_types"]:
+            nxt[0] = &fsgx
+            nxt = &fsgx.pNext
+        if chain["subgroup_size"]:
+            nxt[0] = &fsgs
+            nxt = &fsgs.pNext
+        if chain["coop_matrix"]:
+            nxt[0] = &fcm
+            nxt = &fcm.pNext
+        self.fn.vkGetPhysicalDeviceFeatures2(pd, &f2)
+
+        cdef VkPhysicalDeviceLimits* lim = &props.properties.limits
+        features = {
+            "fp16_arithmetic": bool(f16a.shaderFloat16),
+            "int8_arithmetic": bool(f16a.shaderInt8),
+            "storage_16bit": bool(f16s.storageBuffer16BitAccess),
+            "push_constant_16bit": bool(f16s.storagePushConstant16),
+            "storage_8bit": bool(f8s.storageBuffer8BitAccess),
+            "int64": bool(f2.features.shaderInt64),
+            "int16": bool(f2.features.shaderInt16),
+            "fp64": bool(f2.features.shaderFloat64),
+            "timeline_semaphore": bool(ftl.timelineSemaphore),
+            "push_descriptor": has_push,
+            "memory_budget": "VK_EXT_memory_budget" in exts,
+            "vulkan_memory_model": bool(fmm.vulkanMemoryModel),
+            "subgroup_extended_types": bool(fsgx.shaderSubgroupExtendedTypes),
+            "subgroup_size_control": bool(fsgs.subgroupSizeControl),
+            "compute_full_subgroups": bool(fsgs.computeFullSubgroups),
+            "cooperative_matrix": bool(fcm.cooperativeMatrix),
+        }
+
+        coop = []
+        cdef uint32_t ncm = 0
+        cdef VkCooperativeMatrixPropertiesKHR* cm = NULL
+        if features["cooperative_matrix"] and self.fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR != NULL:
+            check(self.fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &ncm, NULL),
+                  b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+            cm = <VkCooperativeMatrixPropertiesKHR*>calloc(ncm + 1, sizeof(VkCooperativeMatrixPropertiesKHR))
+            for i in range(ncm):
+                cm[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+            try:
+                check(self.fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &ncm, cm),
+                      b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+                for i in range(ncm):
+                    coop.append((cm[i].MSize, cm[i].NSize, cm[i].KSize, cm[i].AType, cm[i].BType,
+                                 cm[i].CType, cm[i].ResultType, bool(cm[i].saturatingAccumulation),
+                                 cm[i].scope))
+            finally:
+                free(cm)
+
+        cdef uint32_t nq = 0
+        cdef VkQueueFamilyProperties* qf = NULL
+        self.fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL)
+        qf = <VkQueueFamilyProperties*>calloc(nq + 1, sizeof(VkQueueFamilyProperties))
+        self.fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf)
+        queues = [(qf[i].queueFlags, qf[i].queueCount, qf[i].timestampValidBits) for i in range(nq)]
+        free(qf)
+
+        cdef VkPhysicalDeviceMemoryProperties2 mp
+        memset(&mp, 0, sizeof(mp))
+        mp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2
+        self.fn.vkGetPhysicalDeviceMemoryProperties2(pd, &mp)
+        budgets = self.heap_budgets(index)
+        heaps = [
+            {"size": mp.memoryProperties.memoryHeaps[h].size,
+             "flags": mp.memoryProperties.memoryHeaps[h].flags,
+             "budget": budgets[h][1], "usage": budgets[h][2]}
+            for h in range(mp.memoryProperties.memoryHeapCount)
+        ]
+        mtypes = [
+            {"flags": mp.memoryProperties.memoryTypes[t].propertyFlags,
+             "heap": mp.memoryProperties.memoryTypes[t].heapIndex}
+            for t in range(mp.memoryProperties.memoryTypeCount)
+        ]
+        check_messages()
+        max_alloc = maint3.maxMemoryAllocationSize if maint3.maxMemoryAllocationSize else (1 << 30)
+        return {
+            "index": index,
+            "device_name": _cstr(props.properties.deviceName).decode(errors="replace"),
+            "vendor_id": props.properties.vendorID,
+            "device_id": props.properties.deviceID,
+            "device_type": props.properties.deviceType,
+            "api_version": dev_api,
+            "effective_api_version": api,
+            "driver_version": props.properties.driverVersion,
+            "driver_id": driver.driverID if has_driver else 0,
+            "driver_name": _cstr(driver.driverName).decode(errors="replace") if has_driver else "",
+            "driver_info": _cstr(driver.driverInfo).decode(errors="replace") if has_driver else "",
+            "pipeline_cache_uuid": (<char*>props.properties.pipelineCacheUUID)[:16],
+            "subgroup_size": subgroup.subgroupSize,
+            "min_subgroup_size": sgsize.minSubgroupSize if has_sgsize else subgroup.subgroupSize,
+            "max_subgroup_size": sgsize.maxSubgroupSize if has_sgsize else subgroup.subgroupSize,
+            "subgroup_operations": subgroup.supportedOperations,
+            "subgroup_stages": subgroup.supportedStages,
+            "features": features,
+            "cooperative_matrix": coop,
+            "queue_families": queues,
+            "heaps": heaps,
+            "memory_types": mtypes,
+            "extensions": sorted(exts),
+            "limits": {
+                "max_storage_buffer_range": lim.maxStorageBufferRange,
+                "max_push_constants_size": lim.maxPushConstantsSize,
+                "max_memory_allocation_count": lim.maxMemoryAllocationCount,
+                "max_memory_allocation_size": max_alloc,
+                "max_bound_descriptor_sets": lim.maxBoundDescriptorSets,
+                "max_per_stage_storage_buffers": lim.maxPerStageDescriptorStorageBuffers,
+                "max_push_descriptors": pushd.maxPushDescriptors if has_push else 0,
+                "max_compute_shared_memory_size": lim.maxComputeSharedMemorySize,
+                "max_compute_work_group_count": (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1], lim.maxComputeWorkGroupCount[2]),
+                "max_compute_work_group_invocations": lim.maxComputeWorkGroupInvocations,
+                "max_compute_work_group_size": (lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupSize[1], lim.maxComputeWorkGroupSize[2]),
+                "min_storage_buffer_offset_alignment": lim.minStorageBufferOffsetAlignment,
+                "min_memory_map_alignment": lim.minMemoryMapAlignment,
+                "non_coherent_atom_size": lim.nonCoherentAtomSize,
+                "timestamp_period": lim.timestampPeriod,
+                "timestamp_compute_and_graphics": bool(lim.timestampComputeAndGraphics),
+            },
+        }
+
+
+# ---------------------------------------------------------------- the singleton
+cdef Instance _INSTANCE = None
+cdef object _REASON = None
+_LOCK = threading.Lock()
+
+
+def instance() -> Instance:
+    """The process-wide Instance; raises VulkanUnavailable (with the reason) if there is none."""
+    global _INSTANCE, _REASON
+    with _LOCK:
+        if _INSTANCE is not None:
+            return _INSTANCE
+        if _REASON is not None:
+            raise VulkanUnavailable(_REASON)
+        setting = os.environ.get("VKML_VULKAN", "").strip().lower()
+        if setting in ("0", "off", "false", "no"):
+            _REASON = f"Vulkan disabled by VKML_VULKAN={os.environ['VKML_VULKAN']}"
+            raise VulkanUnavailable(_REASON)
+        library = os.environ.get("VKML_VULKAN_LIBRARY") or "libvulkan.so.1"
+        inst = Instance()
+        try:
+            inst._create(library, _env_flag("VKML_VALIDATION"))
+        except VulkanError as e:
+            inst.destroy()
+            _REASON = str(e)
+            raise
+        if inst.nphys == 0:
+            _REASON = "the Vulkan loader found no physical device (no driver, or the driver sees no GPU)"
+            inst.destroy()
+            raise VulkanUnavailable(_REASON)
+        _INSTANCE = inst
+        return inst
+
+
+def unavailable_reason():
+    """None when Vulkan works, else one sentence saying why it does not."""
+    try:
+        instance()
+    except VulkanError as e:
+        return str(e)
+    return None
+
+
+def shutdown() -> None:
+    """Destroy the instance (at interpreter exit, after the devices)."""
+    global _INSTANCE
+    with _LOCK:
+        if _INSTANCE is not None:
+            _INSTANCE.destroy()
+            _INSTANCE = None
