@@ -3,8 +3,12 @@
 VKML_TEST_DEVICE=N picks the physical device (default 0). On CI it is lavapipe.
 """
 import os
+import tempfile
 
 import pytest
+
+# Pipeline caches of test runs go to a scratch directory, not ~/.cache/vkml.
+os.environ.setdefault("VKML_CACHE_DIR", tempfile.mkdtemp(prefix="vkml-test-cache-"))
 
 import vkml.vulkan as vk
 

@@ -13,6 +13,7 @@ cdef class Instance:
     cdef VkPhysicalDevice* phys
     cdef readonly uint32_t nphys
     cdef readonly str library
+    cdef dict _ext_cache
 
     cdef VkPhysicalDevice physical(self, int index) except NULL
 

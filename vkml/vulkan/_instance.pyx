@@ -147,6 +147,7 @@ cdef class Instance:
         self.phys = NULL
         self.nphys = 0
         self.messenger = 0
+        self._ext_cache = {}
         memset(&self.fn, 0, sizeof(InstanceFns))
 
     cdef VkPhysicalDevice physical(self, int index) except NULL:
@@ -333,12 +334,16 @@ cdef class Instance:
         cdef VkPhysicalDevice pd = self.physical(index)
         cdef uint32_t n = 0
         cdef VkExtensionProperties* props = NULL
+        if index in self._ext_cache:
+            return list(self._ext_cache[index])
         check(self.fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL), b"vkEnumerateDeviceExtensionProperties")
         props = <VkExtensionProperties*>calloc(n + 1, sizeof(VkExtensionProperties))
         try:
             check(self.fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, props),
                   b"vkEnumerateDeviceExtensionProperties")
-            return sorted(_cstr(props[i].extensionName).decode() for i in range(n))
+            exts = sorted(_cstr(props[i].extensionName).decode() for i in range(n))
+            self._ext_cache[index] = tuple(exts)
+            return exts
         finally:
             free(props)
 
@@ -489,6 +494,7 @@ cdef class Instance:
             "push_descriptor": has_push,
             "memory_budget": "VK_EXT_memory_budget" in exts,
             "vulkan_memory_model": bool(fmm.vulkanMemoryModel),
+            "vulkan_memory_model_device_scope": bool(fmm.vulkanMemoryModelDeviceScope),
             "subgroup_extended_types": bool(fsgx.shaderSubgroupExtendedTypes),
             "subgroup_size_control": bool(fsgs.subgroupSizeControl),
             "compute_full_subgroups": bool(fsgs.computeFullSubgroups),
@@ -559,6 +565,7 @@ cdef class Instance:
             "subgroup_operations": subgroup.supportedOperations,
             "subgroup_stages": subgroup.supportedStages,
             "features": features,
+            "feature_structs": chain,
             "cooperative_matrix": coop,
             "queue_families": queues,
             "heaps": heaps,

@@ -1,0 +1,632 @@
+# cython: language_level=3
+"""An opened Vulkan device: one compute queue, one timeline semaphore, enabled features.
+
+The queue is externally synchronised (a pthread mutex held only around vkQueueSubmit);
+every submission signals the next value of the device's timeline semaphore, so "is work N
+done" is one integer comparison and waiting never needs a fence.
+"""
+import os
+import threading
+import time
+import weakref
+
+from cpython.exc cimport PyErr_CheckSignals
+from libc.stdint cimport uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
+
+from vkml.vulkan.vkapi cimport *
+from vkml.vulkan._instance cimport Instance, check, check_messages
+
+from vkml.vulkan import config
+from vkml.vulkan.errors import VulkanError, VulkanUnavailable
+from vkml.vulkan.info import from_raw
+
+cdef enum:
+    API_1_2 = (1 << 22) | (2 << 12)
+    API_1_3 = (1 << 22) | (3 << 12)
+
+# Stages/accesses that vkml's commands use; barriers are expressed with these.
+cdef VkFlags WORK_STAGES = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT
+cdef VkFlags WORK_WRITES = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT
+cdef VkFlags WORK_ACCESS = (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT
+                            | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
+
+PIPELINE_CACHE_HEADER = 32  # VkPipelineCacheHeaderVersionOne
+
+
+cdef void* _load(PFN_vkGetDeviceProcAddr g, VkDevice d, const char* name, const char* alt) noexcept:
+    cdef void* p = <void*>g(d, name)
+    if p == NULL and alt != NULL:
+        p = <void*>g(d, alt)
+    return p
+
+
+cdef class Device:
+    """An opened Vulkan device. Get one with vkml.vulkan.device(index) (shared per process)."""
+
+    def __cinit__(self):
+        self.handle = NULL
+        self.closed = True
+        self.queue_lock_ready = False
+        self.pipeline_cache = 0
+        self.timeline = 0
+        self.copy_pool = 0
+        self.copy_cmd = NULL
+        self.submitted = 0
+        memset(&self.fn, 0, sizeof(DeviceFns))
+
+    def __init__(self, Instance inst, int index):
+        self.inst = inst
+        self.index = index
+        self.phys = inst.physical(index)
+        self.name = f"vulkan:{index}"
+        raw = inst.describe(index)
+        self.info = from_raw(raw)
+        if not self.info.usable:
+            raise VulkanUnavailable(f"{self.name} ({self.info.device_name}) cannot be used by vkml: "
+                                    f"{self.info.unusable_reason}")
+        self.pipelines = {}
+        self.set_layouts = {}
+        self.pipeline_lock = threading.RLock()
+        self.copy_lock = threading.Lock()
+        self.children = weakref.WeakSet()
+        self._create(raw)
+        self.closed = False
+        try:
+            self._create_timeline()
+            self._load_pipeline_cache(raw)
+            from vkml.vulkan._memory import Allocator
+            self.allocator = Allocator(self)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------ creation
+    def _create(self, dict raw):
+        disabled = config.disabled_features()
+        supported = raw["features"]
+        structs = raw["feature_structs"]
+        exts = set(raw["extensions"])
+        api = raw["effective_api_version"]
+        lim = raw["limits"]
+
+        # The compute queue: a compute-only family if there is one (async compute on
+        # discrete GPUs), else any family with compute.
+        fams = raw["queue_families"]
+        compute = [i for i, (flags, count, _) in enumerate(fams) if flags & VK_QUEUE_COMPUTE_BIT and count]
+        dedicated = [i for i in compute if not fams[i][0] & VK_QUEUE_GRAPHICS_BIT]
+        self.queue_family = (dedicated or compute)[0]
+
+        def on(name):
+            return bool(supported.get(name)) and name not in disabled
+
+        enabled = {name for name in supported if on(name)}
+        enabled.add("timeline_semaphore")
+
+        cdef VkPhysicalDeviceFeatures2 f2
+        cdef VkPhysicalDevice16BitStorageFeatures f16s
+        cdef VkPhysicalDevice8BitStorageFeatures f8s
+        cdef VkPhysicalDeviceShaderFloat16Int8Features f16a
+        cdef VkPhysicalDeviceTimelineSemaphoreFeatures ftl
+        cdef VkPhysicalDeviceVulkanMemoryModelFeatures fmm
+        cdef VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures fsgx
+        cdef VkPhysicalDeviceSubgroupSizeControlFeatures fsgs
+        cdef VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm
+        memset(&f2, 0, sizeof(f2))
+        memset(&f16s, 0, sizeof(f16s))
+        memset(&f8s, 0, sizeof(f8s))
+        memset(&f16a, 0, sizeof(f16a))
+        memset(&ftl, 0, sizeof(ftl))
+        memset(&fmm, 0, sizeof(fmm))
+        memset(&fsgx, 0, sizeof(fsgx))
+        memset(&fsgs, 0, sizeof(fsgs))
+        memset(&fcm, 0, sizeof(fcm))
+        f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
+        f16s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES
+        f8s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES
+        f16a.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES
+        ftl.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES
+        fmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES
+        fsgx.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES
+        fsgs.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES
+        fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
+        f2.features.shaderInt64 = "int64" in enabled
+        f2.features.shaderInt16 = "int16" in enabled
+        f2.features.shaderFloat64 = "fp64" in enabled
+        f16s.storageBuffer16BitAccess = "storage_16bit" in enabled
+        f16s.storagePushConstant16 = "push_constant_16bit" in enabled and "storage_16bit" in enabled
+        if not f16s.storagePushConstant16:
+            enabled.discard("push_constant_16bit")
+        f8s.storageBuffer8BitAccess = "storage_8bit" in enabled
+        f16a.shaderFloat16 = "fp16_arithmetic" in enabled
+        f16a.shaderInt8 = "int8_arithmetic" in enabled
+        ftl.timelineSemaphore = 1
+        fmm.vulkanMemoryModel = "vulkan_memory_model" in enabled
+        fmm.vulkanMemoryModelDeviceScope = ("vulkan_memory_model_device_scope" in enabled
+                                            and fmm.vulkanMemoryModel)
+        fsgx.shaderSubgroupExtendedTypes = "subgroup_extended_types" in enabled
+        fsgs.subgroupSizeControl = "subgroup_size_control" in enabled
+        fsgs.computeFullSubgroups = "compute_full_subgroups" in enabled
+        fcm.cooperativeMatrix = "cooperative_matrix" in enabled
+        cdef void** nxt = &f2.pNext
+        if structs["16bit_storage"]:
+            nxt[0] = &f16s
+            nxt = &f16s.pNext
+        if structs["8bit_storage"]:
+            nxt[0] = &f8s
+            nxt = &f8s.pNext
+        if structs["float16_int8"]:
+            nxt[0] = &f16a
+            nxt = &f16a.pNext
+        if structs["timeline"]:
+            nxt[0] = &ftl
+            nxt = &ftl.pNext
+        if structs["memory_model"]:
+            nxt[0] = &fmm
+            nxt = &fmm.pNext
+        if structs["subgroup_ext_types"]:
+            nxt[0] = &fsgx
+            nxt = &fsgx.pNext
+        if structs["subgroup_size"]:
+            nxt[0] = &fsgs
+            nxt = &fsgs.pNext
+        if structs["coop_matrix"] and fcm.cooperativeMatrix:
+            nxt[0] = &fcm
+            nxt = &fcm.pNext
+
+        want = []
+        if api < API_1_2:
+            want += ["VK_KHR_timeline_semaphore", "VK_KHR_storage_buffer_storage_class",
+                     "VK_KHR_8bit_storage", "VK_KHR_shader_float16_int8", "VK_KHR_driver_properties",
+                     "VK_KHR_vulkan_memory_model", "VK_KHR_shader_subgroup_extended_types"]
+        if api < API_1_3:
+            want.append("VK_EXT_subgroup_size_control")
+        if "push_descriptor" in enabled:
+            want.append("VK_KHR_push_descriptor")
+        if "memory_budget" in enabled:
+            want.append("VK_EXT_memory_budget")
+        if "cooperative_matrix" in enabled:
+            want.append("VK_KHR_cooperative_matrix")
+        want.append("VK_KHR_portability_subset")  # must be enabled where it exists (MoltenVK)
+        ext_list = [e for e in dict.fromkeys(want) if e in exts]
+        cdef list keep = [e.encode() for e in ext_list]
+        cdef const char** names = <const char**>malloc(sizeof(char*) * (len(keep) + 1))
+        for i, b in enumerate(keep):
+            names[i] = <const char*>b
+
+        cdef float priority = 1.0
+        cdef VkDeviceQueueCreateInfo qci
+        memset(&qci, 0, sizeof(qci))
+        qci.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO
+        qci.queueFamilyIndex = self.queue_family
+        qci.queueCount = 1
+        qci.pQueuePriorities = &priority
+        cdef VkDeviceCreateInfo dci
+        memset(&dci, 0, sizeof(dci))
+        dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO
+        dci.pNext = &f2
+        dci.queueCreateInfoCount = 1
+        dci.pQueueCreateInfos = &qci
+        dci.enabledExtensionCount = len(keep)
+        dci.ppEnabledExtensionNames = names
+        cdef VkResult r
+        cdef VkPhysicalDevice pd = self.phys
+        cdef PFN_vkCreateDevice create = self.inst.fn.vkCreateDevice
+        with nogil:
+            r = create(pd, &dci, NULL, &self.handle)
+        free(names)
+        if r != VK_SUCCESS:
+            self.handle = NULL
+        check(r, b"vkCreateDevice")
+        self._load_functions()
+        self.fn.vkGetDeviceQueue(self.handle, self.queue_family, 0, &self.queue)
+        pthread_mutex_init(&self.queue_lock, NULL)
+        self.queue_lock_ready = True
+
+        if "push_descriptor" in enabled and self.fn.vkCmdPushDescriptorSetKHR == NULL:
+            enabled.discard("push_descriptor")
+        self.features = frozenset(enabled)
+        self.push_descriptors = "push_descriptor" in enabled
+        self.limits = dict(lim)
+        self.max_storage_buffer_range = lim["max_storage_buffer_range"]
+        self.max_push_constants_size = lim["max_push_constants_size"]
+        self.storage_alignment = lim["min_storage_buffer_offset_alignment"]
+        for k in range(3):
+            self.max_group_count[k] = lim["max_compute_work_group_count"][k]
+
+    def _load_functions(self):
+        cdef PFN_vkGetDeviceProcAddr g = self.inst.fn.vkGetDeviceProcAddr
+        cdef VkDevice d = self.handle
+        self.fn.vkDestroyDevice = <PFN_vkDestroyDevice>_load(g, d, b"vkDestroyDevice", NULL)
+        self.fn.vkGetDeviceQueue = <PFN_vkGetDeviceQueue>_load(g, d, b"vkGetDeviceQueue", NULL)
+        self.fn.vkDeviceWaitIdle = <PFN_vkDeviceWaitIdle>_load(g, d, b"vkDeviceWaitIdle", NULL)
+        self.fn.vkQueueSubmit = <PFN_vkQueueSubmit>_load(g, d, b"vkQueueSubmit", NULL)
+        self.fn.vkAllocateMemory = <PFN_vkAllocateMemory>_load(g, d, b"vkAllocateMemory", NULL)
+        self.fn.vkFreeMemory = <PFN_vkFreeMemory>_load(g, d, b"vkFreeMemory", NULL)
+        self.fn.vkMapMemory = <PFN_vkMapMemory>_load(g, d, b"vkMapMemory", NULL)
+        self.fn.vkUnmapMemory = <PFN_vkUnmapMemory>_load(g, d, b"vkUnmapMemory", NULL)
+        self.fn.vkCreateBuffer = <PFN_vkCreateBuffer>_load(g, d, b"vkCreateBuffer", NULL)
+        self.fn.vkDestroyBuffer = <PFN_vkDestroyBuffer>_load(g, d, b"vkDestroyBuffer", NULL)
+        self.fn.vkGetBufferMemoryRequirements = <PFN_vkGetBufferMemoryRequirements>_load(
+            g, d, b"vkGetBufferMemoryRequirements", NULL)
+        self.fn.vkBindBufferMemory = <PFN_vkBindBufferMemory>_load(g, d, b"vkBindBufferMemory", NULL)
+        self.fn.vkCreateShaderModule = <PFN_vkCreateShaderModule>_load(g, d, b"vkCreateShaderModule", NULL)
+        self.fn.vkDestroyShaderModule = <PFN_vkDestroyShaderModule>_load(g, d, b"vkDestroyShaderModule", NULL)
+        self.fn.vkCreatePipelineCache = <PFN_vkCreatePipelineCache>_load(g, d, b"vkCreatePipelineCache", NULL)
+        self.fn.vkDestroyPipelineCache = <PFN_vkDestroyPipelineCache>_load(g, d, b"vkDestroyPipelineCache", NULL)
+        self.fn.vkGetPipelineCacheData = <PFN_vkGetPipelineCacheData>_load(g, d, b"vkGetPipelineCacheData", NULL)
+        self.fn.vkCreateComputePipelines = <PFN_vkCreateComputePipelines>_load(
+            g, d, b"vkCreateComputePipelines", NULL)
+        self.fn.vkDestroyPipeline = <PFN_vkDestroyPipeline>_load(g, d, b"vkDestroyPipeline", NULL)
+        self.fn.vkCreatePipelineLayout = <PFN_vkCreatePipelineLayout>_load(g, d, b"vkCreatePipelineLayout", NULL)
+        self.fn.vkDestroyPipelineLayout = <PFN_vkDestroyPipelineLayout>_load(
+            g, d, b"vkDestroyPipelineLayout", NULL)
+        self.fn.vkCreateDescriptorSetLayout = <PFN_vkCreateDescriptorSetLayout>_load(
+            g, d, b"vkCreateDescriptorSetLayout", NULL)
+        self.fn.vkDestroyDescriptorSetLayout = <PFN_vkDestroyDescriptorSetLayout>_load(
+            g, d, b"vkDestroyDescriptorSetLayout", NULL)
+        self.fn.vkCreateDescriptorPool = <PFN_vkCreateDescriptorPool>_load(g, d, b"vkCreateDescriptorPool", NULL)
+        self.fn.vkDestroyDescriptorPool = <PFN_vkDestroyDescriptorPool>_load(
+            g, d, b"vkDestroyDescriptorPool", NULL)
+        self.fn.vkAllocateDescriptorSets = <PFN_vkAllocateDescriptorSets>_load(
+            g, d, b"vkAllocateDescriptorSets", NULL)
+        self.fn.vkUpdateDescriptorSets = <PFN_vkUpdateDescriptorSets>_load(g, d, b"vkUpdateDescriptorSets", NULL)
+        self.fn.vkCreateCommandPool = <PFN_vkCreateCommandPool>_load(g, d, b"vkCreateCommandPool", NULL)
+        self.fn.vkDestroyCommandPool = <PFN_vkDestroyCommandPool>_load(g, d, b"vkDestroyCommandPool", NULL)
+        self.fn.vkAllocateCommandBuffers = <PFN_vkAllocateCommandBuffers>_load(
+            g, d, b"vkAllocateCommandBuffers", NULL)
+        self.fn.vkBeginCommandBuffer = <PFN_vkBeginCommandBuffer>_load(g, d, b"vkBeginCommandBuffer", NULL)
+        self.fn.vkEndCommandBuffer = <PFN_vkEndCommandBuffer>_load(g, d, b"vkEndCommandBuffer", NULL)
+        self.fn.vkCmdBindPipeline = <PFN_vkCmdBindPipeline>_load(g, d, b"vkCmdBindPipeline", NULL)
+        self.fn.vkCmdBindDescriptorSets = <PFN_vkCmdBindDescriptorSets>_load(
+            g, d, b"vkCmdBindDescriptorSets", NULL)
+        self.fn.vkCmdPushDescriptorSetKHR = <PFN_vkCmdPushDescriptorSetKHR>_load(
+            g, d, b"vkCmdPushDescriptorSetKHR", NULL)
+        self.fn.vkCmdPushConstants = <PFN_vkCmdPushConstants>_load(g, d, b"vkCmdPushConstants", NULL)
+        self.fn.vkCmdDispatch = <PFN_vkCmdDispatch>_load(g, d, b"vkCmdDispatch", NULL)
+        self.fn.vkCmdPipelineBarrier = <PFN_vkCmdPipelineBarrier>_load(g, d, b"vkCmdPipelineBarrier", NULL)
+        self.fn.vkCmdCopyBuffer = <PFN_vkCmdCopyBuffer>_load(g, d, b"vkCmdCopyBuffer", NULL)
+        self.fn.vkCmdFillBuffer = <PFN_vkCmdFillBuffer>_load(g, d, b"vkCmdFillBuffer", NULL)
+        self.fn.vkCreateSemaphore = <PFN_vkCreateSemaphore>_load(g, d, b"vkCreateSemaphore", NULL)
+        self.fn.vkDestroySemaphore = <PFN_vkDestroySemaphore>_load(g, d, b"vkDestroySemaphore", NULL)
+        self.fn.vkWaitSemaphores = <PFN_vkWaitSemaphores>_load(g, d, b"vkWaitSemaphores", b"vkWaitSemaphoresKHR")
+        self.fn.vkGetSemaphoreCounterValue = <PFN_vkGetSemaphoreCounterValue>_load(
+            g, d, b"vkGetSemaphoreCounterValue", b"vkGetSemaphoreCounterValueKHR")
+        self.fn.vkCreateQueryPool = <PFN_vkCreateQueryPool>_load(g, d, b"vkCreateQueryPool", NULL)
+        self.fn.vkDestroyQueryPool = <PFN_vkDestroyQueryPool>_load(g, d, b"vkDestroyQueryPool", NULL)
+        self.fn.vkCmdResetQueryPool = <PFN_vkCmdResetQueryPool>_load(g, d, b"vkCmdResetQueryPool", NULL)
+        self.fn.vkCmdWriteTimestamp = <PFN_vkCmdWriteTimestamp>_load(g, d, b"vkCmdWriteTimestamp", NULL)
+        self.fn.vkGetQueryPoolResults = <PFN_vkGetQueryPoolResults>_load(g, d, b"vkGetQueryPoolResults", NULL)
+        if self.fn.vkWaitSemaphores == NULL or self.fn.vkGetSemaphoreCounterValue == NULL:
+            raise VulkanUnavailable(f"{self.name}: the driver exposes no vkWaitSemaphores")
+
+    def _create_timeline(self):
+        cdef VkSemaphoreTypeCreateInfo tci
+        cdef VkSemaphoreCreateInfo sci
+        memset(&tci, 0, sizeof(tci))
+        memset(&sci, 0, sizeof(sci))
+        tci.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO
+        tci.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE
+        tci.initialValue = 0
+        sci.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO
+        sci.pNext = &tci
+        check(self.fn.vkCreateSemaphore(self.handle, &sci, NULL, &self.timeline), b"vkCreateSemaphore")
+        cdef VkCommandPoolCreateInfo pci
+        memset(&pci, 0, sizeof(pci))
+        pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO
+        pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT | VK_COMMAND_POOL_CREATE_TRANSIENT_BIT
+        pci.queueFamilyIndex = self.queue_family
+        check(self.fn.vkCreateCommandPool(self.handle, &pci, NULL, &self.copy_pool), b"vkCreateCommandPool")
+        cdef VkCommandBufferAllocateInfo ai
+        memset(&ai, 0, sizeof(ai))
+        ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO
+        ai.commandPool = self.copy_pool
+        ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY
+        ai.commandBufferCount = 1
+        check(self.fn.vkAllocateCommandBuffers(self.handle, &ai, &self.copy_cmd), b"vkAllocateCommandBuffers")
+
+    # ------------------------------------------------------------ pipeline cache
+    def _load_pipeline_cache(self, dict raw):
+        directory = config.cache_dir()
+        uuid = raw["pipeline_cache_uuid"]
+        self.pipeline_cache_path = None
+        data = b""
+        if directory is not None:
+            self.pipeline_cache_path = os.path.join(
+                directory, f"pipelines-{raw['vendor_id']:04x}-{raw['device_id']:04x}-{uuid.hex()}.bin")
+            try:
+                with open(self.pipeline_cache_path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                data = b""
+            if not _cache_header_ok(data, raw["vendor_id"], raw["device_id"], uuid):
+                data = b""
+        cdef const unsigned char* p = data
+        cdef VkPipelineCacheCreateInfo ci
+        memset(&ci, 0, sizeof(ci))
+        ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO
+        ci.initialDataSize = len(data)
+        ci.pInitialData = p if len(data) else NULL
+        cdef VkResult r
+        with nogil:
+            r = self.fn.vkCreatePipelineCache(self.handle, &ci, NULL, &self.pipeline_cache)
+        if r != VK_SUCCESS and len(data):
+            # A cache the driver rejects is just discarded.
+            ci.initialDataSize = 0
+            ci.pInitialData = NULL
+            with nogil:
+                r = self.fn.vkCreatePipelineCache(self.handle, &ci, NULL, &self.pipeline_cache)
+        check(r, b"vkCreatePipelineCache")
+        self.loaded_cache_bytes = len(data)
+
+    def pipeline_cache_data(self) -> bytes:
+        """The driver's current pipeline-cache blob (what save_pipeline_cache() writes)."""
+        self.ensure_open()
+        cdef size_t n = 0
+        check(self.fn.vkGetPipelineCacheData(self.handle, self.pipeline_cache, &n, NULL), b"vkGetPipelineCacheData")
+        buf = bytearray(n)
+        cdef unsigned char[::1] mv = buf
+        if n:
+            check(self.fn.vkGetPipelineCacheData(self.handle, self.pipeline_cache, &n, &mv[0]),
+                  b"vkGetPipelineCacheData")
+        return bytes(buf[:n])
+
+    def save_pipeline_cache(self) -> str | None:
+        """Write the pipeline cache to its file (atomically); returns the path, or None if off."""
+        if self.pipeline_cache_path is None or self.closed:
+            return None
+        data = self.pipeline_cache_data()
+        directory = os.path.dirname(self.pipeline_cache_path)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            tmp = f"{self.pipeline_cache_path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, self.pipeline_cache_path)
+        except OSError:
+            return None
+        return self.pipeline_cache_path
+
+    # ------------------------------------------------------------ submission and waiting
+    cdef int ensure_open(self) except -1:
+        if self.closed:
+            raise VulkanError(f"{self.name} is closed")
+        return 0
+
+    cdef int submit_raw(self, VkCommandBuffer cmd, const uint64_t* waits, uint32_t nwait,
+                        uint64_t* signaled) except -1 nogil:
+        cdef VkSemaphore* wait_sems = NULL
+        cdef VkFlags* wait_stages = NULL
+        cdef uint32_t i
+        cdef uint64_t value
+        cdef VkResult r
+        cdef VkTimelineSemaphoreSubmitInfo ts
+        cdef VkSubmitInfo si
+        if nwait:
+            wait_sems = <VkSemaphore*>malloc(sizeof(VkSemaphore) * nwait)
+            wait_stages = <VkFlags*>malloc(sizeof(VkFlags) * nwait)
+            if wait_sems == NULL or wait_stages == NULL:
+                free(wait_sems)
+                free(wait_stages)
+                with gil:
+                    raise MemoryError()
+            for i in range(nwait):
+                wait_sems[i] = self.timeline
+                wait_stages[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+        memset(&ts, 0, sizeof(ts))
+        memset(&si, 0, sizeof(si))
+        ts.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO
+        ts.waitSemaphoreValueCount = nwait
+        ts.pWaitSemaphoreValues = waits
+        ts.signalSemaphoreValueCount = 1
+        ts.pSignalSemaphoreValues = &value
+        si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO
+        si.pNext = &ts
+        si.waitSemaphoreCount = nwait
+        si.pWaitSemaphores = wait_sems
+        si.pWaitDstStageMask = wait_stages
+        si.commandBufferCount = 1 if cmd != NULL else 0
+        si.pCommandBuffers = &cmd
+        si.signalSemaphoreCount = 1
+        si.pSignalSemaphores = &self.timeline
+        pthread_mutex_lock(&self.queue_lock)
+        value = self.submitted + 1
+        r = self.fn.vkQueueSubmit(self.queue, 1, &si, 0)
+        if r == VK_SUCCESS:
+            self.submitted = value
+        pthread_mutex_unlock(&self.queue_lock)
+        free(wait_sems)
+        free(wait_stages)
+        check(r, b"vkQueueSubmit")
+        signaled[0] = value
+        return 0
+
+    cdef int wait_value(self, uint64_t value, double timeout) except -1:
+        """Block (GIL released, Ctrl-C honoured every 50 ms) until the timeline reaches value.
+        timeout < 0 waits forever; raises TimeoutError when it expires."""
+        cdef VkSemaphoreWaitInfo wi
+        cdef VkResult r
+        cdef uint64_t slice_ns = 50000000
+        cdef double deadline = time.monotonic() + timeout if timeout >= 0 else -1.0
+        self.ensure_open()
+        if value > self.submitted:
+            raise ValueError(f"{self.name}: timeline value {value} was never submitted "
+                             f"(last submitted: {self.submitted}); waiting would never end")
+        memset(&wi, 0, sizeof(wi))
+        wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO
+        wi.semaphoreCount = 1
+        wi.pSemaphores = &self.timeline
+        wi.pValues = &value
+        while True:
+            if timeout >= 0:
+                remaining = deadline - time.monotonic()
+                slice_ns = <uint64_t>(max(0.0, min(remaining, 0.05)) * 1e9)
+            with nogil:
+                r = self.fn.vkWaitSemaphores(self.handle, &wi, slice_ns)
+            if r == VK_SUCCESS:
+                check_messages()
+                return 0
+            if r != VK_TIMEOUT:
+                check(r, b"vkWaitSemaphores")
+            PyErr_CheckSignals()
+            if timeout >= 0 and time.monotonic() >= deadline:
+                raise TimeoutError(f"{self.name}: timeline value {value} not reached within {timeout} s "
+                                   f"(completed: {self.completed()})")
+
+    def wait(self, uint64_t value, timeout: float | None = None) -> None:
+        """Wait (GIL released) until submission `value` has completed on the GPU."""
+        self.wait_value(value, -1.0 if timeout is None else float(timeout))
+
+    def wait_idle(self, timeout: float | None = None) -> None:
+        """Wait until everything submitted so far has completed."""
+        if not self.closed and self.submitted:
+            self.wait_value(self.submitted, -1.0 if timeout is None else float(timeout))
+
+    def completed(self) -> int:
+        """The highest timeline value the GPU has finished (never blocks)."""
+        self.ensure_open()
+        cdef uint64_t v = 0
+        check(self.fn.vkGetSemaphoreCounterValue(self.handle, self.timeline, &v), b"vkGetSemaphoreCounterValue")
+        return v
+
+    @property
+    def last_submitted(self) -> int:
+        return self.submitted
+
+    cdef int copy_now(self, VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset,
+                      uint64_t size) except -1:
+        """Copy between buffers on the queue and wait for it (used for staged upload/readback).
+        Ordered after all earlier submissions by a leading barrier."""
+        cdef VkCommandBufferBeginInfo bi
+        cdef VkMemoryBarrier mb
+        cdef VkBufferCopy region
+        cdef uint64_t value = 0
+        self.ensure_open()
+        memset(&bi, 0, sizeof(bi))
+        bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        memset(&mb, 0, sizeof(mb))
+        mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER
+        region.srcOffset = src_offset
+        region.dstOffset = dst_offset
+        region.size = size
+        with self.copy_lock:
+            check(self.fn.vkBeginCommandBuffer(self.copy_cmd, &bi), b"vkBeginCommandBuffer")
+            mb.srcAccessMask = WORK_WRITES
+            mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT
+            self.fn.vkCmdPipelineBarrier(self.copy_cmd, WORK_STAGES, VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
+                                         1, &mb, 0, NULL, 0, NULL)
+            self.fn.vkCmdCopyBuffer(self.copy_cmd, src, dst, 1, &region)
+            mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT
+            mb.dstAccessMask = WORK_ACCESS | VK_ACCESS_HOST_READ_BIT
+            self.fn.vkCmdPipelineBarrier(self.copy_cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                         WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT, 0,
+                                         1, &mb, 0, NULL, 0, NULL)
+            check(self.fn.vkEndCommandBuffer(self.copy_cmd), b"vkEndCommandBuffer")
+            self.submit_raw(self.copy_cmd, NULL, 0, &value)
+            self.wait_value(value, -1.0)
+        return 0
+
+    # ------------------------------------------------------------ lifetime
+    def register(self, obj) -> None:
+        """Track an object whose Vulkan handles must go before the device does (it must
+        have a _release() method, called by close())."""
+        self.children.add(obj)
+
+    def close(self) -> None:
+        """Wait for the GPU, save the pipeline cache, destroy everything. Idempotent."""
+        if self.handle == NULL:
+            self.closed = True
+            return
+        cdef VkDevice d = self.handle
+        with nogil:
+            self.fn.vkDeviceWaitIdle(d)
+        if not self.closed:
+            try:
+                self.save_pipeline_cache()
+            except Exception:
+                pass
+        for child in list(self.children):
+            try:
+                child._release()
+            except Exception:
+                pass
+        self.children = weakref.WeakSet()
+        for p in list(self.pipelines.values()):
+            p._release()
+        self.pipelines.clear()
+        for set_layout, layouts in self.set_layouts.values():
+            for layout in layouts.values():
+                self.fn.vkDestroyPipelineLayout(d, layout, NULL)
+            self.fn.vkDestroyDescriptorSetLayout(d, set_layout, NULL)
+        self.set_layouts.clear()
+        if self.allocator is not None:
+            self.allocator._release_all()
+            self.allocator = None
+        if self.pipeline_cache:
+            self.fn.vkDestroyPipelineCache(d, self.pipeline_cache, NULL)
+            self.pipeline_cache = 0
+        if self.copy_pool:
+            self.fn.vkDestroyCommandPool(d, self.copy_pool, NULL)
+            self.copy_pool = 0
+        if self.timeline:
+            self.fn.vkDestroySemaphore(d, self.timeline, NULL)
+            self.timeline = 0
+        self.fn.vkDestroyDevice(d, NULL)
+        self.handle = NULL
+        self.closed = True
+        if self.queue_lock_ready:
+            pthread_mutex_destroy(&self.queue_lock)
+            self.queue_lock_ready = False
+
+    # ------------------------------------------------------------ conveniences
+    def alloc(self, size_t nbytes, str kind="device"):
+        """A BufferView of `nbytes` from the device's allocator (kind: device, host, readback)."""
+        self.ensure_open()
+        return self.allocator.alloc(nbytes, kind)
+
+    def memory_stats(self) -> dict:
+        self.ensure_open()
+        return self.allocator.stats()
+
+    def set_memory_budget(self, value) -> None:
+        """Budget for vkml's allocations on this device: a fraction (0.5) of heapBudget (or
+        of the heap size), an absolute size ("6GiB", bytes), or None for the default."""
+        self.ensure_open()
+        self.allocator.set_budget(value)
+
+    def pipeline(self, str shader, str bindings, int push_size=0, tuple spec=()):
+        """The compute pipeline for SPIR-V `shader` (vkml/spv/<shader>.spv), created on first
+        use and cached by (shader, bindings, push_size, spec). `bindings` has one letter per
+        storage-buffer binding: r (read), w (write), x (read+write); `spec` gives the
+        specialization constants by constant_id (0 = local_size_x by vkml convention)."""
+        self.ensure_open()
+        key = (shader, bindings, push_size, spec)
+        p = self.pipelines.get(key)
+        if p is not None:
+            return p
+        from vkml.vulkan._pipeline import create_pipeline
+        with self.pipeline_lock:
+            p = self.pipelines.get(key)
+            if p is None:
+                p = create_pipeline(self, shader, bindings, push_size, spec)
+                self.pipelines[key] = p
+        return p
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"submitted={self.submitted}"
+        return f"<vkml.vulkan.Device {self.name} {self.info.device_name!r} {state}>"
+
+
+def _cache_header_ok(bytes data, uint32_t vendor, uint32_t device, bytes uuid) -> bool:
+    """VkPipelineCacheHeaderVersionOne: u32 length (>= 32), u32 version (1), u32 vendorID,
+    u32 deviceID, u8 uuid[16]. Rejecting foreign blobs here spares drivers that parse badly."""
+    if len(data) < PIPELINE_CACHE_HEADER:
+        return False
+    length = int.from_bytes(data[0:4], "little")
+    version = int.from_bytes(data[4:8], "little")
+    return (length >= 32 and version == 1
+            and int.from_bytes(data[8:12], "little") == vendor
+            and int.from_bytes(data[12:16], "little") == device
+            and data[16:32] == uuid)

@@ -1,0 +1,77 @@
+"""Environment settings of the Vulkan runtime, parsed in one place.
+
+VKML_MEMORY_BUDGET    fraction ("0.5": of VK_EXT_memory_budget's heapBudget, or of the heap
+                      size without it) or an absolute size ("6GiB", "512MiB", "1000000").
+                      Default: 0.95 of heapBudget, or 0.8 of the heap size.
+VKML_DISABLE          comma list of device features to leave off even if supported, to test
+                      fallbacks: push_descriptor, mapped_memory (treat device-local memory as
+                      not host-visible: uploads go through staging), storage_16bit,
+                      storage_8bit, int64, fp16_arithmetic, memory_budget.
+VKML_READBACK         auto (map HOST_CACHED memory, stage otherwise), map, staging.
+VKML_CACHE_DIR        where pipeline caches live (default $XDG_CACHE_HOME/vkml or ~/.cache/vkml).
+VKML_PIPELINE_CACHE   0 to neither load nor save pipeline caches.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+DEFAULT_BUDGET_FRACTION = 0.95       # of VK_EXT_memory_budget's heapBudget
+DEFAULT_NO_BUDGET_FRACTION = 0.8     # of the heap size, without the extension
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40}
+
+
+def parse_budget(text: str | float | int | None) -> tuple[str, float] | None:
+    """("fraction", f) or ("bytes", n) from "0.5" / "6GiB" / 123; None for empty."""
+    if text is None:
+        return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if 0 < text <= 1 and isinstance(text, float):
+            return ("fraction", float(text))
+        if text <= 0:
+            raise ValueError(f"memory budget must be positive, got {text!r}")
+        return ("bytes", float(int(text)))
+    s = str(text).strip().lower().replace(" ", "")
+    if not s:
+        return None
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+)([a-z]*)", s)
+    if not m or m.group(2) not in _UNITS:
+        raise ValueError(f"cannot parse memory budget {text!r}: use a fraction like 0.5 or a size like 6GiB")
+    value = float(m.group(1))
+    if m.group(2) == "" and "." in m.group(1) and value <= 1:
+        if value <= 0:
+            raise ValueError(f"memory budget must be positive, got {text!r}")
+        return ("fraction", value)
+    n = value * _UNITS[m.group(2)]
+    if n <= 0:
+        raise ValueError(f"memory budget must be positive, got {text!r}")
+    return ("bytes", float(int(n)))
+
+
+def budget_setting() -> tuple[str, float] | None:
+    return parse_budget(os.environ.get("VKML_MEMORY_BUDGET"))
+
+
+def disabled_features() -> frozenset[str]:
+    raw = os.environ.get("VKML_DISABLE", "")
+    return frozenset(x.strip() for x in raw.split(",") if x.strip())
+
+
+def readback_mode() -> str:
+    mode = os.environ.get("VKML_READBACK", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "map", "staging"):
+        raise ValueError(f"VKML_READBACK must be auto, map or staging, not {mode!r}")
+    return mode
+
+
+def cache_dir() -> str | None:
+    """Directory for pipeline caches, or None when caching is off."""
+    if os.environ.get("VKML_PIPELINE_CACHE", "1").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    explicit = os.environ.get("VKML_CACHE_DIR")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "vkml")
