@@ -501,10 +501,10 @@ def split_sizes(op: Op, dim: int, split: Sequence[int] | None, n_out: int, num_o
     if num_outputs is not None:
         if num_outputs != n_out:
             raise op.fail(f"num_outputs={num_outputs} but the node has {n_out} outputs")
-        chunk = -(-dim // num_outputs)
-        sizes = [min(chunk, max(dim - k * chunk, 0)) for k in range(num_outputs)]
-        if sum(sizes) != dim or (dim >= num_outputs and 0 in sizes):
-            raise ValueError(f"cannot split an axis of size {dim} into {num_outputs} outputs")
+        chunk = -(-dim // num_outputs)  # the spec: equal chunks of ceil(dim/n), the last one smaller
+        sizes = [chunk] * (num_outputs - 1) + [dim - chunk * (num_outputs - 1)]
+        if sizes[-1] < 0:
+            raise ValueError(f"cannot split an axis of size {dim} into {num_outputs} chunks of {chunk}")
         return sizes
     if dim % n_out:
         raise ValueError(f"cannot split an axis of size {dim} into {n_out} equal parts")
