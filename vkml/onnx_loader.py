@@ -272,6 +272,8 @@ class _Builder:
 
         nodes: list[Node] = []
         produced: dict[str, str] = {}
+        # Subgraphs may read any value of this graph (the toposort orders them after it).
+        node_outputs = {o: TensorDesc(None, None) for p in protos for o in p.output if o}
         for p in protos:
             name = p.name or f"{p.op_type}_{next(self.unnamed)}"
             domain = registry.canonical_domain(p.domain)
@@ -292,7 +294,7 @@ class _Builder:
                 w = self.weights[p.output[0]]
                 values[p.output[0]] = TensorDesc(w.dtype, w.shape)
                 continue
-            scope = {**outer, **values}
+            scope = {**outer, **node_outputs, **values}
             attrs = {a.name: self._attr(a, name, scope) for a in p.attribute}
             nodes.append(Node(name, p.op_type, domain, list(p.input), list(p.output), attrs,
                               self.opsets[domain]))
