@@ -422,3 +422,49 @@ class Col2Im(Op):
         cols = x.reshape((n_batch, chans, taps) + win.out)
         y = col2im_add(cols, image, kernel, win.strides, win.dilations, win.pad_begin, win.out)
         return (np.ascontiguousarray(y),)
+
+
+# ------------------------------------------------------------------------------------ CausalConvWithState
+@register
+class CausalConvWithState(Op):
+    """Causal depthwise 1-D conv over [past_state, input] that also returns the new state."""
+
+    op_type, since = "CausalConvWithState", 27
+    attrs = {"activation": "none"}
+
+    def check(self):
+        if self.activation not in ("none", "silu", "swish"):
+            raise self.fail(f"activation must be 'none', 'silu' or 'swish', got {self.activation!r}")
+
+    def infer(self, inputs, consts):
+        x, w = inputs[0], inputs[1]
+        state = None
+        if x.shape is not None and w.shape is not None and len(w.shape) == 3 and isinstance(w.shape[2], int):
+            state = (x.shape[0], x.shape[1], w.shape[2] - 1)
+        return [TensorDesc(x.dtype, x.shape), TensorDesc(x.dtype, state)][: self.n_outputs]
+
+    def run(self, x, w, b=None, past_state=None):
+        if not is_floating(x.dtype):
+            raise self.fail(f"CausalConvWithState takes floating tensors, got {x.dtype}")
+        if x.ndim != 3 or w.ndim != 3 or w.shape[:2] != (x.shape[1], 1) or w.shape[2] < 1:
+            raise self.fail(f"need input (B, C, L) and weight (C, 1, k); got {x.shape} and {w.shape}")
+        n_batch, chans, length = x.shape
+        k = w.shape[2]
+        cdt = work_dtype(x.dtype)
+        if past_state is None:
+            past = np.zeros((n_batch, chans, k - 1), cdt)
+        elif past_state.shape != (n_batch, chans, k - 1):
+            raise self.fail(f"past_state must be {(n_batch, chans, k - 1)}, got {past_state.shape}")
+        else:
+            past = past_state.astype(cdt, copy=False)
+        seq = np.concatenate([past, x.astype(cdt, copy=False)], axis=2)
+        wf = w.astype(cdt, copy=False)[:, 0, :]
+        y = np.zeros((n_batch, chans, length), cdt)
+        for j in range(k):  # one multiply-add per kernel tap
+            y += seq[:, :, j:j + length] * wf[None, :, j:j + 1]
+        if b is not None:
+            y += b.astype(cdt, copy=False)[None, :, None]
+        if self.activation in ("silu", "swish"):
+            y = y / (1 + np.exp(-y))
+        state = seq[:, :, seq.shape[2] - (k - 1):]
+        return (narrow(y, x.dtype), narrow(state, x.dtype))[: self.n_outputs]
