@@ -71,10 +71,12 @@ cdef extern from "sched_testing.h" nogil:
     int sched_test_sleep(sched_run *run, int32_t task, void *arg)
     int sched_test_record(sched_run *run, int32_t task, void *arg)
     int sched_test_async(sched_run *run, int32_t task, void *arg)
+    int64_t sched_test_seq_next()
 
 __all__ = [
     "Plan", "RunHandle", "NativeTask", "TaskError", "run_plan", "pool_size", "set_num_threads",
     "native_noop", "native_spin", "native_sleep", "native_fail", "native_record", "native_async",
+    "seq_next",
 ]
 
 
@@ -212,6 +214,12 @@ def native_async(delay_us: int = 0, status: int = 0) -> NativeTask:
     """An asynchronous native task: it starts a thread that completes it with status after
     delay_us microseconds, the way a device fence will complete a GPU task."""
     return _test_task(sched_test_async, _micros(delay_us), _status(status, True), "async")
+
+
+def seq_next() -> int:
+    """The next number of the record tasks' global sequence (one atomic fetch-add), so Python
+    tasks in tests can record on the same clock."""
+    return sched_test_seq_next()
 
 
 # ---- plans and runs ----------------------------------------------------------------------------

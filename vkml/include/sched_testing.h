@@ -23,6 +23,9 @@ typedef struct sched_test_arg {
 
 static atomic_llong sched_test_seq;
 
+/* The next sequence number, for Python tasks that record on the same clock as native ones. */
+static inline int64_t sched_test_seq_next(void) { return atomic_fetch_add(&sched_test_seq, 1); }
+
 static void sched_test_spin_us(int64_t us)
 {
     if (us <= 0)
