@@ -395,11 +395,6 @@ static void *sched_worker_main(void *arg)
 {
     sched_worker *w = arg;
     sched_self = w;
-#if defined(__linux__) && defined(_GNU_SOURCE)
-    char name[16];
-    snprintf(name, sizeof name, "vkml-sched-%d", w->id);
-    pthread_setname_np(pthread_self(), name);
-#endif
     for (;;) {
         int busy = 0;
         sched_slot *s = sched_find_work(w, &busy, 1);
@@ -514,6 +509,11 @@ static int sched_pool_start_locked(void)
             break;
         ws[i].started = 1;
         started++;
+#if defined(__linux__) && defined(_GNU_SOURCE)
+        char name[16]; /* named here, not by the thread, so it is named before anyone looks */
+        snprintf(name, sizeof name, "vkml-sched-%d", i);
+        pthread_setname_np(ws[i].thread, name);
+#endif
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started) {
