@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _gen import BF16, FLOATS, INTS, SIGNED, broadcast_pair, nonempty_shapes, seeds, shapes, tol, values  # noqa: E402
+from _gen import BF16, FLOATS, INTS, SIGNED, broadcast_pair, nonempty_shapes, run_node, seeds, shapes, tol, values  # noqa: E402,E501
 from _oracle import check_node, make_model  # noqa: E402
 
 import vkml  # noqa: E402
@@ -231,3 +231,29 @@ def test_legacy_broadcast_axis(opset):
     model = make_model("Sub", {"a": a, "b": b}, {}, opset)  # broadcast=0 needs equal shapes
     with pytest.raises(Exception, match="broadcast is 0"):
         vkml.InferenceSession(model.SerializeToString()).run(None, {"a": a, "b": b})
+
+
+def test_mod_float_floor_opset28():
+    """Opset 28 allows fmod=0 on floats; the spec's special cases, written out."""
+    a = np.array([7.5, -7.5, 0.0, -0.0, 5, -5, 5, -5, np.inf, 5, np.nan], np.float32)
+    b = np.array([2, 2, -3, 3, np.inf, np.inf, -np.inf, -np.inf, 2, 0, 1], np.float32)
+    (got,) = run_node("Mod", {"a": a, "b": b}, {"fmod": 0}, 28)
+    want = np.array([1.5, 0.5, -0.0, 0.0, 5, np.inf, -np.inf, -5, np.nan, np.nan, np.nan], np.float32)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got[2:4]), [True, False])
+
+
+@pytest.mark.parametrize("op,attrs", [("Gelu", {"approximate": "fast"}), ("Mod", {"fmod": 2}),
+                                      ("Celu", {"alpha": 0.0})])
+def test_bad_attributes_fail_at_load(op, attrs):
+    x = np.ones(3, np.float32)
+    ins = {"a": x, "b": x} if op == "Mod" else {"x": x}
+    with pytest.raises(vkml.ModelError, match=op):
+        vkml.InferenceSession(make_model(op, ins, attrs, 22 if op != "Mod" else 13).SerializeToString())
+
+
+def test_variadic_rejects_mixed_dtypes():
+    sess = vkml.InferenceSession(make_model("Max", {"a": np.ones(2, np.float32), "b": np.ones(2, np.float64)},
+                                            {}, 13).SerializeToString())
+    with pytest.raises(Exception, match="different dtypes"):
+        sess.run(None, {"a": np.ones(2, np.float32), "b": np.ones(2, np.float64)})

@@ -8,7 +8,7 @@ from ..graph import TensorDesc
 from ._common import Unary, broadcast_dims, same_as
 from ._elementwise import FloatUnary, also, lifted, work_dtype
 from ._erf import erf
-from .registry import REQUIRED, Op, register
+from .registry import Op, register
 
 _V1 = {"consumed_inputs": None}
 

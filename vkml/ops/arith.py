@@ -7,7 +7,7 @@ import functools
 import numpy as np
 
 from ..graph import TensorDesc
-from ._common import Binary, Unary, broadcast_dims, same_as
+from ._common import Binary, Unary, broadcast_dims
 from ._elementwise import FloatUnary, also, legacy_binary, lifted, work_dtype
 from ._erf import erf
 from .registry import Op, register
@@ -175,7 +175,7 @@ class Mean(Variadic):
 def _unary(name: str, since: int, fn, *, v1: bool = False, floats: bool = True) -> type[Op]:
     """Define and register a unary op (plus its opset-1 twin with consumed_inputs)."""
     base = FloatUnary if floats else Unary
-    cls = type(name, (base,), {"op_type": name, "since": 6 if v1 else since,
+    cls = type(name, (base,), {"op_type": name, "since": since,
                                "fn": staticmethod(fn), "__module__": __name__,
                                "__doc__": f"Elementwise {name}."})
     register(cls)
@@ -184,34 +184,27 @@ def _unary(name: str, since: int, fn, *, v1: bool = False, floats: bool = True) 
     return cls
 
 
-def _round(x):
-    return np.round(x)  # half to even, as ONNX asks
-
-
-def _sign(x):
-    return np.sign(x)
-
-
 def _reciprocal(x):
     with np.errstate(divide="ignore"):
         return np.reciprocal(x)
 
 
-def _abs_like(fn):
-    # Integer Neg/Abs wrap on the most negative value like C, which NumPy already does.
+def _any_dtype(fn):
+    """Integers in their own type (Neg/Abs wrap on the most negative value, like C), ml_dtypes
+    floats through float32."""
     return lambda x: fn(x) if x.dtype.kind != "V" else lifted(fn, x)
 
 
-Neg = _unary("Neg", 6, _abs_like(np.negative), v1=True, floats=False)
-Abs = _unary("Abs", 6, _abs_like(np.abs), v1=True, floats=False)
-Sign = _unary("Sign", 9, _abs_like(_sign), floats=False)
+Neg = _unary("Neg", 6, _any_dtype(np.negative), v1=True, floats=False)
+Abs = _unary("Abs", 6, _any_dtype(np.abs), v1=True, floats=False)
+Sign = _unary("Sign", 9, _any_dtype(np.sign), floats=False)
 Reciprocal = _unary("Reciprocal", 6, _reciprocal, v1=True)
 Sqrt = _unary("Sqrt", 6, np.sqrt, v1=True)
 Exp = _unary("Exp", 6, np.exp, v1=True)
 Log = _unary("Log", 6, np.log, v1=True)
 Floor = _unary("Floor", 6, np.floor, v1=True)
 Ceil = _unary("Ceil", 6, np.ceil, v1=True)
-Round = _unary("Round", 11, _round)
+Round = _unary("Round", 11, np.round)  # half to even, as ONNX asks
 Erf = _unary("Erf", 9, erf)
 Sin = _unary("Sin", 7, np.sin)
 Cos = _unary("Cos", 7, np.cos)
