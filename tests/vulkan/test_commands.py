@@ -1,0 +1,198 @@
+"""Command recording, hazard barriers, timeline submission and waits."""
+import struct
+import threading
+
+import numpy as np
+import pytest
+
+import vkml.vulkan as vk
+from vkml.vulkan._commands import CommandRecorder
+from vkml.vulkan.tensor import DeviceTensor
+
+
+def _relu(dev):
+    return dev.pipeline("relu_f32", "rw", 16)
+
+
+def _push(n):
+    return struct.pack("<IIff", n, 0, 0.0, 0.0)
+
+
+def _rand(n, seed=0):
+    return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+
+
+def test_one_dispatch(dev):
+    x = _rand(1000)
+    a = DeviceTensor.from_numpy(dev, x)
+    o = DeviceTensor.empty(dev, x.shape, x.dtype)
+    p = _relu(dev)
+    rec = CommandRecorder(dev)
+    rec.dispatch(p, [a.view, o.view], _push(x.size), p.groups_for(x.size))
+    cb = rec.finish()
+    v = cb.run()
+    assert v == dev.last_submitted and dev.completed() >= v
+    assert np.array_equal(o.numpy(), np.maximum(x, 0))
+
+
+def test_barriers_only_on_hazards(dev):
+    x = _rand(4096)
+    a, b, c, d = (DeviceTensor.from_numpy(dev, x) for _ in range(4))
+    p = _relu(dev)
+    pc = _push(x.size)
+    rec = CommandRecorder(dev)
+    rec.dispatch(p, [a.view, b.view], pc, 16)
+    rec.dispatch(p, [c.view, d.view], pc, 16)   # independent: no barrier
+    assert rec.cb.barriers == 0
+    rec.dispatch(p, [b.view, c.view], pc, 16)   # reads b (written) and writes c (read): barrier
+    assert rec.cb.barriers == 1
+    rec.dispatch(p, [a.view, d.view], pc, 16)   # writes d, read by nobody since the barrier... but
+    assert rec.cb.barriers == 1                 # d was written before the barrier: no new hazard
+    rec.dispatch(p, [d.view, a.view], pc, 16)   # reads d, just written: barrier
+    assert rec.cb.barriers == 2
+    rec.finish().run()
+    expect = np.maximum(x, 0)
+    for t in (a, b, c, d):
+        assert np.array_equal(t.numpy(), expect)
+
+
+def test_sub_views_of_one_buffer(dev):
+    """Hazards are per byte range: halves of one allocation do not conflict."""
+    x = _rand(2048)
+    whole = DeviceTensor.from_numpy(dev, x)
+    out = DeviceTensor.empty(dev, x.shape, x.dtype)
+    half = x.size // 2 * 4
+    p = _relu(dev)
+    rec = CommandRecorder(dev)
+    rec.dispatch(p, [whole.view.sub(0, half), out.view.sub(0, half)], _push(x.size // 2), 4)
+    rec.dispatch(p, [whole.view.sub(half, half), out.view.sub(half, half)], _push(x.size // 2), 4)
+    assert rec.cb.barriers == 0
+    rec.finish().run()
+    assert np.array_equal(out.numpy(), np.maximum(x, 0))
+
+
+def test_resubmit_and_gpu_waits(dev):
+    x = _rand(100)
+    a = DeviceTensor.from_numpy(dev, x)
+    o = DeviceTensor.empty(dev, x.shape, x.dtype)
+    p = _relu(dev)
+    rec = CommandRecorder(dev)
+    rec.dispatch(p, [a.view, o.view], _push(x.size), 1)
+    cb = rec.finish()
+    values = [cb.submit() for _ in range(5)]
+    assert values == sorted(values) and len(set(values)) == 5
+    v = cb.submit(wait=[values[-1]])
+    dev.wait(v, timeout=60)
+    assert dev.completed() >= v
+    with pytest.raises(ValueError, match="never submitted"):
+        cb.submit(wait=[dev.last_submitted + 1])
+    with pytest.raises(ValueError, match="never submitted"):
+        dev.wait(dev.last_submitted + 1)
+    assert np.array_equal(o.numpy(), np.maximum(x, 0))
+
+
+def test_copy_fill_and_constants(dev):
+    a = dev.alloc(64)
+    b = dev.alloc(64)
+    rec = CommandRecorder(dev)
+    rec.fill(a, 0x01020304)
+    rec.copy(a, b, 32, 0, 32)
+    c = rec.constants(b"\x07" * 16)
+    rec.copy(c, b, 16, 0, 0)
+    assert rec.cb.barriers == 1 and rec.cb.copies == 3  # copy after fill reads what fill wrote
+    rec.finish().run()
+    got = b.read(64)
+    assert got[:16] == b"\x07" * 16
+    assert got[32:] == bytes.fromhex("04030201") * 8
+    with pytest.raises(ValueError, match="multiple of 4"):
+        CommandRecorder(dev).fill(dev.alloc(6))
+
+
+def test_recording_errors(dev):
+    p = _relu(dev)
+    a = dev.alloc(64)
+    rec = CommandRecorder(dev)
+    with pytest.raises(ValueError, match="takes 2 buffers"):
+        rec.dispatch(p, [a], _push(16), 1)
+    with pytest.raises(ValueError, match="16 bytes of push constants"):
+        rec.dispatch(p, [a, a], b"1234", 1)
+    with pytest.raises(ValueError, match="group count"):
+        rec.dispatch(p, [a, a], _push(16), 0)
+    with pytest.raises(TypeError, match="BufferView"):
+        rec.dispatch(p, [a, "b"], _push(16), 1)
+    with pytest.raises(ValueError, match="minStorageBufferOffsetAlignment"):
+        rec.dispatch(p, [a.sub(4, 16), a.sub(32, 16)], _push(4), 1)
+    cb = rec.finish()
+    with pytest.raises(vk.VulkanError, match="finished"):
+        rec.dispatch(p, [a, a], _push(16), 1)
+    cb.run()
+
+
+def test_concurrent_recording_and_submission(dev):
+    p = _relu(dev)
+    errors = []
+
+    def work(seed):
+        try:
+            for k in range(5):
+                x = _rand(3000, seed * 10 + k)
+                a = DeviceTensor.from_numpy(dev, x)
+                o = DeviceTensor.empty(dev, x.shape, x.dtype)
+                rec = CommandRecorder(dev)
+                rec.dispatch(p, [a.view, o.view], _push(x.size), p.groups_for(x.size))
+                rec.finish().run(timeout=120)
+                assert np.array_equal(o.numpy(), np.maximum(x, 0))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_descriptor_set_fallback_and_close(dev, monkeypatch):
+    """Without push descriptors the recorder allocates sets (and new pools when full)."""
+    from vkml.vulkan import _instance
+    from vkml.vulkan._device import Device
+
+    monkeypatch.setenv("VKML_DISABLE", "push_descriptor")
+    other = Device(_instance.instance(), dev.index)
+    try:
+        assert not other.push_descriptors
+        x = _rand(64)
+        a = DeviceTensor.from_numpy(other, x)
+        bufs = [DeviceTensor.empty(other, x.shape, x.dtype) for _ in range(300)]
+        p = _relu(other)
+        rec = CommandRecorder(other)
+        prev = a
+        for b in bufs:
+            rec.dispatch(p, [prev.view, b.view], _push(x.size), 1)
+            prev = b
+        cb = rec.finish()
+        cb.run()
+        assert np.array_equal(bufs[-1].numpy(), np.maximum(x, 0))
+    finally:
+        other.close()
+    with pytest.raises(vk.VulkanError, match="closed"):
+        cb.submit()
+
+
+def test_timestamps(dev):
+    x = _rand(1 << 16)
+    a = DeviceTensor.from_numpy(dev, x)
+    o = DeviceTensor.empty(dev, x.shape, x.dtype)
+    p = _relu(dev)
+    rec = CommandRecorder(dev)
+    rec.timestamp("start")
+    rec.dispatch(p, [a.view, o.view], _push(x.size), p.groups_for(x.size))
+    rec.timestamp("relu")
+    cb = rec.finish()
+    with pytest.raises(vk.VulkanError, match="no submission"):
+        cb.timestamps()
+    cb.run()
+    ts = cb.timestamps()
+    assert [label for label, _ in ts] == ["start", "relu"]
+    assert ts[0][1] == 0.0 and ts[1][1] >= 0.0
