@@ -16,7 +16,8 @@ _V1 = {"consumed_inputs": None}
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     # exp of a non-positive number only: no overflow for large |x|.
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    s = 1 / (1 + e)
+    return np.where(x >= 0, s, e * s)
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
