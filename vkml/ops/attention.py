@@ -264,3 +264,155 @@ class RotaryEmbedding(Op):
         out = np.concatenate([rotated.astype(x.dtype), xs[..., rot:]], axis=-1)
         out = out.transpose(0, 2, 1, 3) if x.ndim == 4 else out.reshape(x.shape)
         return (np.ascontiguousarray(out),)
+
+
+# ----------------------------------------------------------------------------- LinearAttention
+
+_RULES = ("linear", "gated", "delta", "gated_delta")
+
+
+def _per_head(x: np.ndarray | None, b: int, t: int, heads: int, dk: int, what: str) -> np.ndarray | None:
+    """Decay / beta of shape (B, T, H*dk), (B, T, H) or (B, T, 1) → (B, T, H, dk|1)."""
+    if x is None:
+        return None
+    if x.ndim != 3 or x.shape[:2] != (b, t):
+        raise ValueError(f"{what} must have shape ({b}, {t}, ...), got {x.shape}")
+    last = x.shape[2]
+    if last == heads * dk:
+        return x.reshape(b, t, heads, dk)
+    if last == heads:
+        return x.reshape(b, t, heads, 1)
+    if last == 1:
+        return np.broadcast_to(x.reshape(b, t, 1, 1), (b, t, heads, 1))
+    raise ValueError(f"{what}'s last dim {last} must be {heads * dk}, {heads} or 1")
+
+
+@register
+class LinearAttention(Op):
+    """Recurrent (linear-time) attention; the state update runs step by step over time, batched
+    over batch and heads. chunk_size only tunes chunked GPU kernels, so it is ignored here."""
+
+    op_type, since = "LinearAttention", 27
+    attrs = {"chunk_size": 64, "kv_num_heads": None, "q_num_heads": None, "scale": 0.0,
+             "update_rule": "gated_delta"}
+
+    def check(self):
+        if self.update_rule not in _RULES:
+            raise self.fail(f"update_rule must be one of {_RULES}, got {self.update_rule!r}")
+        if not self.q_num_heads or not self.kv_num_heads or self.q_num_heads < 1 or self.kv_num_heads < 1:
+            raise self.fail("q_num_heads and kv_num_heads are required and must be positive")
+        if self.q_num_heads % self.kv_num_heads:
+            raise self.fail(f"q_num_heads {self.q_num_heads} is not a multiple of kv_num_heads {self.kv_num_heads}")
+
+    def infer(self, inputs, consts):
+        q, k, v = inputs[:3]
+        past = inputs[3] if len(inputs) > 3 else None
+        state_dtype = past.dtype if past is not None and past.dtype is not None else q.dtype
+        y_shape = state_shape = None
+        if q.rank == 3 and k.rank == 3 and v.rank == 3:
+            dv = v.shape[2] // self.kv_num_heads if isinstance(v.shape[2], int) else None
+            dk = k.shape[2] // self.kv_num_heads if isinstance(k.shape[2], int) else None
+            y_shape = (q.shape[0], q.shape[1], None if dv is None else dv * self.q_num_heads)
+            state_shape = (q.shape[0], self.kv_num_heads, dk, dv)
+        return [TensorDesc(q.dtype, y_shape), TensorDesc(state_dtype, state_shape)][:self.n_outputs]
+
+    def run(self, query, key, value, past_state=None, decay=None, beta=None):
+        if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
+            raise ValueError("query, key and value must be 3-D (B, T, heads*dim)")
+        hq, hk = self.q_num_heads, self.kv_num_heads
+        b, t, _ = query.shape
+        if key.shape[:2] != (b, t) or value.shape[:2] != (b, t):
+            raise ValueError(f"query {query.shape}, key {key.shape} and value {value.shape} disagree on (B, T)")
+        wt = work_dtype(query.dtype)
+        q = split_heads(query.astype(wt), hq, "query")  # (B, Hq, T, dk)
+        k = split_heads(key.astype(wt), hk, "key")  # (B, Hk, T, dk)
+        v = split_heads(value.astype(wt), hk, "value")  # (B, Hk, T, dv)
+        dk, dv = k.shape[3], v.shape[3]
+        if q.shape[3] != dk:
+            raise ValueError(f"query head size {q.shape[3]} != key head size {dk}")
+        rule = self.update_rule
+        gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+        if gated and decay is None:
+            raise ValueError(f"update_rule {rule!r} needs the decay input")
+        if delta and beta is None:
+            raise ValueError(f"update_rule {rule!r} needs the beta input")
+        g = _per_head(decay, b, t, hk, dk, "decay") if gated else None
+        bt = _per_head(beta, b, t, hk, 1, "beta") if delta else None
+        if past_state is None:
+            state = np.zeros((b, hk, dk, dv), wt)
+        else:
+            if past_state.shape != (b, hk, dk, dv):
+                raise ValueError(f"past_state must have shape {(b, hk, dk, dv)}, got {past_state.shape}")
+            state = past_state.astype(wt)
+        scale = self.scale or 1.0 / np.sqrt(dk)
+        group = hq // hk
+        out = np.empty((b, hq, t, dv), wt)
+        for step in range(t):
+            kt, vt = k[:, :, step], v[:, :, step]  # (B, Hk, dk), (B, Hk, dv)
+            if gated:
+                state = np.exp(g[:, step].astype(wt))[..., None] * state  # rows scale per key dim
+            if delta:
+                recalled = np.einsum("bhkv,bhk->bhv", state, kt)
+                update = bt[:, step].astype(wt) * (vt - recalled)
+            else:
+                update = vt
+            state = state + kt[..., :, None] * update[..., None, :]
+            qt = q[:, :, step].reshape(b, hk, group, dk)
+            out[:, :, step] = (scale * np.einsum("bhgk,bhkv->bhgv", qt, state)).reshape(b, hq, dv)
+        y = out.transpose(0, 2, 1, 3).reshape(b, t, hq * dv).astype(query.dtype)
+        state_dtype = past_state.dtype if past_state is not None else query.dtype
+        return [y, state.astype(state_dtype)][:self.n_outputs]
+
+
+# ----------------------------------------------------------------------------- FlexAttention
+
+
+@register
+class FlexAttention(Op):
+    """Attention with score/probability modifier subgraphs (ai.onnx.preview)."""
+
+    op_type, domain, since = "FlexAttention", "ai.onnx.preview", 1
+    attrs = {"prob_mod": None, "scale": None, "score_mod": None, "softmax_precision": None}
+    needs_scope = True
+
+    def check(self):
+        if self.softmax_precision is not None and self.softmax_precision not in _SOFTMAX_TYPES:
+            raise self.fail(f"softmax_precision must be one of FLOAT, FLOAT16, DOUBLE, BFLOAT16, "
+                            f"got {self.softmax_precision}")
+
+    def infer(self, inputs, consts):
+        q, _, v = inputs[:3]
+        if q.rank == 4 and v.rank == 4:
+            return [TensorDesc(q.dtype, tuple(q.shape[:3]) + (v.shape[3],))]
+        return [TensorDesc(q.dtype, None)]
+
+    def run(self, scope, q, k, v):
+        if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+            raise ValueError("FlexAttention takes rank-4 Q, K and V")
+        b, hq, _, hd = q.shape
+        if k.shape[0] != b or k.shape[3] != hd or v.shape[:3] != k.shape[:3]:
+            raise ValueError(f"K {k.shape} / V {v.shape} do not fit Q {q.shape}")
+        if self.softmax_precision is not None:
+            sp = dtypes.np_dtype(self.softmax_precision)
+        else:
+            sp = np.dtype(np.float64) if q.dtype == np.float64 else np.dtype(np.float32)
+        wt = np.dtype(np.float64) if sp == np.float64 else np.dtype(np.float32)
+        scale = self.scale if self.scale is not None else 1.0 / np.sqrt(hd)
+        kk = repeat_kv(k.astype(wt), hq)
+        vv = repeat_kv(v.astype(wt), hq)
+        scores = ((q.astype(wt) @ kk.swapaxes(-1, -2)) * wt.type(scale)).astype(sp)
+        if self.score_mod is not None:
+            scores = self._modify(scope, self.score_mod, scores, "score_mod")
+        probs = guarded_softmax(scores.astype(wt)).astype(sp)
+        if self.prob_mod is not None:
+            probs = self._modify(scope, self.prob_mod, probs, "prob_mod")
+        y = probs.astype(wt) @ vv
+        return (y.astype(q.dtype),)
+
+    @staticmethod
+    def _modify(scope, graph, x: np.ndarray, what: str) -> np.ndarray:
+        (out,) = scope.run(graph, [x])
+        out = np.asarray(out)
+        if out.shape != x.shape:
+            raise ValueError(f"{what} must keep the shape {x.shape}, got {out.shape}")
+        return out.astype(x.dtype, copy=False)
