@@ -37,9 +37,10 @@
 #endif
 
 #define SCHED_MAX_THREADS 1024
-#define SCHED_SPIN_ROUNDS 16  /* steal attempts before an idle worker parks */
-#define SCHED_SPIN_PAUSES 32  /* cpu pauses between two attempts */
-#define SCHED_WAIT_SPIN 64    /* pauses a waiter spends before sleeping */
+#define SCHED_SPIN_NS 50000   /* an idle worker looks for work this long before it parks */
+#define SCHED_SPIN_PAUSES 32  /* cpu pauses between two looks */
+#define SCHED_WAIT_SPIN_NS 20000 /* a waiter checks this long before it sleeps (short runs) */
+#define SCHED_WAIT_SPINNERS 1  /* waiters allowed to spin at once: more would starve workers */
 #define SCHED_HELP_POLL_NS 200000 /* a worker waiting on a nested run looks for work this often */
 
 static inline void sched_cpu_relax(void)
@@ -113,6 +114,7 @@ typedef struct sched_pool {
     _Alignas(64) atomic_int sleepers;
     atomic_uint epoch;       /* futex word the idle workers sleep on */
     atomic_int stop;
+    atomic_int spinning_waiters;
     atomic_uint generation;  /* bumped in a forked child: older runs can never finish there */
     _Alignas(64) pthread_mutex_t inj_lock;
     sched_slot **inj_buf;    /* ring, capacity a power of two */
@@ -398,12 +400,15 @@ static void *sched_worker_main(void *arg)
     for (;;) {
         int busy = 0;
         sched_slot *s = sched_find_work(w, &busy, 1);
-        for (int k = 0; !s && k < SCHED_SPIN_ROUNDS; k++) {
-            if (atomic_load_explicit(&sched_P.stop, memory_order_relaxed))
-                break;
-            for (int j = 0; j < SCHED_SPIN_PAUSES; j++)
-                sched_cpu_relax();
-            s = sched_find_work(w, &busy, 1);
+        if (!s) {
+            int64_t until = sched_now_ns() + SCHED_SPIN_NS;
+            do {
+                if (atomic_load_explicit(&sched_P.stop, memory_order_relaxed))
+                    break;
+                for (int j = 0; j < SCHED_SPIN_PAUSES; j++)
+                    sched_cpu_relax();
+                s = sched_find_work(w, &busy, 1);
+            } while (!s && sched_now_ns() < until);
         }
         if (!s) {
             if (atomic_load_explicit(&sched_P.stop, memory_order_seq_cst))
@@ -464,6 +469,7 @@ static void sched_atfork_child(void)
     atomic_store(&sched_P.active, 0);
     atomic_store(&sched_P.sleepers, 0);
     atomic_store(&sched_P.stop, 0);
+    atomic_store(&sched_P.spinning_waiters, 0);
     sched_P.inj_head = sched_P.inj_len = 0;
     atomic_store(&sched_P.inj_count, 0);
     atomic_fetch_add(&sched_P.generation, 1);
@@ -662,12 +668,26 @@ static inline int sched_run_done(sched_run *r)
  * tasks meanwhile, so nesting cannot starve the pool. */
 static int sched_run_wait(sched_run *r, int64_t timeout_ns)
 {
-    for (int k = 0; k < SCHED_WAIT_SPIN; k++) {
-        if (atomic_load_explicit(&r->done, memory_order_acquire))
+    if (atomic_load_explicit(&r->done, memory_order_acquire))
+        return 0;
+    int64_t now = sched_now_ns(), until = now + SCHED_WAIT_SPIN_NS;
+    int64_t deadline = timeout_ns < 0 ? -1 : now + timeout_ns;
+    if (deadline >= 0 && deadline < until)
+        until = deadline;
+    if (atomic_fetch_add(&sched_P.spinning_waiters, 1) < SCHED_WAIT_SPINNERS) {
+        int done = 0;
+        do {
+            for (int k = 0; k < SCHED_SPIN_PAUSES && !done; k++) {
+                done = (int)atomic_load_explicit(&r->done, memory_order_acquire);
+                sched_cpu_relax();
+            }
+        } while (!done && sched_now_ns() < until);
+        if (done) {
+            atomic_fetch_sub(&sched_P.spinning_waiters, 1);
             return 0;
-        sched_cpu_relax();
+        }
     }
-    int64_t deadline = timeout_ns < 0 ? -1 : sched_now_ns() + timeout_ns;
+    atomic_fetch_sub(&sched_P.spinning_waiters, 1);
     sched_worker *w = sched_self;
     int rc = 0;
     atomic_fetch_add(&r->waiters, 1);
