@@ -9,10 +9,10 @@ import numpy as np
 
 from . import dtypes
 from .devices import resolve_devices
-from .executor import run_plan
+from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
-from .plan import Runtime
+from .plan import Plan, Runtime
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,13 @@ class NodeArg:
 class InferenceSession:
     """Runs one ONNX model. ``run`` may be called from many threads at once."""
 
-    def __init__(self, model: str | bytes | os.PathLike | Any, devices: Sequence[str] | None = None):
+    def __init__(self, model: str | bytes | os.PathLike | Any, devices: Sequence[str] | None = None,
+                 *, executor: str = "auto"):
+        """executor: "parallel" runs independent branches at once on the scheduler's pool,
+        "sequential" runs steps in order on the calling thread, "auto" picks parallel when the
+        graph has independent branches with enough work in them to pay for the hand-offs."""
+        if executor not in ("auto", "parallel", "sequential"):
+            raise ValueError(f"executor must be 'auto', 'parallel' or 'sequential', not {executor!r}")
         self.devices = resolve_devices(devices)
         self.model: Model = load_model(model)
         g = self.model.graph
@@ -45,6 +51,7 @@ class InferenceSession:
         self._overridable = [NodeArg.of(n, g.values[n]) for n in g.inputs if n in self.model.overridable]
         self._outputs = [NodeArg.of(n, g.values.get(n, TensorDesc(None, None))) for n in g.outputs]
         self._out_index = {n: i for i, n in enumerate(g.outputs)}
+        self._parallel = _choose_executor(self._plan, executor)
 
     # ------------------------------------------------------------ description
     def get_inputs(self) -> list[NodeArg]:
@@ -73,7 +80,7 @@ class InferenceSession:
                 raise ValueError(f"unknown output name(s) {unknown}; the model's outputs are {list(self._out_index)}")
             picks = [self._out_index[n] for n in output_names]
         feeds = self._check_feed(input_feed)
-        outs = run_plan(self._plan, feeds)
+        outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
         return [outs[i] for i in picks]
 
     def _check_feed(self, feed: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,6 +101,29 @@ class InferenceSession:
         for name, value in feed.items():
             out[name] = _check_value(name, value, g.values.get(name), symbols)
         return out
+
+
+_PARALLEL_MIN_ELEMENTS = 1 << 15  # mean output size per step that pays for a pool hand-off
+
+
+def _choose_executor(plan: Plan, executor: str) -> ParallelPlan | None:
+    if executor == "sequential" or not plan.steps:
+        return None
+    try:
+        from . import _sched
+    except ImportError:
+        if executor == "parallel":
+            raise RuntimeError("the scheduler extension (vkml._sched) is not built") from None
+        return None
+    if executor == "auto":
+        if _sched.pool_size() < 2 or parallel_width(plan) < 2:
+            return None
+        sizes = [plan.graph.values.get(o) for st in plan.steps for o in st.node.outputs if o]
+        elements = sum((int(np.prod(d.shape)) if d is not None and d.static else _PARALLEL_MIN_ELEMENTS)
+                       for d in sizes)
+        if elements / len(plan.steps) < _PARALLEL_MIN_ELEMENTS:
+            return None
+    return ParallelPlan(plan)
 
 
 def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[str, tuple[int, str]]) -> Any:

@@ -32,8 +32,12 @@ def branchy_model(width: int = 6, depth: int = 5):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 
 
-def test_sixteen_threads_two_hundred_runs_each():
-    sess = vkml.InferenceSession(branchy_model())
+import pytest
+
+
+@pytest.mark.parametrize("executor", ["parallel", "sequential"])
+def test_sixteen_threads_two_hundred_runs_each(executor):
+    sess = vkml.InferenceSession(branchy_model(), executor=executor)
     rng = np.random.default_rng(2)
     xs = [rng.standard_normal((int(rng.integers(1, 5)), 16)).astype(np.float32) for _ in range(32)]
     expected = [sess.run(None, {"x": x})[0] for x in xs]
