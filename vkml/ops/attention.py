@@ -35,14 +35,18 @@ def repeat_kv(x: np.ndarray, q_heads: int) -> np.ndarray:
     return np.repeat(x, q_heads // kv_heads, axis=1)
 
 
-def guarded_softmax(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis; rows that are -inf throughout become zeros, not NaN."""
+def guarded_softmax(scores: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """Softmax over the last axis. A row with no allowed key (its bias -inf throughout, or its
+    scores when no bias is given) becomes zeros, not NaN."""
     top = scores.max(axis=-1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0)
     e = np.exp(scores - top)
     total = e.sum(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+        probs = np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+    if bias is not None:
+        probs = np.where(np.isneginf(bias.max(axis=-1, keepdims=True)), 0, probs)
+    return probs.astype(scores.dtype, copy=False)
 
 
 def _round_to(x: np.ndarray, type_code: int | None) -> np.ndarray:
@@ -134,7 +138,7 @@ class _Attention(Op):
         bias = self._bias(attn_mask, nonpad_kv_seqlen, b, sq, total, past_len, wt)
         biased = capped + bias
         sp = self.softmax_precision
-        probs = _round_to(guarded_softmax(_round_to(biased, sp)), sp)
+        probs = _round_to(guarded_softmax(_round_to(biased, sp), bias), sp)
         y = probs @ vv  # (B, Hq, Sq, Dv)
         if three_d:
             y = y.transpose(0, 2, 1, 3).reshape(b, sq, -1)
