@@ -517,7 +517,7 @@ static int sched_pool_start_locked(void)
         started++;
 #if defined(__linux__) && defined(_GNU_SOURCE)
         char name[16]; /* named here, not by the thread, so it is named before anyone looks */
-        snprintf(name, sizeof name, "vkml-sched-%d", i);
+        snprintf(name, sizeof name, "vkml-sched-%d", i % 10000);
         pthread_setname_np(ws[i].thread, name);
 #endif
     }
@@ -674,7 +674,8 @@ static int sched_run_wait(sched_run *r, int64_t timeout_ns)
     int64_t deadline = timeout_ns < 0 ? -1 : now + timeout_ns;
     if (deadline >= 0 && deadline < until)
         until = deadline;
-    if (atomic_fetch_add(&sched_P.spinning_waiters, 1) < SCHED_WAIT_SPINNERS) {
+    sched_worker *w = sched_self; /* a worker helps instead of spinning */
+    if (atomic_fetch_add(&sched_P.spinning_waiters, 1) < SCHED_WAIT_SPINNERS && !w) {
         int done = 0;
         do {
             for (int k = 0; k < SCHED_SPIN_PAUSES && !done; k++) {
@@ -688,7 +689,6 @@ static int sched_run_wait(sched_run *r, int64_t timeout_ns)
         }
     }
     atomic_fetch_sub(&sched_P.spinning_waiters, 1);
-    sched_worker *w = sched_self;
     int rc = 0;
     atomic_fetch_add(&r->waiters, 1);
     for (;;) {
