@@ -222,11 +222,11 @@ def test_a_task_may_run_a_nested_plan(threads):
 # ---- waiting -----------------------------------------------------------------------------------
 
 def test_wait_times_out_and_can_be_retried():
-    h = chain(2, [S.native_sleep(300_000), None]).start()
+    h = chain(2, [S.native_sleep(1_000_000), None]).start()
     t0 = time.monotonic()
     with pytest.raises(TimeoutError):
         h.wait(timeout=0.02)
-    assert time.monotonic() - t0 < 0.25
+    assert 0.02 <= time.monotonic() - t0 < 0.6
     assert not h.done
     h.wait(timeout=10)
     assert h.done
@@ -260,12 +260,12 @@ def test_a_signal_interrupts_a_wait():
 
     old = signal.signal(signal.SIGALRM, handler)
     try:
-        h = chain(1, [S.native_sleep(400_000)]).start()
+        h = chain(1, [S.native_sleep(1_000_000)]).start()
         signal.setitimer(signal.ITIMER_REAL, 0.05)
         t0 = time.monotonic()
         with pytest.raises(Interrupted):
             h.wait(timeout=10)
-        assert time.monotonic() - t0 < 0.3
+        assert time.monotonic() - t0 < 0.6
         h.wait(timeout=10)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -334,7 +334,7 @@ def test_resizing_leaves_no_threads_behind():
 
 def test_resizing_while_a_run_is_in_flight_is_refused():
     S.set_num_threads(2)
-    h = chain(1, [S.native_sleep(200_000)]).start()
+    h = chain(1, [S.native_sleep(500_000)]).start()
     with pytest.raises(RuntimeError, match="in flight"):
         S.set_num_threads(3)
     h.wait(10)
