@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..graph import TensorDesc
-from ._floatwork import work_dtype
+from ._precision import work_dtype
 from .registry import Op, register
 
 _SOFTMAX_TYPES = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16

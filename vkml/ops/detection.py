@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 
 from ..graph import TensorDesc
-from ._floatwork import is_float, work_dtype
+from ._precision import is_floating as is_float, work_dtype
 from .registry import Op, register
 
 # ----------------------------------------------------------------------------- NonMaxSuppression

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import TensorDesc
-from ._floatwork import to_work
+from ._precision import widen as to_work
 from .registry import Op, register
 
 _REDUCTIONS = ("none", "sum", "mean")

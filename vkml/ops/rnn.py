@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 from ..graph import TensorDesc
-from ._floatwork import work_dtype
+from ._precision import work_dtype
 from .registry import Op, register
 
 Activation = Callable[[np.ndarray], np.ndarray]

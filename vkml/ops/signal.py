@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ..graph import TensorDesc
-from ._floatwork import work_dtype
+from ._precision import work_dtype
 from .registry import Op, register
 
 
