@@ -126,3 +126,15 @@ def test_affine_grid(n, r, align, seed, dtype):
     got = vkml.InferenceSession(m.SerializeToString()).run(None, {"theta": theta, "size": size})[0]
     assert got.dtype == np.float64 and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_grid_sample_complex_is_per_component():
+    rng = np.random.default_rng(2)
+    re, im = rng.standard_normal((2, 1, 2, 3, 4)).astype(np.float64)
+    grid = rng.uniform(-1.2, 1.2, (1, 2, 2, 2))
+    outs = []
+    for x in (re + 1j * im, re, im):
+        m = make_model("GridSample", {"x": x, "grid": grid}, {"mode": "cubic", "padding_mode": "border"}, 20)
+        outs.append(vkml.InferenceSession(m.SerializeToString()).run(None, {"x": x, "grid": grid})[0])
+    assert outs[0].dtype == np.complex128
+    np.testing.assert_allclose(outs[0], outs[1] + 1j * outs[2], rtol=1e-12)

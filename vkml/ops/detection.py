@@ -183,7 +183,7 @@ class _GridSample(Op):
                 t = (p - f).astype(wtype)
                 i = f.astype(np.int64)
                 taps_per_dim.append([(i + k - 1, w) for k, w in enumerate(_cubic_weights(t))])
-        if not is_float(x.dtype) and self.kind != "nearest":
+        if not is_float(x.dtype) and x.dtype.kind not in "cO" and self.kind != "nearest":
             data = data.astype(wtype)
         out = None
         for combo in itertools.product(*taps_per_dim):
