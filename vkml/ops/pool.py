@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ..graph import TensorDesc
@@ -17,9 +18,11 @@ from .registry import REQUIRED, Op, register
 
 
 def _lowest(dtype: np.dtype):
+    """Padding for max pools: the lowest finite value (as onnxruntime), so a window lying wholly
+    in the padding yields it rather than -inf."""
     if dtype.kind in "iu":
         return np.iinfo(dtype).min
-    return -np.inf
+    return ml_dtypes.finfo(dtype).min
 
 
 def _tap_counts(size: int, w: Window, i: int, include_pad: bool) -> np.ndarray:
