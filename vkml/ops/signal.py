@@ -155,21 +155,24 @@ class STFT(Op):
 
     def infer(self, inputs, consts):
         x = inputs[0]
-        step = _scalar_int(consts[1], "frame_step") if len(consts) > 1 and consts[1] is not None else None
-        length = None
-        if len(inputs) > 3 and consts[3] is not None:
+        _, known_step = _given(inputs, consts, 1)
+        has_window, _ = _given(inputs, consts, 2)
+        has_length, known_length = _given(inputs, consts, 3)
+        step = _scalar_int(consts[1], "frame_step") if known_step else None
+        if known_length:
             length = _scalar_int(consts[3], "frame_length")
-        elif len(inputs) > 2 and inputs[2].shape is not None and inputs[2].dtype is not None:
-            length = inputs[2].shape[0] if isinstance(inputs[2].shape[0], int) else None
-        elif (len(inputs) < 3 or inputs[2].dtype is None) and (len(inputs) < 4 or inputs[3].dtype is None):
-            length = x.shape[1] if x.shape is not None and len(x.shape) == 3 else None
+        elif has_window and not has_length and inputs[2].shape is not None:
+            length = inputs[2].shape[0]
+        elif not has_window and not has_length and x.shape is not None and len(x.shape) == 3:
+            length = x.shape[1]
+        else:
+            length = None
         if x.shape is None or len(x.shape) != 3:
             return [TensorDesc(x.dtype, (None, None, None, 2))]
         n = x.shape[1]
-        frames = (n - length) // step + 1 if isinstance(n, int) and length and step else None
-        bins = (length // 2 + 1 if self.onesided else length) if length else None
-        if not isinstance(frames, int) or frames < 1:
-            frames = None
+        ok = all(isinstance(v, int) for v in (n, length, step))
+        frames = (n - length) // step + 1 if ok and step > 0 and n >= length else None
+        bins = (length // 2 + 1 if self.onesided else length) if isinstance(length, int) else None
         return [TensorDesc(x.dtype, (x.shape[0], frames, bins, 2))]
 
 
