@@ -120,6 +120,14 @@ def test_attention_mode0_is_raw_qk():
     np.testing.assert_allclose(qk, 0.25 * q @ k.transpose(0, 1, 3, 2), rtol=1e-5)
 
 
+def test_attention_mask_shape_error_is_clear():
+    q = np.zeros((1, 2, 3, 4), np.float32)
+    feed = {"Q": q, "K": q, "V": q, "mask": np.zeros((5, 3), np.float32)}
+    m = make_model("Attention", feed, {}, 23)
+    with pytest.raises(Exception, match="does not broadcast"):
+        vkml.InferenceSession(m.SerializeToString()).run(None, feed)
+
+
 def test_attention_heads_must_divide():
     q = np.zeros((1, 3, 2, 4), np.float32)
     k = np.zeros((1, 2, 2, 4), np.float32)

@@ -135,7 +135,7 @@ class _Attention(Op):
         vv = repeat_kv(present_v.astype(wt), qh)
         raw = (q4.astype(wt) * root) @ (kk * root).swapaxes(-1, -2)  # (B, Hq, Sq, T)
         capped = self.softcap * np.tanh(raw / self.softcap) if self.softcap else raw
-        bias = self._bias(attn_mask, nonpad_kv_seqlen, b, sq, total, past_len, wt)
+        bias = self._bias(attn_mask, nonpad_kv_seqlen, b, qh, sq, total, past_len, wt)
         biased = capped + bias
         sp = self.softmax_precision
         probs = _round_to(guarded_softmax(_round_to(biased, sp), bias), sp)
@@ -147,7 +147,7 @@ class _Attention(Op):
         outs = [y.astype(q.dtype), present_k, present_v, qk.astype(q.dtype)]
         return outs[:self.n_outputs]
 
-    def _bias(self, mask, nonpad, b, sq, total, past_len, wt) -> np.ndarray:
+    def _bias(self, mask, nonpad, b, heads, sq, total, past_len, wt) -> np.ndarray:
         """Additive bias, broadcastable to (B, Hq, Sq, T): the float mask plus -inf wherever a
         boolean mask, causality, padding or the window disallows a key."""
         allowed = np.ones((1, 1, 1, total), bool)
@@ -158,6 +158,11 @@ class _Attention(Op):
             width = mask.shape[-1]
             if width > total:
                 raise ValueError(f"attn_mask's last dim {width} exceeds the total sequence length {total}")
+            try:
+                np.broadcast_shapes(mask.shape[:-1] + (total,), (b, heads, sq, total))
+            except ValueError:
+                raise ValueError(f"attn_mask shape {mask.shape} does not broadcast to "
+                                 f"(batch {b}, heads {heads}, q {sq}, kv {total})") from None
             if mask.dtype == np.bool_:
                 m = np.zeros(mask.shape[:-1] + (total,), bool)
                 m[..., :width] = mask
