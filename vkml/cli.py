@@ -97,11 +97,16 @@ def cmd_run(args) -> int:
 
 def cmd_info(args) -> int:
     import vkml
+    from vkml import vulkan
 
+    gpus = [d.vulkan for d in vkml.devices() if d.vulkan is not None]
+    if gpus:
+        print(vulkan.format_table(gpus))
     for d in vkml.devices():
-        print(f"{d.name:10s} {d.kind:14s} {d.description}")
-        for k, v in d.details.items():
-            print(f"{'':10s}   {k}: {v}")
+        if d.vulkan is None:
+            print(f"{d.name:10s} {d.description}")
+            for k, v in d.details.items():
+                print(f"{'':10s}   {k}: {v}")
     return 0
 
 

@@ -1,32 +1,68 @@
 """The devices vkml can run on, and the user's choice among them."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
+
+_TYPE_ORDER = {"discrete": 0, "integrated": 1, "virtual": 2, "other": 3, "cpu": 4}
 
 
 @dataclass(frozen=True)
 class DeviceInfo:
+    """A device as vkml names it. ``vulkan`` carries the full Vulkan description for GPUs."""
+
     name: str  # "cpu", "vulkan:0", ...
-    kind: str  # "cpu" or the Vulkan device type
+    kind: str  # "cpu", or the Vulkan device type: discrete, integrated, virtual, cpu, other
     description: str
     details: dict[str, Any] = field(default_factory=dict)
+    vulkan: Any = field(default=None, repr=False)
+
+
+def gpu_unavailable_reason() -> str | None:
+    """None when at least one Vulkan device is usable, else why there is none."""
+    from . import vulkan
+
+    reason = vulkan.unavailable_reason()
+    if reason is not None:
+        return reason
+    usable = [d for d in vulkan.list_devices() if d.usable]
+    return None if usable else "no usable Vulkan device: " + "; ".join(
+        f"{d.name}: {d.unusable_reason}" for d in vulkan.list_devices())
 
 
 def devices() -> list[DeviceInfo]:
-    """Every device vkml can use, GPUs first, then the CPU."""
-    import os
+    """Every device vkml can use: GPUs (discrete first, then by memory), then the CPU."""
+    from . import vulkan
 
-    cpu = DeviceInfo("cpu", "cpu", f"NumPy on the host ({os.cpu_count()} cores)")
-    return [cpu]
+    gpus = []
+    for d in vulkan.list_devices():
+        if not d.usable:
+            continue
+        details = {
+            "driver": f"{d.driver_name} {d.driver_version}",
+            "api": d.api_version,
+            "subgroup size": d.subgroup_size,
+            "device-local memory": f"{d.device_local_bytes / 2**30:.1f} GiB",
+            "features": ", ".join(k for k, v in sorted(d.features.items()) if v),
+        }
+        gpus.append(DeviceInfo(d.name, d.device_type, f"{d.device_name} ({d.vendor})", details, d))
+    gpus.sort(key=lambda g: (_TYPE_ORDER.get(g.kind, 3), -g.vulkan.device_local_bytes, g.name))
+    cpu_details = {}
+    reason = gpu_unavailable_reason()
+    if reason:
+        cpu_details["no GPU"] = reason
+    cpu = DeviceInfo("cpu", "cpu", f"NumPy on the host ({os.cpu_count()} cores)", cpu_details)
+    return gpus + [cpu]
 
 
 def resolve_devices(names: Sequence[str] | None) -> list[str]:
-    available = [d.name for d in devices()]
+    """Validate a user's devices= list against what exists."""
     if names is None:
-        return available
+        return ["cpu"]
     if isinstance(names, str):
         names = [names]
+    available = [d.name for d in devices()]
     unknown = [n for n in names if n not in available]
     if unknown:
         raise ValueError(f"unknown device(s) {unknown}; available: {available}")

@@ -42,6 +42,11 @@ class InferenceSession:
         if executor not in ("auto", "parallel", "sequential"):
             raise ValueError(f"executor must be 'auto', 'parallel' or 'sequential', not {executor!r}")
         self.devices = resolve_devices(devices)
+        if self.devices != ["cpu"]:
+            # GPU kernels exist (vkml.kernels) but placement and GPU chunks do not yet: refuse
+            # rather than silently run on the CPU.
+            raise ValueError(f"devices={self.devices}: sessions run on ['cpu'] only until GPU "
+                             "placement lands; vkml.devices() lists what is present")
         self.model: Model = load_model(model)
         g = self.model.graph
         self._runtime = Runtime(self.model.weights)
