@@ -77,7 +77,9 @@ CO apply(CX v) {
     float z = v * 0.70710678118654752;
     return z < 0.0 ? 0.5 * v * vkml_erfc(-z) : 0.5 * v * (1.0 + vkml_erf(z));
 #elif defined(OP_GELU_TANH)
-    return 0.5 * v * (1.0 + vkml_tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    // 0.5 (1 + tanh(z)) = 1 / (1 + exp(-2z)): no cancellation for negative v.
+    float z = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+    return v / (1.0 + exp(-2.0 * z));
 #elif defined(OP_HARD_SIGMOID)
     return max(0.0, min(1.0, alpha * v + beta));
 #elif defined(OP_HARD_SWISH)

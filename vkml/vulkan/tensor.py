@@ -40,7 +40,7 @@ class DeviceTensor:
     @classmethod
     def from_numpy(cls, device, array: np.ndarray, kind: str = "device") -> "DeviceTensor":
         """Upload `array` (copied; any layout) to a new tensor on `device`."""
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
         t = cls.empty(device, array.shape, array.dtype, kind)
         if array.nbytes:
             t.view.write(array.reshape(-1).view(np.uint8))
@@ -56,7 +56,7 @@ class DeviceTensor:
 
     def write(self, array: np.ndarray) -> None:
         """Overwrite the tensor's contents with `array` (same shape and dtype)."""
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
         if array.shape != self.shape or array.dtype != self.dtype:
             raise ValueError(f"cannot write {array.shape} {array.dtype} into {self.shape} {self.dtype}")
         if array.nbytes:

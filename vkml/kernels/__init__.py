@@ -1,0 +1,13 @@
+"""GPU kernels: per-op glue between ONNX nodes and vkml.vulkan pipelines.
+
+    k = vkml.kernels.get_kernel("Add")
+    k.check(device, "Add", attrs, [TensorSpec, ...])      # raises Unsupported(reason)
+    specs = k.infer("Add", attrs, in_specs)               # output shapes/dtypes
+    k.record(recorder, "Add", attrs, in_tensors, out_tensors, consts)
+
+See docs/vulkan.md, "Writing a kernel".
+"""
+from .registry import Kernel, TensorSpec, Unsupported, get_kernel, register, supported_ops
+from . import elementwise  # noqa: F401  (registers its kernels)
+
+__all__ = ["Kernel", "TensorSpec", "Unsupported", "get_kernel", "register", "supported_ops"]

@@ -1,0 +1,115 @@
+"""Helpers every kernel uses: dtype names and device requirements, push-constant blocks,
+broadcasting and dimension collapsing, dispatch sizes."""
+from __future__ import annotations
+
+import math
+import struct
+from typing import Sequence
+
+import numpy as np
+
+from .registry import Unsupported
+
+PUSH_LIMIT = 128  # bytes: the Vulkan minimum maxPushConstantsSize, what every block must fit
+MAX_RANK = 8      # what the elementwise shaders index (shaders/include/vkml_index.glsl)
+MAX_ELEMENTS = (1 << 31) - 1  # grid-stride loops use uint32 indices and must not wrap
+
+# dtype -> shader suffix, and the device feature it needs
+DTYPE_NAMES = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float16): "f16",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64",
+    np.dtype(np.bool_): "bool",
+}
+DTYPE_FEATURE = {"f16": "storage_16bit", "i64": "int64", "bool": "storage_8bit"}
+
+
+def dtype_name(dtype) -> str:
+    """Shader suffix of a dtype ("f32"...); Unsupported for dtypes the shaders lack."""
+    try:
+        return DTYPE_NAMES[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise Unsupported(f"no GPU shaders for dtype {np.dtype(dtype)}") from None
+
+
+def require_dtypes(device, *dtypes) -> None:
+    """Unsupported unless `device` enabled what these dtypes need in shaders."""
+    for dt in dtypes:
+        feat = DTYPE_FEATURE.get(dtype_name(dt))
+        if feat and feat not in device.features:
+            raise Unsupported(f"{np.dtype(dt)} needs {feat}, which {device.name} lacks")
+
+
+class PushBlock:
+    """Host mirror of a shader's push-constant block (little-endian struct format).
+
+    The size is checked against the 128 bytes every Vulkan device offers when the block is
+    defined (import time), so a block that grows too big fails at once, not on some GPU."""
+
+    def __init__(self, fmt: str, name: str = ""):
+        self.struct = struct.Struct("<" + fmt)
+        self.size = self.struct.size
+        if self.size > PUSH_LIMIT or self.size % 4:
+            raise ValueError(f"push block {name or fmt}: {self.size} bytes (must be a multiple of 4, <= {PUSH_LIMIT})")
+
+    def pack(self, *values) -> bytes:
+        return self.struct.pack(*values)
+
+
+def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """NumPy broadcasting of shapes; ValueError if they are incompatible."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(rank):
+        dims = {s[len(s) - rank + d] for s in shapes if len(s) - rank + d >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise ValueError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
+    """Element strides of a C-contiguous `shape` tensor read at out_shape's coordinates
+    (0 on broadcast dimensions)."""
+    pad = len(out_shape) - len(shape)
+    full = [1] * pad + list(shape)
+    strides = [0] * len(out_shape)
+    acc = 1
+    for d in range(len(out_shape) - 1, -1, -1):
+        strides[d] = 0 if full[d] == 1 else acc
+        acc *= full[d]
+    return strides
+
+
+def collapse(out_shape: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dimensions and merge neighbours that every operand walks contiguously,
+    so a rank-6 broadcast usually becomes rank 1-3 (fewer divisions per element).
+    Returns at least rank 1."""
+    dims = [d for d in range(len(out_shape)) if out_shape[d] != 1]
+    shape: list[int] = []
+    st: list[list[int]] = [[] for _ in strides]
+    for d in dims:
+        if shape and all(s[-1] == s_op[d] * out_shape[d] for s, s_op in zip(st, strides)):
+            shape[-1] *= out_shape[d]
+            for s, s_op in zip(st, strides):
+                s[-1] = s_op[d]
+        else:
+            shape.append(out_shape[d])
+            for s, s_op in zip(st, strides):
+                s.append(s_op[d])
+    if not shape:
+        return [1], [[0] for _ in strides]
+    return shape, st
+
+
+def pad8(values: Sequence[int]) -> list[int]:
+    return list(values) + [0] * (MAX_RANK - len(values))
+
+
+def element_count(shape: Sequence[int]) -> int:
+    n = math.prod(shape)
+    if n > MAX_ELEMENTS:
+        raise Unsupported(f"{n} elements exceed the GPU elementwise limit of {MAX_ELEMENTS}")
+    return n

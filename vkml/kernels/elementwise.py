@@ -1,0 +1,398 @@
+"""GPU kernels for elementwise ops: unary (incl. Clip, Cast), binary with broadcasting
+(incl. variadic Max/Min/Sum, comparisons, logic, Pow, PRelu) and Where.
+
+Shaders: shaders/unary.comp, binary.comp, where.comp; variants are named
+<op>_<dtype> (pow_<x>_<y>, cast_<from>_<to>), see tools/build_shaders.py.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .common import (
+    PushBlock,
+    broadcast_shape,
+    broadcast_strides,
+    collapse,
+    dtype_name,
+    element_count,
+    pad8,
+    require_dtypes,
+)
+from .registry import Kernel, TensorSpec, Unsupported, register
+
+F = ("f32", "f16")
+I = ("i32", "i64")
+FI = F + I
+
+# Push blocks (mirrors of the shaders' `Push` blocks).
+UNARY_PUSH_F = PushBlock("IIff", "unary float")     # n, pad, alpha, beta
+UNARY_PUSH_I32 = PushBlock("IIii", "unary i32")
+UNARY_PUSH_I64 = PushBlock("IIqq", "unary i64")     # int64 members are 8-byte aligned
+BINARY_PUSH = PushBlock("II8I8I8I", "binary")       # n, rank, shape[8], sa[8], sb[8]: 104 B
+WHERE_PUSH = PushBlock("I", "where")                # n; shape/strides in a storage buffer
+WHERE_META = "<I8I8I8I8I"                            # rank, shape, s_cond, s_x, s_y
+
+
+def _groups(pipeline, n: int) -> int:
+    return pipeline.groups_for(n)
+
+
+def _spec_of(attrs: Mapping[str, Any], name: str, default):
+    v = attrs.get(name, default)
+    return default if v is None else v
+
+
+# ---------------------------------------------------------------------------- unary
+# op type -> (shader op, dtypes, params(attrs) -> (alpha, beta))
+UNARY: dict[str, tuple[str, tuple[str, ...], Any]] = {
+    "Abs": ("abs", FI, None),
+    "Neg": ("neg", FI, None),
+    "Sign": ("sign", FI, None),
+    "Relu": ("relu", FI, None),
+    "Exp": ("exp", F, None),
+    "Log": ("log", F, None),
+    "Sqrt": ("sqrt", F, None),
+    "Reciprocal": ("reciprocal", F, None),
+    "Sin": ("sin", F, None),
+    "Cos": ("cos", F, None),
+    "Tanh": ("tanh", F, None),
+    "Sigmoid": ("sigmoid", F, None),
+    "Floor": ("floor", F, None),
+    "Ceil": ("ceil", F, None),
+    "Round": ("round", F, None),
+    "Erf": ("erf", F, None),
+    "Softplus": ("softplus", F, None),
+    "Softsign": ("softsign", F, None),
+    "Mish": ("mish", F, None),
+    "LeakyRelu": ("leaky_relu", F, lambda a: (_spec_of(a, "alpha", 0.01), 0.0)),
+    "Elu": ("elu", F, lambda a: (_spec_of(a, "alpha", 1.0), 0.0)),
+    "Selu": ("selu", F, lambda a: (_spec_of(a, "alpha", 1.67326319217681884765625),
+                                   _spec_of(a, "gamma", 1.05070102214813232421875))),
+    "HardSigmoid": ("hard_sigmoid", F, lambda a: (_spec_of(a, "alpha", 0.2), _spec_of(a, "beta", 0.5))),
+    "HardSwish": ("hard_swish", F, lambda a: (1.0 / 6.0, 0.5)),
+    "Gelu": ("gelu", F, None),
+    "Not": ("not", ("bool",), None),
+}
+
+
+def _record_unary(rec, shader_op: str, dt: str, x, out, alpha=0, beta=0) -> None:
+    n = element_count(out.shape)
+    if n == 0:
+        return
+    # The shader's parameters are float except for integer ops (not casts).
+    if shader_op.startswith("cast") or dt not in I:
+        block = UNARY_PUSH_F
+    else:
+        block = UNARY_PUSH_I64 if dt == "i64" else UNARY_PUSH_I32
+    name = shader_op if shader_op.startswith("cast") else f"{shader_op}_{dt}"
+    p = rec.device.pipeline(name, "rw", block.size)
+    rec.dispatch(p, [x.view, out.view], block.pack(n, 0, alpha, beta), _groups(p, n))
+
+
+@register
+class UnaryKernel(Kernel):
+    op_types = tuple(UNARY)
+
+    def check(self, device, op_type, attrs, inputs):
+        shader_op, dtypes, _ = UNARY[op_type]
+        if len(inputs) != 1 or inputs[0] is None:
+            raise Unsupported(f"{op_type} takes one input")
+        dt = dtype_name(inputs[0].dtype)
+        if dt not in dtypes:
+            raise Unsupported(f"{op_type} on the GPU supports {', '.join(dtypes)}, not {inputs[0].dtype}")
+        if op_type == "Gelu" and attrs.get("approximate", "none") not in ("none", "tanh", b"none", b"tanh"):
+            raise Unsupported(f"Gelu approximate={attrs.get('approximate')!r}")
+        require_dtypes(device, inputs[0].dtype)
+        element_count(inputs[0].shape)
+
+    def infer(self, op_type, attrs, inputs):
+        return [inputs[0]]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        shader_op, _, params = UNARY[op_type]
+        x, out = inputs[0], outputs[0]
+        dt = dtype_name(x.dtype)
+        if op_type == "Gelu":
+            approx = attrs.get("approximate", "none")
+            approx = approx.decode() if isinstance(approx, bytes) else approx
+            shader_op = "gelu_tanh" if approx == "tanh" else "gelu"
+        alpha, beta = params(attrs) if params else (0, 0)
+        if dt in I:
+            _record_unary(rec, shader_op, dt, x, out, 0, 0)
+        else:
+            _record_unary(rec, shader_op, dt, x, out, float(alpha), float(beta))
+
+
+# ---------------------------------------------------------------------------- Clip
+def _clip_bounds(dtype: np.dtype) -> tuple:
+    if dtype.kind == "f":
+        return (-np.inf, np.inf)
+    info = np.iinfo(dtype)
+    return (int(info.min), int(info.max))
+
+
+@register
+class ClipKernel(Kernel):
+    """Clip(x, min, max): one unary dispatch when the bounds are known at record time
+    (attributes, initializers), else Max then Min against the bound tensors."""
+
+    op_types = ("Clip",)
+
+    def check(self, device, op_type, attrs, inputs):
+        if not inputs or inputs[0] is None or len(inputs) > 3:
+            raise Unsupported("Clip takes 1 to 3 inputs")
+        dt = dtype_name(inputs[0].dtype)
+        if dt not in FI:
+            raise Unsupported(f"Clip on the GPU supports {', '.join(FI)}, not {inputs[0].dtype}")
+        for b in inputs[1:]:
+            if b is not None and (b.dtype != inputs[0].dtype or int(np.prod(b.shape)) != 1):
+                raise Unsupported("Clip bounds must be scalars of the input's dtype")
+        require_dtypes(device, inputs[0].dtype)
+        element_count(inputs[0].shape)
+
+    def infer(self, op_type, attrs, inputs):
+        return [inputs[0]]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, out = inputs[0], outputs[0]
+        dt = dtype_name(x.dtype)
+        consts = consts or {}
+        lo, hi = _clip_bounds(x.dtype)
+        if "min" in attrs:
+            lo = attrs["min"]
+        if "max" in attrs:
+            hi = attrs["max"]
+        dynamic = []
+        for pos in (1, 2):
+            t = inputs[pos] if len(inputs) > pos else None
+            if t is None:
+                continue
+            if pos in consts:
+                v = np.asarray(consts[pos]).reshape(-1)[0].item()
+                if pos == 1:
+                    lo = v
+                else:
+                    hi = v
+            else:
+                dynamic.append((pos, t))
+        if not dynamic:
+            if dt in F:
+                _record_unary(rec, "clip", dt, x, out, float(lo), float(hi))
+            else:
+                _record_unary(rec, "clip", dt, x, out, int(lo), int(hi))
+            return
+        # Bounds only on the device: out = min(max(x, lo), hi) by binary dispatches; a
+        # bound known on the host becomes a one-element constant buffer.
+        src = x
+        for pos, op in ((1, "max"), (2, "min")):
+            t = inputs[pos] if len(inputs) > pos else None
+            if t is None:
+                continue
+            if pos in consts:
+                t = _const_tensor(rec, np.asarray(consts[pos], x.dtype).reshape(()))
+            _record_binary(rec, op, dt, dt, src, t, out)
+            src = out
+        if src is x:  # nothing applied
+            rec.copy(x.view, out.view, x.nbytes)
+
+
+class _ConstTensor:
+    """A tiny device tensor backed by a recorder constant buffer."""
+    __slots__ = ("view", "shape", "dtype")
+
+    def __init__(self, view, shape, dtype):
+        self.view = view
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def nbytes(self):
+        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+
+def _const_tensor(rec, value: np.ndarray) -> _ConstTensor:
+    value = np.asarray(value, order="C")
+    return _ConstTensor(rec.constants(value.reshape(-1).view(np.uint8)), value.shape, value.dtype)
+
+
+# ---------------------------------------------------------------------------- Cast / Identity
+def _onnx_to_dtype(to) -> np.dtype:
+    from vkml.dtypes import np_dtype
+    return np_dtype(int(to))
+
+
+@register
+class CastKernel(Kernel):
+    op_types = ("Cast",)
+
+    def check(self, device, op_type, attrs, inputs):
+        if len(inputs) != 1 or inputs[0] is None:
+            raise Unsupported("Cast takes one input")
+        try:
+            to = _onnx_to_dtype(attrs["to"])
+        except KeyError:
+            raise Unsupported(f"Cast to ONNX type {attrs.get('to')!r}") from None
+        try:
+            dtype_name(inputs[0].dtype)
+            dtype_name(to)
+        except Unsupported as e:
+            raise Unsupported(f"Cast from {inputs[0].dtype} to {to}: {e}") from None
+        require_dtypes(device, inputs[0].dtype, to)
+        element_count(inputs[0].shape)
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(inputs[0].shape, _onnx_to_dtype(attrs["to"]))]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, out = inputs[0], outputs[0]
+        src, dst = dtype_name(x.dtype), dtype_name(out.dtype)
+        if src == dst:
+            if x.nbytes:
+                rec.copy(x.view, out.view, x.nbytes)
+            return
+        _record_unary(rec, f"cast_{src}_{dst}", src, x, out)
+
+
+@register
+class IdentityKernel(Kernel):
+    """Identity: a buffer copy (any dtype)."""
+    op_types = ("Identity",)
+
+    def check(self, device, op_type, attrs, inputs):
+        if len(inputs) != 1 or inputs[0] is None:
+            raise Unsupported("Identity takes one tensor input")
+
+    def infer(self, op_type, attrs, inputs):
+        return [inputs[0]]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        if inputs[0].nbytes:
+            rec.copy(inputs[0].view, outputs[0].view, inputs[0].nbytes)
+
+
+# ---------------------------------------------------------------------------- binary
+ARITH = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+VARIADIC = {"Max": "max", "Min": "min", "Sum": "add"}
+COMPARE = {"Equal": "equal", "Less": "less", "LessOrEqual": "less_or_equal", "Greater": "greater",
+           "GreaterOrEqual": "greater_or_equal"}
+LOGIC = {"And": "and", "Or": "or", "Xor": "xor"}
+
+
+def _record_binary(rec, shader_op: str, dx: str, dy: str, a, b, out) -> None:
+    """out = op(a, b) with a and b broadcast to out.shape."""
+    n = element_count(out.shape)
+    if n == 0:
+        return
+    shape, (sa, sb) = collapse(out.shape, [broadcast_strides(a.shape, out.shape),
+                                           broadcast_strides(b.shape, out.shape)])
+    if len(shape) > 8:
+        raise Unsupported(f"broadcast of rank {len(shape)} (after collapsing) exceeds 8")
+    name = f"pow_{dx}_{dy}" if shader_op == "pow" else f"{shader_op}_{dx}"
+    p = rec.device.pipeline(name, "rrw", BINARY_PUSH.size)
+    push = BINARY_PUSH.pack(n, len(shape), *pad8(shape), *pad8(sa), *pad8(sb))
+    rec.dispatch(p, [a.view, b.view, out.view], push, _groups(p, n))
+
+
+@register
+class BinaryKernel(Kernel):
+    op_types = tuple(ARITH) + tuple(VARIADIC) + tuple(COMPARE) + tuple(LOGIC) + ("Pow", "PRelu")
+
+    def _types(self, op_type, inputs):
+        if op_type in VARIADIC:
+            if not inputs or any(t is None for t in inputs):
+                raise Unsupported(f"{op_type} needs at least one input")
+        elif len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
+            raise Unsupported(f"{op_type} takes two inputs")
+        return [dtype_name(t.dtype) for t in inputs]
+
+    def check(self, device, op_type, attrs, inputs):
+        dts = self._types(op_type, inputs)
+        if op_type == "Pow":
+            ok = (dts[0] in F and dts[1] in FI) or (dts[0] in I and dts[1] in I)
+            if not ok:
+                raise Unsupported(f"Pow({inputs[0].dtype}, {inputs[1].dtype}) on the GPU")
+        elif op_type in LOGIC:
+            if dts != ["bool", "bool"]:
+                raise Unsupported(f"{op_type} takes bool inputs")
+        else:
+            if len(set(dts)) != 1:
+                raise Unsupported(f"{op_type} with mixed dtypes {dts}")
+            allowed = FI + ("bool",) if op_type == "Equal" else FI
+            if dts[0] not in allowed:
+                raise Unsupported(f"{op_type} on the GPU supports {', '.join(allowed)}, not {inputs[0].dtype}")
+        require_dtypes(device, *[t.dtype for t in inputs])
+        if op_type in COMPARE or op_type in LOGIC:
+            require_dtypes(device, np.bool_)
+        try:
+            shape = broadcast_shape(*[t.shape for t in inputs])
+        except ValueError as e:
+            raise Unsupported(str(e)) from None
+        if op_type == "PRelu" and shape != tuple(inputs[0].shape):
+            raise Unsupported("PRelu's slope must broadcast to X's shape")
+        element_count(shape)
+
+    def infer(self, op_type, attrs, inputs):
+        shape = broadcast_shape(*[t.shape for t in inputs])
+        if op_type in COMPARE or op_type in LOGIC:
+            return [TensorSpec(shape, np.dtype(np.bool_))]
+        return [TensorSpec(shape, inputs[0].dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        out = outputs[0]
+        dts = [dtype_name(t.dtype) for t in inputs]
+        if op_type in VARIADIC:
+            op = VARIADIC[op_type]
+            if len(inputs) == 1:
+                if inputs[0].nbytes:
+                    if tuple(inputs[0].shape) == tuple(out.shape):
+                        rec.copy(inputs[0].view, out.view, inputs[0].nbytes)
+                    else:  # cannot happen for a single input, but stay correct
+                        _record_binary(rec, op, dts[0], dts[0], inputs[0], inputs[0], out)
+                return
+            _record_binary(rec, op, dts[0], dts[0], inputs[0], inputs[1], out)
+            for t in inputs[2:]:  # accumulate in place: out has the final shape
+                _record_binary(rec, op, dts[0], dts[0], out, t, out)
+            return
+        op = (ARITH.get(op_type) or COMPARE.get(op_type) or LOGIC.get(op_type)
+              or {"Pow": "pow", "PRelu": "prelu"}[op_type])
+        _record_binary(rec, op, dts[0], dts[1], inputs[0], inputs[1], out)
+
+
+# ---------------------------------------------------------------------------- Where
+@register
+class WhereKernel(Kernel):
+    op_types = ("Where",)
+
+    def check(self, device, op_type, attrs, inputs):
+        if len(inputs) != 3 or any(t is None for t in inputs):
+            raise Unsupported("Where takes three inputs")
+        if np.dtype(inputs[0].dtype) != np.bool_:
+            raise Unsupported("Where's condition must be bool")
+        if inputs[1].dtype != inputs[2].dtype:
+            raise Unsupported("Where's X and Y must have one dtype")
+        dtype_name(inputs[1].dtype)
+        require_dtypes(device, np.bool_, inputs[1].dtype)
+        try:
+            element_count(broadcast_shape(*[t.shape for t in inputs]))
+        except ValueError as e:
+            raise Unsupported(str(e)) from None
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(broadcast_shape(*[t.shape for t in inputs]), inputs[1].dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        c, x, y = inputs
+        out = outputs[0]
+        n = element_count(out.shape)
+        if n == 0:
+            return
+        shape, (sc, sx, sy) = collapse(out.shape, [broadcast_strides(t.shape, out.shape) for t in (c, x, y)])
+        if len(shape) > 8:
+            raise Unsupported(f"broadcast of rank {len(shape)} (after collapsing) exceeds 8")
+        import struct
+
+        meta = rec.constants(struct.pack(WHERE_META, len(shape), *pad8(shape), *pad8(sc), *pad8(sx), *pad8(sy)))
+        p = rec.device.pipeline(f"where_{dtype_name(x.dtype)}", "rrrwr", WHERE_PUSH.size)
+        rec.dispatch(p, [c.view, x.view, y.view, out.view, meta], WHERE_PUSH.pack(n), _groups(p, n))
