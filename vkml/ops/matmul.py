@@ -172,9 +172,8 @@ class Einsum(Op):
     def check(self):
         if not isinstance(self.equation, str):
             raise self.fail("equation must be a string")
-        lhs = self.equation.replace(" ", "").partition("->")[0]
         try:
-            self._terms, self._out = parse_einsum(self.equation, lhs.count(",") + 1)
+            self._terms, self._out = parse_einsum(self.equation, self.n_inputs)
         except ValueError as e:
             raise self.fail(str(e)) from None
         self._n = len(self._terms)
