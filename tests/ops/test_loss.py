@@ -26,7 +26,8 @@ def loss_case(draw):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c) + extra).astype(dtype)
     labels = rng.integers(0, c, (n,) + extra).astype(draw(st.sampled_from([np.int32, np.int64])))
-    ignore = draw(st.sampled_from([None, 0, -1, c + 2]))
+    # -1 is left to test_ignore_minus_one: onnx.reference special-cases it (see there).
+    ignore = draw(st.sampled_from([None, 0, -4, c + 2]))
     if ignore is not None and labels.size > 1:
         labels.flat[rng.integers(0, labels.size)] = ignore
     weight = rng.uniform(0.2, 2.0, c).astype(dtype) if draw(st.booleans()) else None
@@ -56,6 +57,17 @@ def test_sce(case, log_prob):
     rtol, atol = _tol(x.dtype)
     check_node("SoftmaxCrossEntropyLoss", {"x": x, "t": labels, "w": weight}, attrs, opset=13,
                outputs=2 if log_prob else 1, rtol=rtol, atol=atol)
+
+
+def test_ignore_minus_one_mean_counts_only_kept_samples():
+    # onnx.reference averages over every sample when ignore_index == -1 and there is no weight;
+    # the schema's function body (and any other ignore_index) divides by the kept samples.
+    from _oracle import make_model
+    x = np.log(np.array([[0.2, 0.8], [0.5, 0.5], [0.9, 0.1]], np.float32))
+    t = np.array([1, -1, 0], np.int64)
+    m = make_model("NegativeLogLikelihoodLoss", {"x": x, "t": t}, {"ignore_index": -1}, 22)
+    out = vkml.InferenceSession(m.SerializeToString()).run(None, {"x": x, "t": t})[0]
+    np.testing.assert_allclose(out, -(x[0, 1] + x[2, 0]) / 2, rtol=1e-6)
 
 
 def test_bfloat16_runs_in_float32():
