@@ -20,7 +20,7 @@ from libc.string cimport memcpy, memset
 
 from vkml.vulkan.vkapi cimport *
 from vkml.vulkan._device cimport Device
-from vkml.vulkan._instance cimport check
+from vkml.vulkan._instance cimport check, check_messages
 
 from vkml.vulkan import config
 from vkml.vulkan.errors import BufferTooLarge, OutOfDeviceMemory, VulkanError
@@ -380,6 +380,7 @@ cdef class Allocator:
         """A view of at least `nbytes` (offset aligned to the storage-buffer alignment)."""
         cdef Device dev = self.device
         dev.ensure_open()
+        check_messages()
         if kind not in self.pools:
             raise ValueError(f"unknown memory kind {kind!r}; use device, host or readback")
         if nbytes > dev.max_storage_buffer_range:
