@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _oracle import check_node, make_model  # noqa: E402
-from _ort_oracle import check_ort  # noqa: E402
+from _ort_check import check_ort  # noqa: E402
 
 import vkml  # noqa: E402
 from vkml.ops.gather import top_k  # noqa: E402
