@@ -44,13 +44,14 @@ class Variant:
     name: str
     source: str  # relative to shaders/
     defines: dict = field(default_factory=dict, hash=False, compare=False)
+    target: str = TARGET_ENV  # e.g. "vulkan1.3" for GL_KHR_cooperative_matrix shaders
 
 
 def _variants() -> list[Variant]:
     v: list[Variant] = []
 
-    def add(name: str, source: str, **defines) -> None:
-        v.append(Variant(name, source, defines))
+    def add(name: str, source: str, target: str = TARGET_ENV, **defines) -> None:
+        v.append(Variant(name, source, defines, target))
 
     # ---- unary (shaders/unary.comp)
     float_unary = ["abs", "neg", "exp", "log", "sqrt", "reciprocal", "sin", "cos", "tanh",
@@ -124,9 +125,9 @@ def _command(compiler: tuple[str, str], v: Variant, out: str) -> list[str]:
     src = os.path.join(SHADERS, v.source)
     defs = [f"-D{k}={val}" for k, val in sorted(v.defines.items())]
     if kind == "glslc":
-        return [path, "-fshader-stage=compute", f"--target-env={TARGET_ENV}", "-O",
+        return [path, "-fshader-stage=compute", f"--target-env={v.target}", "-O",
                 f"-I{SHADERS}", *defs, "-o", out, src]
-    return [path, "-V", "--target-env", TARGET_ENV, "-S", "comp", f"-I{SHADERS}", *defs, "-o", out, src]
+    return [path, "-V", "--target-env", v.target, "-S", "comp", f"-I{SHADERS}", *defs, "-o", out, src]
 
 
 # ---------------------------------------------------------------- hashing
@@ -143,7 +144,7 @@ def variant_hash(v: Variant, includes: bytes) -> str:
         src = f.read()
     h = hashlib.sha256()
     for part in (v.source.encode(), src, includes, json.dumps(v.defines, sort_keys=True).encode(),
-                 TARGET_ENV.encode()):
+                 v.target.encode()):
         h.update(len(part).to_bytes(8, "little"))
         h.update(part)
     return h.hexdigest()
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.list:
         for v in VARIANTS:
-            print(f"{v.name:28s} {v.source:12s} {v.defines}")
+            print(f"{v.name:28s} {v.source:12s} {v.target:10s} {v.defines}")
         return 0
     try:
         build(force=args.force, jobs=args.jobs)
