@@ -3,7 +3,6 @@ import os
 import sys
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx.reference import ReferenceEvaluator
 from hypothesis import assume, given, settings
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds, tol  # noqa: E402
 from _oracle import check_node, make_model  # noqa: E402
+from _ort_oracle import vs_ort  # noqa: E402
 
 import vkml  # noqa: E402
 
@@ -100,7 +100,7 @@ def test_conv_transpose(c, dtype, seed, data):
     b = rng.uniform(-1, 1, [m]).astype(dtype) if c["bias"] else None
     t = tol(dtype) if dtype != np.float16 else {"rtol": 1e-2, "atol": 1e-2}
     # onnx.reference mishandles groups and output_shape here: onnxruntime (float32) judges.
-    _ort_compare("ConvTranspose", {"x": x, "w": w, "b": b}, attrs, 22, **t)
+    vs_ort("ConvTranspose", {"x": x, "w": w, "b": b}, attrs, 22, **t)
 
 
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
@@ -197,21 +197,6 @@ def test_causal_conv_with_state(activation, past):
     check_node("CausalConvWithState", ins, {"activation": activation}, opset=27, outputs=2)
 
 
-def _ort_compare(op, ins, attrs, opset, rtol=1e-4, atol=1e-4):
-    """vkml on the inputs as given vs onnxruntime on their float32 copies."""
-    model = make_model(op, ins, attrs, opset).SerializeToString()
-    feed = {k: v for k, v in ins.items() if v is not None}
-    f32 = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in feed.items()}
-    model32 = make_model(op, {k: f32.get(k) for k in ins}, attrs, opset).SerializeToString()
-    want = ort.InferenceSession(model32, providers=["CPUExecutionProvider"]).run(None, f32)[0]
-    sess = vkml.InferenceSession(model)
-    got = sess.run(None, feed)[0]
-    assert got.dtype == feed["x"].dtype and got.shape == want.shape
-    np.testing.assert_allclose(got.astype(np.float32), want, rtol=max(rtol, 1e-5), atol=max(atol, 1e-5))
-    inferred = sess.get_outputs()[0].shape
-    assert inferred is None or all(not isinstance(d, int) or d == n for d, n in zip(inferred, got.shape))
-
-
 @pytest.mark.parametrize("group,stride,pad,k", [(1, 1, 1, 3), (1, 2, 3, 7), (32, 1, 1, 3), (4, 2, 1, 3),
                                                (1, 1, 0, 1)])
 def test_conv_cnn_shapes_vs_onnxruntime(group, stride, pad, k):
@@ -219,11 +204,11 @@ def test_conv_cnn_shapes_vs_onnxruntime(group, stride, pad, k):
     x = rng.standard_normal((2, 32, 28, 28)).astype(np.float32)
     w = (rng.standard_normal((64, 32 // group, k, k)) * 0.1).astype(np.float32)
     b = rng.standard_normal(64).astype(np.float32)
-    _ort_compare("Conv", {"x": x, "w": w, "b": b},
-                 {"group": group, "strides": [stride] * 2, "pads": [pad] * 4}, 13)
+    vs_ort("Conv", {"x": x, "w": w, "b": b},
+                 {"group": group, "strides": [stride] * 2, "pads": [pad] * 4}, 13, rtol=1e-4, atol=1e-4)
     wt = (rng.standard_normal((32, 64 // group, k, k)) * 0.1).astype(np.float32)
-    _ort_compare("ConvTranspose", {"x": x, "w": wt, "b": b},
-                 {"group": group, "strides": [stride] * 2, "pads": [pad] * 4}, 13)
+    vs_ort("ConvTranspose", {"x": x, "w": wt, "b": b},
+                 {"group": group, "strides": [stride] * 2, "pads": [pad] * 4}, 13, rtol=1e-4, atol=1e-4)
 
 
 def test_conv_bad_channels_is_a_clear_error():

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import BF16, seeds, tol  # noqa: E402
 from _oracle import check_node, make_model  # noqa: E402
+from _ort_oracle import vs_ort  # noqa: E402
 
 import vkml  # noqa: E402
 
@@ -83,31 +84,6 @@ def test_averagepool(c, dtype, seed, include):
     attrs["count_include_pad"] = include
     t = tol(dtype) if dtype != np.float16 else {"rtol": 4e-3, "atol": 4e-3}
     vs_ort("AveragePool", {"x": _x(c, dtype, seed)}, attrs, 19, **t)
-
-
-def vs_ort(op, ins, attrs, opset, rtol=1e-5, atol=1e-6, outputs=1):
-    """vkml on the inputs as given against onnxruntime on float32 copies (the pool kernels of
-    onnx.reference mishandle 1-D pads and some ceil-mode windows). Checks inferred shapes too."""
-    if rtol or atol:  # the oracle computes in float32
-        rtol, atol = max(rtol, 1e-5), max(atol, 1e-6)
-    feed = {k: v for k, v in ins.items() if v is not None}
-    f32 = {k: v.astype(np.float32) if v.dtype.kind == "f" or v.dtype == BF16 else v for k, v in feed.items()}
-    m32 = make_model(op, {k: f32.get(k) for k in ins}, attrs, opset, outputs).SerializeToString()
-    want = ort.InferenceSession(m32, providers=["CPUExecutionProvider"]).run(None, f32)
-    sess = vkml.InferenceSession(make_model(op, ins, attrs, opset, outputs).SerializeToString())
-    got = sess.run(None, feed)
-    for g, w, arg in zip(got, want, sess.get_outputs()):
-        assert g.shape == w.shape, (g.shape, w.shape)
-        if w.dtype == np.float32:
-            assert g.dtype == feed["x"].dtype
-            big = np.finfo(np.float32).max  # float64 padding extremes narrow to ±inf otherwise
-            np.testing.assert_allclose(np.clip(g.astype(np.float64), -big, big).astype(np.float32), w,
-                                       rtol=rtol, atol=atol)
-        else:
-            assert g.dtype == w.dtype
-            np.testing.assert_array_equal(g, w)
-        assert arg.shape is None or all(not isinstance(d, int) or d == n for d, n in zip(arg.shape, g.shape))
-    return got
 
 
 @settings(deadline=None, max_examples=30)

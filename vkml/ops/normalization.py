@@ -218,11 +218,14 @@ class _LastAxes(Op):
         a = normalize_axis(self.axis, x.ndim, self)
         return tuple(range(a, x.ndim))
 
-    def _stat_dtype(self) -> np.dtype:
+    def _stat_dtype(self, x_dtype) -> np.dtype:
+        """Mean/InvStdDev type: stash_type's, but float64 for float64 inputs (as onnxruntime and
+        onnx.reference do; narrowing them to float32 would only lose precision)."""
         try:
-            return dtypes.np_dtype(self.stash_type)
+            sd = dtypes.np_dtype(self.stash_type)
         except KeyError:
             raise self.fail(f"unknown stash_type {self.stash_type}") from None
+        return np.dtype(np.float64) if x_dtype == np.float64 else sd
 
     def _scaled(self, norm: np.ndarray, x: np.ndarray, scale, bias=None) -> np.ndarray:
         """Stage two: cast the normalised values back to X's type, then scale and shift."""
@@ -246,7 +249,7 @@ class LayerNormalization(_LastAxes):
 
     def infer(self, inputs, consts):
         x = inputs[0]
-        sd = self._stat_dtype()
+        sd = self._stat_dtype(x.dtype)
         if x.shape is None:
             stat = None
         else:
@@ -261,7 +264,7 @@ class LayerNormalization(_LastAxes):
         mean, var = _moments(xf, axes)
         inv = 1 / np.sqrt(var + xf.dtype.type(self.epsilon))
         y = self._scaled((xf - mean) * inv, x, scale, b)
-        sd = self._stat_dtype()
+        sd = self._stat_dtype(x.dtype)
         return (y, narrow(mean, sd), narrow(inv, sd))[: self.n_outputs]
 
 
