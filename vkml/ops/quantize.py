@@ -219,9 +219,10 @@ class DynamicQuantizeLinear(Op):
         lo = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
         hi = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
         scale = np.float32((hi - lo) / np.float32(255))
-        if scale == 0 or not np.isfinite(scale):
-            zp = np.uint8(0)
-            y = np.zeros(x.shape, _U8) if scale == 0 else _quant.requantize(x / scale, 0, _U8)
+        if scale == 0:  # all zeros: any scale works; 1 as onnxruntime
+            return np.zeros(x.shape, _U8), np.array(1.0, np.float32), np.array(0, _U8)
+        if not np.isfinite(scale):
+            raise self.fail("input holds infinities or NaNs: no finite scale exists")
         else:
             zp = np.uint8(np.clip(np.rint(-lo / scale), 0, 255))
             y = _quant.requantize(x / scale, np.float64(zp), _U8)
