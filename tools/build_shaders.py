@@ -91,7 +91,37 @@ def _variants() -> list[Variant]:
     # ---- where (shaders/where.comp)
     for t in T:
         add(f"where_{t}", "where.comp", TX=T[t], TY=T[t], TO=T[t])
+    _variants_reductions(add)
     return v
+
+def _variants_reductions(add) -> None:
+    """Reductions (reduce.comp), softmax (softmax.comp), pooling (pool.comp) and the
+    normalizations (norm.comp, norm_batch.comp). Workgroup-reducing shaders come twice: with
+    subgroup arithmetic ("..._wg_...") and with a shared-memory tree ("..._wgs_...")."""
+    wg_modes = {"wg": dict(WG_MODE=1, VKML_SUBGROUP=1), "wgs": dict(WG_MODE=1, VKML_SUBGROUP=0),
+                "th": dict(WG_MODE=0, VKML_SUBGROUP=0)}
+    split = ("sum", "mean", "max", "min", "prod", "l1", "l2", "sumsq", "logsum")
+    ops = split + ("logsumexp", "argmax", "argmin")
+    for op in ops:
+        dts = ("f32", "f16", "i32") if op in ("max", "min", "argmax", "argmin") else ("f32", "f16")
+        for t in dts:
+            out = "i64" if op.startswith("arg") else t
+            for mode, d in wg_modes.items():
+                add(f"reduce_{op}_{mode}_{t}", "reduce.comp", **{f"OP_{op.upper()}": 1, "TX": T[t],
+                                                                "TO": T[out], **d})
+            if op in split:
+                for mode, sg in (("p1", 1), ("p1s", 0)):
+                    add(f"reduce_{op}_{mode}_{t}", "reduce.comp", **{f"OP_{op.upper()}": 1, "TX": T[t],
+                                                                    "TO": T[t], "WG_MODE": 1, "PASS": 1,
+                                                                    "VKML_SUBGROUP": sg})
+                for mode, sg in (("p2", 1), ("p2s", 0)):
+                    add(f"reduce_{op}_{mode}_{t}", "reduce.comp", **{f"OP_{op.upper()}": 1, "TX": T[t],
+                                                                    "TO": T[t], "WG_MODE": 1, "PASS": 2,
+                                                                    "VKML_SUBGROUP": sg})
+    for op in ("softmax", "logsoftmax"):
+        for t in ("f32", "f16"):
+            for mode, d in wg_modes.items():
+                add(f"{op}_{mode}_{t}", "softmax.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t], **d})
 
 
 VARIANTS = _variants()

@@ -217,7 +217,8 @@ def _const_tensor(rec, value: np.ndarray) -> _ConstTensor:
     return _ConstTensor(rec.constants(value.reshape(-1).view(np.uint8)), value.shape, value.dtype)
 
 
-# ---------------------------------------------------------------------------- Cast / Identity
+# ---------------------------------------------------------------------------- Cast
+# (Identity is a view: vkml/kernels/views.py)
 def _onnx_to_dtype(to) -> np.dtype:
     from vkml.dtypes import np_dtype
     return np_dtype(int(to))
@@ -253,23 +254,6 @@ class CastKernel(Kernel):
                 rec.copy(x.view, out.view, x.nbytes)
             return
         _record_unary(rec, f"cast_{src}_{dst}", src, x, out)
-
-
-@register
-class IdentityKernel(Kernel):
-    """Identity: a buffer copy (any dtype)."""
-    op_types = ("Identity",)
-
-    def check(self, device, op_type, attrs, inputs):
-        if len(inputs) != 1 or inputs[0] is None:
-            raise Unsupported("Identity takes one tensor input")
-
-    def infer(self, op_type, attrs, inputs):
-        return [inputs[0]]
-
-    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
-        if inputs[0].nbytes:
-            rec.copy(inputs[0].view, outputs[0].view, inputs[0].nbytes)
 
 
 # ---------------------------------------------------------------------------- binary

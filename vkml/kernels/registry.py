@@ -7,7 +7,7 @@ memory planner can place them) and never submits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -20,19 +20,31 @@ class Unsupported(Exception):
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """Shape and dtype of a tensor (what check() and infer() see)."""
+    """Shape and dtype of a tensor (what check() and infer() see); `value` is its host value
+    when known before the node runs (initializers, constants), which shape-like inputs
+    (Reshape's shape, Slice's starts...) need: see Kernel.host_inputs."""
     shape: tuple[int, ...]
     dtype: np.dtype
+    value: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
-    def of(x) -> "TensorSpec":
-        return TensorSpec(tuple(int(s) for s in x.shape), np.dtype(x.dtype))
+    def of(x, value=None) -> "TensorSpec":
+        return TensorSpec(tuple(int(s) for s in x.shape), np.dtype(x.dtype),
+                          None if value is None else np.asarray(value))
 
 
 class Kernel:
     """Base class. Subclasses set `op_types` and implement check, infer and record."""
 
     op_types: tuple[str, ...] = ()
+    # alias: output 0 is input 0's bytes under the shape infer() gives (Reshape, Squeeze...).
+    # The runtime should pass outputs[0] = inputs[0].reshape(shape) (DeviceTensor.reshape) and keep
+    # input 0's buffer alive while the output lives; record() then records nothing (it copies
+    # only when handed a separate output buffer).
+    alias: bool = False
+    # op type -> input positions whose host values (TensorSpec.value / consts) check, infer
+    # and record need; the node stays on the CPU when they are unknown.
+    host_inputs: Mapping[str, tuple[int, ...]] = {}
 
     def check(self, device, op_type: str, attrs: Mapping[str, Any], inputs: Sequence[TensorSpec | None]) -> None:
         """Raise Unsupported(reason) if this node cannot run on `device`."""

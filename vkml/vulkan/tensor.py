@@ -62,6 +62,14 @@ class DeviceTensor:
         if array.nbytes:
             self.view.write(array.reshape(-1).view(np.uint8))
 
+    def reshape(self, shape: Sequence[int]) -> "DeviceTensor":
+        """The same bytes (same BufferView) under another shape with as many elements, no
+        copy: what Reshape, Squeeze... produce. Writes through either tensor show in both."""
+        shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape) or math.prod(shape) != self.size:
+            raise ValueError(f"cannot view {self.shape} ({self.size} elements) as {shape}")
+        return DeviceTensor(self.view, shape, self.dtype)
+
     @property
     def device(self):
         return self.view.device

@@ -27,7 +27,8 @@ def run_ops(device, ops: Sequence[Op], feeds: Mapping[str, np.ndarray],
             timeout: float | None = 300) -> dict[str, np.ndarray]:
     """Run `ops` ((op_type, attrs, input names, output names) each, "" for an absent input)
     on `device` (an index or a Device); returns the named outputs (default: every op
-    output). With consts=True, kernels see the feeds' host values (as for initializers)."""
+    output). With consts=True, kernels see the feeds' host values (as for initializers:
+    TensorSpec.value and record's consts); alias kernels' outputs share their input's buffer."""
     dev = _device(device) if isinstance(device, int) else device
     tensors: dict[str, DeviceTensor] = {}
     for name, arr in feeds.items():
@@ -47,10 +48,13 @@ def run_ops(device, ops: Sequence[Op], feeds: Mapping[str, np.ndarray],
                 raise KeyError(f"{op_type}: input {n!r} is neither a feed nor an earlier output")
             else:
                 in_t.append(tensors[n])
-        specs = [None if t is None else TensorSpec.of(t) for t in in_t]
+        specs = [None if t is None else TensorSpec.of(t, host.get(n)) for t, n in zip(in_t, ins)]
         kernel.check(dev, op_type, attrs, specs)
         out_specs = kernel.infer(op_type, attrs, specs)
-        out_t = [DeviceTensor.empty(dev, s.shape, s.dtype) for s in out_specs]
+        if kernel.alias:  # output 0 shares input 0's buffer
+            out_t = [in_t[0].reshape(out_specs[0].shape)]
+        else:
+            out_t = [DeviceTensor.empty(dev, s.shape, s.dtype) for s in out_specs]
         const_vals = {i: host[n] for i, n in enumerate(ins) if n and n in host}
         kernel.record(rec, op_type, attrs, in_t, out_t, const_vals)
         for name, t in zip(outs, out_t):

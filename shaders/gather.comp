@@ -1,0 +1,51 @@
+#version 450
+// Gather along one axis, with x viewed as (outer, axis_len, inner) and the indices flattened
+// to (count): o[q, k, i] = x[q, idx[k], i] for o of shape (outer, count, inner).
+// Negative indices count from the end (ONNX); an index still outside [0, axis_len) yields
+// zeros (the host checks indices it knows; a GPU cannot raise). Elements move as ESIZE-byte
+// words; indices are int32 (IDX=32) or int64 (IDX=64, read as two 32-bit halves, so no
+// shaderInt64 is needed: a value beyond the int32 range is out of bounds anyway).
+#extension GL_GOOGLE_include_directive : require
+#include "include/vkml_elem.glsl"
+#include "include/vkml_index.glsl"
+
+layout(local_size_x = 256, local_size_x_id = 0) in;
+
+layout(push_constant) uniform Push {
+    uint n;
+    uint inner;
+    uint count;
+    uint axis_len;
+} pc;
+
+layout(std430, binding = 0) readonly buffer BX { ELEM x[]; };
+#if IDX == 32
+layout(std430, binding = 1) readonly buffer BI { int idx[]; };
+#else
+layout(std430, binding = 1) readonly buffer BI { ivec2 idx[]; };  // (low, high) halves
+#endif
+layout(std430, binding = 2) writeonly buffer BO { ELEM o[]; };
+
+void main() {
+    VKML_FOR_EACH(e, pc.n) {
+        uint q = e / pc.inner;
+        uint i = e - q * pc.inner;
+        uint outer = q / pc.count;
+        uint k = q - outer * pc.count;
+#if IDX == 32
+        int j = idx[k];
+        bool ok = true;
+#else
+        ivec2 w = idx[k];
+        int j = w.x;
+        bool ok = w.y == (w.x >> 31);  // the int64 fits in an int32
+#endif
+        if (j < 0) j += int(pc.axis_len);
+        ok = ok && j >= 0 && uint(j) < pc.axis_len;
+        if (ok) {
+            o[e] = x[(outer * pc.axis_len + uint(j)) * pc.inner + i];
+        } else {
+            o[e] = ELEM(0);
+        }
+    }
+}

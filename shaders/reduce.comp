@@ -1,0 +1,275 @@
+#version 450
+// Reductions (ReduceSum ... ReduceLogSumExp, ArgMax/ArgMin) over a C-contiguous tensor.
+//
+// The host collapses the input into kept dims (the output's, krank <= 4) and reduced dims
+// (rrank <= 4), each with its element strides, so any set of axes is one dispatch.
+// Defines:
+//   OP_<NAME>    SUM MEAN MAX MIN PROD L1 L2 SUMSQ LOGSUM LOGSUMEXP ARGMAX ARGMIN
+//   WG_MODE      1: a workgroup per (output, chunk) with a workgroup reduction (long reductions);
+//                0: an invocation per output, reducing serially (short ones, or kept axes
+//                innermost, where neighbouring invocations read neighbouring elements)
+//   PASS         0: one pass, x in, finished values out;
+//                1: partial accumulators of `chunks` chunks per output out (raw uint bits);
+//                2: combine those partials (as rows) and finish
+//   VKML_SUBGROUP (see include/vkml_reduce.glsl), TX/TO (include/vkml_types.glsl)
+#extension GL_GOOGLE_include_directive : require
+#include "include/vkml_types.glsl"
+#include "include/vkml_reduce.glsl"
+
+layout(local_size_x = 256, local_size_x_id = 0) in;
+
+#ifndef WG_MODE
+#define WG_MODE 1
+#endif
+#ifndef PASS
+#define PASS 0
+#endif
+
+layout(push_constant) uniform Push {
+    uint n_out;      // outputs
+    uint n_red;      // elements reduced per output (in this pass)
+    uint chunks;     // chunks per output (PASS 1), else 1
+    uint chunk_len;  // elements per chunk (PASS 1), else n_red
+    uint count;      // the full reduction size (ReduceMean's divisor)
+    uint flags;      // bit 0: select_last_index
+    uint krank;
+    uint rrank;
+    uint kshape[4];
+    uint kstride[4];
+    uint rshape[4];
+    uint rstride[4];
+} pc;
+
+#if PASS == 2
+layout(std430, binding = 0) readonly buffer BX { uint x[]; };
+#else
+layout(std430, binding = 0) readonly buffer BX { SX x[]; };
+#endif
+#if PASS == 1 || defined(OP_ARGMAX) || defined(OP_ARGMIN)
+layout(std430, binding = 1) writeonly buffer BO { uint o[]; };
+#else
+layout(std430, binding = 1) writeonly buffer BO { SO o[]; };
+#endif
+
+// ---- accumulator per op
+#if defined(OP_MAX) || defined(OP_MIN) || defined(OP_ARGMAX) || defined(OP_ARGMIN)
+#define KEYED 1
+#endif
+
+#if defined(OP_MAX) || defined(OP_ARGMAX)
+#define ACC uint
+#define COMBINE(a, b) max((a), (b))
+VKML_WG_REDUCE(wg_reduce, uint, VKML_OP_MAX, subgroupMax)
+#elif defined(OP_MIN) || defined(OP_ARGMIN)
+#define ACC uint
+#define COMBINE(a, b) min((a), (b))
+VKML_WG_REDUCE(wg_reduce, uint, VKML_OP_MIN, subgroupMin)
+#elif defined(OP_PROD)
+#define ACC float
+#define COMBINE(a, b) ((a) * (b))
+VKML_WG_REDUCE(wg_reduce, float, VKML_OP_MUL, subgroupMul)
+#else
+#define ACC float
+#define COMBINE(a, b) ((a) + (b))
+VKML_WG_REDUCE(wg_reduce, float, VKML_OP_ADD, subgroupAdd)
+#endif
+#if defined(OP_LOGSUMEXP)
+VKML_WG_REDUCE(wg_max, uint, VKML_OP_MAX, subgroupMax)
+#endif
+#if defined(OP_ARGMAX) || defined(OP_ARGMIN)
+VKML_WG_REDUCE(wg_idx_min, uint, VKML_OP_MIN, subgroupMin)
+VKML_WG_REDUCE(wg_idx_max, uint, VKML_OP_MAX, subgroupMax)
+#endif
+
+ACC identity() {
+#if defined(OP_MAX)
+#if IS_INT(TX)
+    return 0u;  // the smallest int key
+#else
+    return vkml_key_order(0xFF800000u);  // -inf
+#endif
+#elif defined(OP_MIN)
+#if IS_INT(TX)
+    return 0xFFFFFFFFu;
+#else
+    return vkml_key_order(0x7F800000u);  // +inf
+#endif
+#elif defined(OP_ARGMAX)
+    return 0u;           // below every element's key
+#elif defined(OP_ARGMIN)
+    return 0xFFFFFFFFu;  // above every element's key
+#elif defined(OP_PROD)
+    return 1.0;
+#else
+    return 0.0;
+#endif
+}
+
+// One input element, transformed into the accumulator's terms.
+ACC load(uint i) {
+#if PASS == 2
+#if defined(KEYED)
+    return x[i];
+#else
+    return uintBitsToFloat(x[i]);
+#endif
+#else
+    CX v = CX(x[i]);
+#if IS_INT(TX)
+#if defined(OP_MAX) || defined(OP_MIN) || defined(OP_ARGMAX) || defined(OP_ARGMIN)
+    return vkml_key_int(int(v));
+#endif
+#elif defined(OP_MAX) || defined(OP_ARGMAX)
+    return vkml_key_max(v);
+#elif defined(OP_MIN) || defined(OP_ARGMIN)
+    return vkml_key_min(v);
+#elif defined(OP_L1)
+    return abs(v);
+#elif defined(OP_L2) || defined(OP_SUMSQ)
+    return v * v;
+#else
+    return v;
+#endif
+#endif
+}
+
+uint kept_offset(uint o) {
+    uint off = 0u;
+    for (int d = int(pc.krank) - 1; d > 0; --d) {
+        uint s = pc.kshape[d];
+        uint q = o / s;
+        off += (o - q * s) * pc.kstride[d];
+        o = q;
+    }
+    return off + o * pc.kstride[0];
+}
+
+uint red_offset(uint r) {
+    if (pc.rrank == 1u) return r * pc.rstride[0];
+    uint off = 0u;
+    for (int d = int(pc.rrank) - 1; d > 0; --d) {
+        uint s = pc.rshape[d];
+        uint q = r / s;
+        off += (r - q * s) * pc.rstride[d];
+        r = q;
+    }
+    return off + r * pc.rstride[0];
+}
+
+#if !defined(OP_ARGMAX) && !defined(OP_ARGMIN)
+// The finished value of a full reduction's accumulator.
+void store(uint t, ACC a) {
+#if PASS == 1
+#if defined(KEYED)
+    o[t] = a;
+#else
+    o[t] = floatBitsToUint(a);
+#endif
+#elif defined(OP_MAX) || defined(OP_MIN)
+#if IS_INT(TX)
+    o[t] = SO(vkml_unkey_int(a));
+#else
+    o[t] = SO(vkml_unkey(a));
+#endif
+#elif defined(OP_MEAN)
+    o[t] = SO(a / float(pc.count));
+#elif defined(OP_L2)
+    o[t] = SO(sqrt(a));
+#elif defined(OP_LOGSUM)
+    o[t] = SO(log(a));
+#else
+    o[t] = SO(a);
+#endif
+}
+#endif
+
+#if defined(OP_LOGSUMEXP)
+// The shift of log-sum-exp: the maximum when it is finite, else 0 (as the NumPy operator).
+float lse_shift(uint k) {
+    float m = vkml_unkey(k);
+    return vkml_isfinite(m) ? m : 0.0;
+}
+#endif
+
+#if defined(OP_ARGMAX) || defined(OP_ARGMIN)
+// Whether element key k (met in index order) replaces the best so far: the first element, a
+// strictly better one, or with select_last_index an equal one.
+bool arg_takes(ACC k, ACC best, bool seen, bool last) {
+    return !seen || (k != best && COMBINE(best, k) == k) || (last && k == best);
+}
+#endif
+
+#if WG_MODE
+// ------------------------------------------------------------ a workgroup per (output, chunk)
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    uint wg = gl_WorkGroupSize.x;
+    uint total = pc.n_out * pc.chunks;
+    for (uint t = gl_WorkGroupID.x; t < total; t += gl_NumWorkGroups.x) {
+        uint out_i = t / pc.chunks;
+        uint c = t - out_i * pc.chunks;
+        uint base = kept_offset(out_i);
+        uint r0 = c * pc.chunk_len;
+        uint r1 = min(r0 + pc.chunk_len, pc.n_red);
+#if defined(OP_LOGSUMEXP)
+        uint mk = vkml_key_order(0xFF800000u);
+        for (uint r = r0 + lid; r < r1; r += wg) mk = max(mk, vkml_key_max(float(x[base + red_offset(r)])));
+        float shift = lse_shift(wg_max(mk));
+        float s = 0.0;
+        for (uint r = r0 + lid; r < r1; r += wg) s += exp(float(x[base + red_offset(r)]) - shift);
+        s = wg_reduce(s);
+        if (lid == 0u) o[t] = SO(log(s) + shift);
+#elif defined(OP_ARGMAX) || defined(OP_ARGMIN)
+        bool last = (pc.flags & 1u) != 0u;
+        ACC best = identity();
+        uint bi = 0u;
+        bool seen = false;
+        for (uint r = r0 + lid; r < r1; r += wg) {
+            ACC k = load(base + red_offset(r));
+            if (arg_takes(k, best, seen, last)) { best = k; bi = r; seen = true; }
+        }
+        ACC all_best = wg_reduce(best);
+        uint cand = seen && best == all_best ? bi : (last ? 0u : 0xFFFFFFFFu);
+        uint idx = last ? wg_idx_max(cand) : wg_idx_min(cand);
+        if (lid == 0u) { o[2u * t] = idx; o[2u * t + 1u] = 0u; }
+#else
+        ACC a = identity();
+        for (uint r = r0 + lid; r < r1; r += wg) a = COMBINE(a, load(base + red_offset(r)));
+        a = wg_reduce(a);
+        if (lid == 0u) store(t, a);
+#endif
+    }
+}
+#else
+// ------------------------------------------------------------ an invocation per output
+void main() {
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint t = gl_GlobalInvocationID.x; t < pc.n_out; t += stride) {
+        uint base = kept_offset(t);
+        uint n = pc.n_red;
+#if defined(OP_LOGSUMEXP)
+        uint mk = vkml_key_order(0xFF800000u);
+        for (uint r = 0u; r < n; ++r) mk = max(mk, vkml_key_max(float(x[base + red_offset(r)])));
+        float shift = lse_shift(mk);
+        float s = 0.0;
+        for (uint r = 0u; r < n; ++r) s += exp(float(x[base + red_offset(r)]) - shift);
+        o[t] = SO(log(s) + shift);
+#elif defined(OP_ARGMAX) || defined(OP_ARGMIN)
+        bool last = (pc.flags & 1u) != 0u;
+        ACC best = identity();
+        uint bi = 0u;
+        bool seen = false;
+        for (uint r = 0u; r < n; ++r) {
+            ACC k = load(base + red_offset(r));
+            if (arg_takes(k, best, seen, last)) { best = k; bi = r; seen = true; }
+        }
+        o[2u * t] = bi;
+        o[2u * t + 1u] = 0u;
+#else
+        ACC a = identity();
+        for (uint r = 0u; r < n; ++r) a = COMBINE(a, load(base + red_offset(r)));
+        store(t, a);
+#endif
+    }
+}
+#endif

@@ -1,0 +1,80 @@
+#version 450
+// Softmax / LogSoftmax along rows of a C-contiguous tensor viewed as (outer, K, inner): row r
+// is outer r / inner, column r % inner, its K elements `inner` apart. Numerically stable as
+// the NumPy operator: shift by the row maximum when it is finite, else by 0.
+// Defines: OP_SOFTMAX or OP_LOGSOFTMAX; WG_MODE 1 (a workgroup per row: long rows) or 0 (an
+// invocation per row: short rows, or inner > 1 where neighbouring rows are adjacent);
+// VKML_SUBGROUP, TX = TO (the dtype; f16 is computed in f32).
+#extension GL_GOOGLE_include_directive : require
+#include "include/vkml_types.glsl"
+#include "include/vkml_reduce.glsl"
+
+layout(local_size_x = 256, local_size_x_id = 0) in;
+
+#ifndef WG_MODE
+#define WG_MODE 1
+#endif
+
+layout(push_constant) uniform Push {
+    uint rows;   // outer * inner
+    uint k;      // row length
+    uint inner;  // distance between a row's elements
+    uint pad;
+} pc;
+
+layout(std430, binding = 0) readonly buffer BX { SX x[]; };
+layout(std430, binding = 1) writeonly buffer BO { SO o[]; };
+
+VKML_WG_REDUCE(wg_max, uint, VKML_OP_MAX, subgroupMax)
+VKML_WG_REDUCE(wg_sum, float, VKML_OP_ADD, subgroupAdd)
+
+uint row_base(uint r) {
+    uint outer = r / pc.inner;
+    return outer * pc.k * pc.inner + (r - outer * pc.inner);
+}
+
+float shift_of(uint key) {
+    float m = vkml_unkey(key);
+    return vkml_isfinite(m) ? m : 0.0;
+}
+
+CO result(float v, float shift, float s) {
+#if defined(OP_LOGSOFTMAX)
+    return CO((v - shift) - log(s));
+#else
+    return CO(exp(v - shift) / s);
+#endif
+}
+
+#if WG_MODE
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    uint wg = gl_WorkGroupSize.x;
+    uint step = pc.inner * wg;
+    for (uint r = gl_WorkGroupID.x; r < pc.rows; r += gl_NumWorkGroups.x) {
+        uint base = row_base(r);
+        uint end = base + pc.k * pc.inner;
+        uint mk = vkml_key_order(0xFF800000u);
+        for (uint i = base + lid * pc.inner; i < end; i += step) mk = max(mk, vkml_key_max(float(x[i])));
+        float shift = shift_of(wg_max(mk));
+        float s = 0.0;
+        for (uint i = base + lid * pc.inner; i < end; i += step) s += exp(float(x[i]) - shift);
+        s = wg_sum(s);
+        for (uint i = base + lid * pc.inner; i < end; i += step) o[i] = SO(result(float(x[i]), shift, s));
+    }
+}
+#else
+void main() {
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint r = gl_GlobalInvocationID.x; r < pc.rows; r += stride) {
+        uint base = row_base(r);
+        uint end = base + pc.k * pc.inner;
+        uint mk = vkml_key_order(0xFF800000u);
+        for (uint i = base; i < end; i += pc.inner) mk = max(mk, vkml_key_max(float(x[i])));
+        float shift = shift_of(mk);
+        float s = 0.0;
+        for (uint i = base; i < end; i += pc.inner) s += exp(float(x[i]) - shift);
+        for (uint i = base; i < end; i += pc.inner) o[i] = SO(result(float(x[i]), shift, s));
+    }
+}
+#endif

@@ -1,0 +1,69 @@
+"""GPU kernel for Gather (one axis; int32 or int64 indices, negative ones from the end).
+
+shaders/gather.comp views the data as (outer, axis_len, inner): each output element finds
+its index and copies one element, as a 1/2/4/8-byte word, so every dtype works. Indices
+known on the host (initializers) are range-checked here, so a bad one gives the CPU
+operator's error instead of a GPU result; indices computed on the device that fall out of
+range produce zeros (a shader cannot raise).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .common import PushBlock
+from .elem import HostInputs, elem_name, require_bindable, require_elements, specs_of
+from .registry import Kernel, TensorSpec, Unsupported, register
+
+GATHER_PUSH = PushBlock("4I", "gather")  # n, inner, count, axis_len
+INDEX_BITS = {np.dtype(np.int32): 32, np.dtype(np.int64): 64}
+
+
+@register
+class GatherKernel(Kernel):
+    op_types = ("Gather",)
+
+    def plan(self, attrs, inputs) -> tuple[int, tuple[int, ...]]:
+        """(normalized axis, output shape)."""
+        if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
+            raise Unsupported("Gather takes data and indices")
+        data, idx = inputs
+        rank = len(data.shape)
+        a = int(attrs.get("axis", 0))
+        if not -rank <= a < rank:
+            raise Unsupported(f"Gather: axis {a} out of range for rank {rank}")
+        a = a + rank if a < 0 else a
+        return a, data.shape[:a] + tuple(idx.shape) + data.shape[a + 1:]
+
+    def check(self, device, op_type, attrs, inputs):
+        a, out = self.plan(attrs, inputs)
+        data, idx = inputs
+        if idx.dtype not in INDEX_BITS:
+            raise Unsupported(f"Gather indices of dtype {idx.dtype} (int32 and int64 run on the GPU)")
+        require_elements(device, data.dtype)
+        require_bindable(device, data, idx, TensorSpec(out, data.dtype))
+        d = data.shape[a]
+        if d == 0 and math.prod(out):
+            raise Unsupported("Gather from an empty axis (every index is out of range)")
+        if getattr(idx, "value", None) is not None:
+            v = HostInputs(inputs).array(1, "Gather's indices")
+            if v.size and (v.min() < -d or v.max() >= d):
+                raise Unsupported(f"Gather: indices outside [-{d}, {d - 1}] (the CPU operator reports it)")
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(self.plan(attrs, inputs)[1], inputs[0].dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        data, idx = inputs
+        out = outputs[0]
+        a, shape = self.plan(attrs, specs_of(inputs, consts))
+        n = math.prod(shape)
+        if n == 0:
+            return
+        inner = math.prod(data.shape[a + 1:])
+        count = math.prod(idx.shape)
+        name = f"gather_{elem_name(data.dtype)}_i{INDEX_BITS[idx.dtype]}"
+        p = rec.device.pipeline(name, "rrw", GATHER_PUSH.size)
+        rec.dispatch(p, [data.view, idx.view, out.view], GATHER_PUSH.pack(n, inner, count, data.shape[a]),
+                     p.groups_for(n))

@@ -1,0 +1,298 @@
+"""GPU kernels for the reductions (ReduceSum ... ReduceLogSumExp) and ArgMax/ArgMin, plus the
+helpers the other reducing families (softmax, pooling, normalization) share: whether the device
+has subgroup arithmetic, workgroup sizes, and collapsing a tensor into kept and reduced dims.
+
+Shader: shaders/reduce.comp, variants reduce_<op>_<mode>_<dtype> with mode
+  wg / wgs  a workgroup per output (subgroup arithmetic / shared-memory tree),
+  th        an invocation per output,
+  p1(s)/p2(s) the two passes of a split reduction (few outputs, very long reductions).
+
+Axes: the attribute, or (opset 13/18+) the value of the constant axes input, which the caller
+passes as attrs["axes"] (check and infer see no tensor values); a non-constant axes input is
+Unsupported.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .common import PushBlock, dtype_name, require_dtypes
+from .registry import Kernel, TensorSpec, Unsupported, register
+
+MAX_ELEMENTS = (1 << 31) - 1
+
+# ---------------------------------------------------------------------------- device helpers
+_SUBGROUP_ARITHMETIC = 0x4   # VkSubgroupFeatureFlagBits
+_STAGE_COMPUTE = 0x20        # VkShaderStageFlagBits
+
+# Tests set this to exercise the shared-memory fallback on devices that have subgroups.
+FORCE_NO_SUBGROUPS = False
+
+
+@functools.lru_cache(maxsize=None)
+def _device_subgroup_arith(index: int) -> bool:
+    from vkml.vulkan import _instance
+    raw = _instance.instance().describe(index)
+    return bool(raw.get("subgroup_operations", 0) & _SUBGROUP_ARITHMETIC
+                and raw.get("subgroup_stages", 0) & _STAGE_COMPUTE)
+
+
+def subgroup_arith(device) -> bool:
+    """Whether compute shaders on `device` may use GL_KHR_shader_subgroup_arithmetic."""
+    if FORCE_NO_SUBGROUPS or os.environ.get("VKML_NO_SUBGROUPS", "") not in ("", "0"):
+        return False
+    try:
+        return _device_subgroup_arith(int(device.index))
+    except Exception:  # no raw description: take the portable path
+        return False
+
+
+def wg_mode_name(device) -> str:
+    """Variant infix of workgroup-reducing shaders on `device`."""
+    return "wg" if subgroup_arith(device) else "wgs"
+
+
+def max_invocations(device) -> int:
+    return int(device.limits.get("max_compute_work_group_invocations", 128))
+
+
+def wg_size(device, work: int, cap: int = 256) -> int:
+    """A power-of-two workgroup size (the shared-memory tree needs one) for `work` items per
+    workgroup: at least 64 (or the subgroup size), at most `cap` and the device limit."""
+    limit = min(cap, max_invocations(device))
+    size = 64
+    while size < work and size * 2 <= limit:
+        size *= 2
+    size = max(size, min(int(getattr(device.info, "subgroup_size", 1) or 1), limit))
+    while size > limit:
+        size //= 2
+    return max(size, 1)
+
+
+def group_count(device, n: int) -> int:
+    """Workgroups along x for n work items of one workgroup each (shaders loop past the cap)."""
+    cap = int(device.limits.get("max_compute_work_group_count", (65535,))[0])
+    return max(1, min(n, cap))
+
+
+def check_size(device, *specs: TensorSpec) -> None:
+    """Unsupported when a tensor is too big for one storage-buffer binding or uint32 indexing."""
+    for s in specs:
+        n = math.prod(s.shape)
+        if n > MAX_ELEMENTS:
+            raise Unsupported(f"{n} elements exceed the GPU index limit of {MAX_ELEMENTS}")
+        nbytes = n * np.dtype(s.dtype).itemsize
+        if nbytes > device.max_storage_buffer_range:
+            raise Unsupported(f"a {nbytes}-byte tensor exceeds {device.name}'s maxStorageBufferRange "
+                              f"({device.max_storage_buffer_range})")
+
+
+def float_or(dtype, allowed: tuple[str, ...], op_type: str) -> str:
+    dt = dtype_name(dtype)
+    if dt not in allowed:
+        raise Unsupported(f"{op_type} on the GPU supports {', '.join(allowed)}, not {np.dtype(dtype)}")
+    return dt
+
+
+def normalize_axis(axis: int, rank: int, op_type: str) -> int:
+    a = int(axis)
+    if not -max(rank, 1) <= a < max(rank, 1):
+        raise Unsupported(f"{op_type}: axis {axis} is out of range for rank {rank}")
+    return a % max(rank, 1)
+
+
+def split_dims(shape: Sequence[int], reduced: set[int]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Kept and reduced dims of a C-contiguous `shape`, size-1 dims dropped and neighbours of
+    one kind merged: (kept shape, kept strides, reduced shape, reduced strides), in elements."""
+    strides = [0] * len(shape)
+    acc = 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = acc
+        acc *= shape[d]
+    ks: list[int] = []
+    kst: list[int] = []
+    rs: list[int] = []
+    rst: list[int] = []
+    prev = None
+    for d, n in enumerate(shape):
+        if n == 1:
+            continue
+        kind = d in reduced
+        sh, st = (rs, rst) if kind else (ks, kst)
+        if prev is kind:
+            sh[-1] *= n
+            st[-1] = strides[d]
+        else:
+            sh.append(n)
+            st.append(strides[d])
+        prev = kind
+    return ks, kst, rs, rst
+
+
+# ---------------------------------------------------------------------------- the reduction
+REDUCE_PUSH = PushBlock("8I4I4I4I4I", "reduce")  # 96 bytes
+
+OPS = {
+    "ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+    "ReduceProd": "prod", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceSumSquare": "sumsq",
+    "ReduceLogSum": "logsum", "ReduceLogSumExp": "logsumexp", "ArgMax": "argmax", "ArgMin": "argmin",
+}
+SPLITTABLE = {"sum", "mean", "max", "min", "prod", "l1", "l2", "sumsq", "logsum"}
+INT_OK = {"max", "min", "argmax", "argmin"}  # int32 variants exist for these
+
+SPLIT_MIN = 16384      # reduce this many elements or more per output in two passes ...
+SPLIT_OUTPUTS = 128    # ... when there are fewer outputs than this
+CHUNK = 4096           # target elements per first-pass workgroup
+
+
+def _pad4(v: Sequence[int]) -> list[int]:
+    return list(v) + [0] * (4 - len(v))
+
+
+def _push(n_out, n_red, chunks, chunk_len, count, flags, ks, kst, rs, rst) -> bytes:
+    return REDUCE_PUSH.pack(n_out, n_red, chunks, chunk_len, count, flags, len(ks), len(rs),
+                            *_pad4(ks), *_pad4(kst), *_pad4(rs), *_pad4(rst))
+
+
+def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> None:
+    """Record out = reduce `op` (a shader op name) of x over `axes` (normalized, any order).
+    `out` holds the kept dims in order (keepdims or not is only a shape). No axes: every
+    element is its own reduction (n_red = 1), i.e. the op's elementwise transform."""
+    device = rec.device
+    shape = tuple(x.shape)
+    n_out = math.prod(d for i, d in enumerate(shape) if i not in set(axes))
+    n_red = math.prod(shape[a] for a in axes)
+    if n_out == 0:
+        return
+    ks, kst, rs, rst = split_dims(shape, set(axes))
+    if len(ks) > 4 or len(rs) > 4:
+        raise Unsupported(f"reduction over axes {sorted(axes)} of shape {shape} needs more than 4 "
+                          "kept or reduced dim groups")
+    if not ks:
+        ks, kst = [1], [0]
+    if not rs:  # nothing (or only size-1 axes) reduced: each element on its own
+        rs, rst = [1], [0]
+    dt = dtype_name(x.dtype)
+    red_inner = rst[-1] == 1 and n_red > 1
+    if n_red <= 1:
+        mode = "th"
+    elif red_inner:
+        mode = "wg" if n_red >= 32 else "th"
+    else:
+        mode = "wg" if (n_out < 1024 and n_red >= 256) else "th"
+    if mode == "th":
+        wg = wg_size(device, 256)
+        p = device.pipeline(f"reduce_{op}_th_{dt}", "rw", REDUCE_PUSH.size, (wg,))
+        rec.dispatch(p, [x.view, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
+                     group_count(device, -(-n_out // wg)))
+        return
+    sg = wg_mode_name(device)
+    if op in SPLITTABLE and n_red >= SPLIT_MIN and n_out < SPLIT_OUTPUTS:
+        chunks = min(-(-n_red // CHUNK), max(2, 1024 // n_out))
+        chunk_len = -(-n_red // chunks)
+        chunks = -(-n_red // chunk_len)
+        scratch = device.alloc(n_out * chunks * 4)
+        wg = wg_size(device, chunk_len)
+        p1 = device.pipeline(f"reduce_{op}_p1{'' if sg == 'wg' else 's'}_{dt}", "rw", REDUCE_PUSH.size, (wg,))
+        rec.dispatch(p1, [x.view, scratch],
+                     _push(n_out, n_red, chunks, chunk_len, n_red, flags, ks, kst, rs, rst),
+                     group_count(device, n_out * chunks))
+        wg2 = wg_size(device, chunks)
+        p2 = device.pipeline(f"reduce_{op}_p2{'' if sg == 'wg' else 's'}_{dt}", "rw", REDUCE_PUSH.size, (wg2,))
+        rec.dispatch(p2, [scratch, out.view],
+                     _push(n_out, chunks, 1, chunks, n_red, flags, [n_out], [chunks], [chunks], [1]),
+                     group_count(device, n_out))
+        return
+    wg = wg_size(device, n_red)
+    p = device.pipeline(f"reduce_{op}_{sg}_{dt}", "rw", REDUCE_PUSH.size, (wg,))
+    rec.dispatch(p, [x.view, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
+                 group_count(device, n_out))
+
+
+def _flag(attrs: Mapping[str, Any], name: str, default: int) -> int:
+    v = attrs.get(name, default)
+    return default if v is None else int(v)
+
+
+def reduce_axes(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[TensorSpec | None],
+                consts: Mapping[int, np.ndarray] | None = None) -> tuple[int, ...]:
+    """The normalized, sorted axes a Reduce* node reduces (() = none)."""
+    rank = len(inputs[0].shape)
+    axes = attrs.get("axes")
+    if axes is None and consts and 1 in consts:
+        axes = consts[1]
+    has_input = len(inputs) > 1 and inputs[1] is not None
+    if axes is None and has_input:
+        raise Unsupported(f"{op_type}: the axes input must be a constant (passed as attrs['axes'])")
+    axes = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if not axes:
+        return () if _flag(attrs, "noop_with_empty_axes", 0) else tuple(range(rank))
+    out = tuple(sorted(normalize_axis(a, rank, op_type) for a in axes))
+    if len(set(out)) != len(out):
+        raise Unsupported(f"{op_type}: repeated axes {axes}")
+    return out
+
+
+@register
+class ReduceKernel(Kernel):
+    op_types = tuple(k for k in OPS if k.startswith("Reduce"))
+
+    def check(self, device, op_type, attrs, inputs):
+        if not inputs or inputs[0] is None or len(inputs) > 2:
+            raise Unsupported(f"{op_type} takes one or two inputs")
+        op = OPS[op_type]
+        float_or(inputs[0].dtype, ("f32", "f16", "i32") if op in INT_OK else ("f32", "f16"), op_type)
+        require_dtypes(device, inputs[0].dtype)
+        reduce_axes(op_type, attrs, inputs)
+        check_size(device, inputs[0])
+
+    def infer(self, op_type, attrs, inputs):
+        x = inputs[0]
+        axes = reduce_axes(op_type, attrs, inputs)
+        if _flag(attrs, "keepdims", 1):
+            shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+        else:
+            shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return [TensorSpec(shape, x.dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        axes = reduce_axes(op_type, attrs, [TensorSpec.of(inputs[0])] + list(inputs[1:]), consts)
+        record_reduce(rec, OPS[op_type], inputs[0], outputs[0], axes)
+
+
+@register
+class ArgKernel(Kernel):
+    """ArgMax/ArgMin: int64 indices; NaN counts as the extreme (as NumPy), ties give the first
+    index or, with select_last_index, the last."""
+
+    op_types = ("ArgMax", "ArgMin")
+
+    def check(self, device, op_type, attrs, inputs):
+        if len(inputs) != 1 or inputs[0] is None:
+            raise Unsupported(f"{op_type} takes one input")
+        x = inputs[0]
+        float_or(x.dtype, ("f32", "f16", "i32"), op_type)
+        require_dtypes(device, x.dtype)
+        ax = normalize_axis(_flag(attrs, "axis", 0), len(x.shape), op_type)
+        if not x.shape or x.shape[ax] == 0:
+            raise Unsupported(f"{op_type} over an empty axis (the CPU operator reports the error)")
+        check_size(device, x, TensorSpec(x.shape, np.dtype(np.int64)))
+
+    def infer(self, op_type, attrs, inputs):
+        x = inputs[0]
+        ax = normalize_axis(_flag(attrs, "axis", 0), len(x.shape), op_type)
+        shape = list(x.shape)
+        if _flag(attrs, "keepdims", 1):
+            shape[ax] = 1
+        else:
+            del shape[ax]
+        return [TensorSpec(tuple(shape), np.dtype(np.int64))]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x = inputs[0]
+        ax = normalize_axis(_flag(attrs, "axis", 0), len(x.shape), op_type)
+        record_reduce(rec, OPS[op_type], x, outputs[0], (ax,), _flag(attrs, "select_last_index", 0) & 1)

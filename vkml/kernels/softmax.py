@@ -1,0 +1,80 @@
+"""GPU kernels for Softmax and LogSoftmax (shaders/softmax.comp).
+
+Opsets 1-12 flatten the input to 2-D at `axis` (default 1) and normalize whole rows; 13+
+normalize along `axis` only (default -1). The kernel sees no opset unless the caller passes
+the node's as attrs["_opset"]; without it, the node runs here only where both readings agree
+(the axis is given or the input is 2-D, and it is the last axis), else Unsupported.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from .common import PushBlock, dtype_name, require_dtypes
+from .reduce import check_size, float_or, group_count, normalize_axis, wg_mode_name, wg_size
+from .registry import Kernel, TensorSpec, Unsupported, register
+
+SOFTMAX_PUSH = PushBlock("4I", "softmax")
+SHADER = {"Softmax": "softmax", "LogSoftmax": "logsoftmax"}
+
+
+def row_geometry(op_type: str, attrs: Mapping[str, Any], shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(outer, k, inner) of the rows the node normalizes."""
+    rank = len(shape)
+    if rank == 0:
+        raise Unsupported(f"{op_type} of a scalar")
+    opset = attrs.get("_opset")
+    axis = attrs.get("axis")
+    if opset is None:
+        if axis is None and rank != 2:
+            raise Unsupported(f"{op_type}: default axis differs between opsets (pass attrs['_opset'])")
+        a = normalize_axis(1 if axis is None else axis, rank, op_type)
+        if a != rank - 1:
+            raise Unsupported(f"{op_type}: axis {axis} means different rows before and after opset 13 "
+                              "(pass attrs['_opset'])")
+        legacy = False
+    else:
+        legacy = int(opset) < 13
+        if axis is None:
+            axis = 1 if legacy else -1
+        a = normalize_axis(axis, rank, op_type)
+    if legacy:
+        return math.prod(shape[:a]), math.prod(shape[a:]), 1
+    return math.prod(shape[:a]), shape[a], math.prod(shape[a + 1:])
+
+
+@register
+class SoftmaxKernel(Kernel):
+    op_types = ("Softmax", "LogSoftmax")
+
+    def check(self, device, op_type, attrs, inputs):
+        if len(inputs) != 1 or inputs[0] is None:
+            raise Unsupported(f"{op_type} takes one input")
+        float_or(inputs[0].dtype, ("f32", "f16"), op_type)
+        require_dtypes(device, inputs[0].dtype)
+        row_geometry(op_type, attrs, tuple(inputs[0].shape))
+        check_size(device, inputs[0])
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(tuple(inputs[0].shape), inputs[0].dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, out = inputs[0], outputs[0]
+        outer, k, inner = row_geometry(op_type, attrs, tuple(x.shape))
+        rows = outer * inner
+        if rows == 0 or k == 0:
+            return
+        device = rec.device
+        dt = dtype_name(x.dtype)
+        wg = wg_size(device, k)
+        whole = rows * k
+        use_wg = k >= 64 and (inner == 1 or rows < 4096) and whole + inner * wg < (1 << 32)
+        if use_wg:
+            name = f"{SHADER[op_type]}_{wg_mode_name(device)}_{dt}"
+            groups = group_count(device, rows)
+        else:
+            wg = wg_size(device, 256)
+            name = f"{SHADER[op_type]}_th_{dt}"
+            groups = group_count(device, -(-rows // wg))
+        p = device.pipeline(name, "rw", SOFTMAX_PUSH.size, (wg,))
+        rec.dispatch(p, [x.view, out.view], SOFTMAX_PUSH.pack(rows, k, inner, 0), groups)

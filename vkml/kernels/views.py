@@ -1,0 +1,99 @@
+"""Reshape, Flatten, Squeeze, Unsqueeze, Identity: the output is the input's bytes under a
+new shape, so these kernels set Kernel.alias and record nothing when the runtime hands
+them outputs[0] = inputs[0].reshape(shape). Handed a separate output buffer instead, they
+copy (vkCmdCopyBuffer), so a runtime that ignores aliasing still gets right answers.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from vkml.ops.shape import reshape_target
+
+from .elem import HostInputs, require_elements
+from .registry import Kernel, TensorSpec, Unsupported, register
+
+
+class _Shim:
+    """Stands in for the vkml.ops node that the shape helpers report errors through."""
+
+    def __init__(self, op_type: str):
+        self.op_type = op_type
+
+    def fail(self, msg: str) -> Unsupported:
+        return Unsupported(f"{self.op_type}: {msg}")
+
+
+def _norm_axes(op_type: str, axes: Sequence[int], rank: int) -> list[int]:
+    out = []
+    for a in axes:
+        if not -rank <= a < rank:
+            raise Unsupported(f"{op_type}: axis {a} out of range for rank {rank}")
+        out.append(a + rank if a < 0 else a)
+    if len(set(out)) != len(out):
+        raise Unsupported(f"{op_type}: axes {list(axes)} repeat an axis")
+    return out
+
+
+def _out_shape(op_type: str, attrs, inputs, hi: HostInputs) -> tuple[int, ...]:
+    x = inputs[0]
+    shape = tuple(x.shape)
+    rank = len(shape)
+    if op_type == "Identity":
+        return shape
+    if op_type == "Reshape":
+        target = attrs.get("shape") if "shape" in attrs else hi.ints(1, "Reshape's shape")
+        if target is None:
+            raise Unsupported("Reshape needs a shape")
+        return tuple(reshape_target(_Shim(op_type), shape, [int(v) for v in target],
+                                    bool(attrs.get("allowzero", 0))))
+    if op_type == "Flatten":
+        a = int(attrs.get("axis", 1))
+        if not -rank <= a <= rank:
+            raise Unsupported(f"Flatten: axis {a} out of range for rank {rank}")
+        a = a + rank if a < 0 else a
+        outer = 1
+        for d in shape[:a]:
+            outer *= d
+        inner = 1
+        for d in shape[a:]:
+            inner *= d
+        return (outer, inner)
+    if op_type == "Squeeze":
+        axes = attrs.get("axes") if "axes" in attrs else hi.ints(1, "Squeeze's axes")
+        if axes is None:
+            return tuple(d for d in shape if d != 1)
+        drop = _norm_axes(op_type, [int(a) for a in axes], rank)
+        if any(shape[a] != 1 for a in drop):
+            raise Unsupported(f"Squeeze: axes {list(axes)} of shape {list(shape)} are not all 1")
+        return tuple(d for i, d in enumerate(shape) if i not in drop)
+    # Unsqueeze
+    axes = attrs.get("axes") if "axes" in attrs else hi.ints(1, "Unsqueeze's axes")
+    if axes is None:
+        raise Unsupported("Unsqueeze needs axes")
+    new = set(_norm_axes(op_type, [int(a) for a in axes], rank + len(axes)))
+    it = iter(shape)
+    return tuple(1 if i in new else next(it) for i in range(rank + len(new)))
+
+
+@register
+class ViewKernel(Kernel):
+    op_types = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+    alias = True
+    host_inputs = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,)}
+
+    def check(self, device, op_type, attrs, inputs):
+        if not inputs or inputs[0] is None:
+            raise Unsupported(f"{op_type} needs its data input")
+        if op_type == "Identity" and len(inputs) != 1:
+            raise Unsupported("Identity takes one input")
+        require_elements(device, inputs[0].dtype)
+        self.infer(op_type, attrs, inputs)
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(_out_shape(op_type, attrs, inputs, HostInputs(inputs)), inputs[0].dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, out = inputs[0], outputs[0]
+        if out.view is x.view or not x.nbytes:
+            return  # aliased (the normal case) or nothing to move
+        rec.copy(x.view, out.view, x.nbytes)
