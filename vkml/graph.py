@@ -78,6 +78,12 @@ class Graph:
     values: dict[str, TensorDesc] = field(default_factory=dict)
     constants: set[str] = field(default_factory=set)  # names whose data is in Model.weights
     outer: list[str] = field(default_factory=list)  # names a subgraph reads from enclosing scopes
+    # Constant name → its key in Model.weights where they differ (sibling subgraphs may reuse
+    # a name); use weight_key() to look up.
+    weight_keys: dict[str, str] = field(default_factory=dict)
+
+    def weight_key(self, name: str) -> str:
+        return self.weight_keys.get(name, name)
 
     def producers(self) -> dict[str, Node]:
         return {o: n for n in self.nodes for o in n.outputs if o}

@@ -38,7 +38,7 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: dict[str, T
     values = graph.values
     consts: dict[str, np.ndarray] = dict(outer_consts or {})
     for name in graph.constants:
-        consts[name] = weights[name]
+        consts[name] = weights[graph.weight_key(name)]
     scope = dict(outer or {})
     for node in graph.nodes:
         view = {**scope, **values}

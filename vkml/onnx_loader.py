@@ -236,13 +236,14 @@ class _Builder:
         where = f"graph {g.name!r}"
         values: dict[str, TensorDesc] = {}
         constants: set[str] = set()
+        keys: dict[str, str] = {}
         for t in g.initializer:
             span = self.src.spans.get(t.name) if top else None
             if span is not None:
                 span = (self.src.buffer, *span)
-            self._add_weight(t.name, tensor_to_array(t, self.base_dir, where, span), where)
-            constants.add(t.name)
-            values[t.name] = TensorDesc(self.weights[t.name].dtype, self.weights[t.name].shape)
+            arr = tensor_to_array(t, self.base_dir, where, span)
+            self._add_weight(t.name, arr, where, constants, keys)
+            values[t.name] = TensorDesc(arr.dtype, arr.shape)
         for sp in g.sparse_initializer:
             name = sp.values.name
             try:
@@ -252,8 +253,7 @@ class _Builder:
                 raise
             except Exception as e:
                 raise ModelError(f"{where}: cannot decode sparse initializer {name!r}: {e}") from e
-            self._add_weight(name, dense, where)
-            constants.add(name)
+            self._add_weight(name, dense, where, constants, keys)
             values[name] = TensorDesc(dense.dtype, dense.shape)
         inputs = []
         seen_inputs = set()
@@ -289,9 +289,7 @@ class _Builder:
                     raise ModelError(f"node {name!r} ({p.op_type}): output {o!r} is already produced by {first!r}")
                 produced[o] = name
             if domain == "" and p.op_type == "Constant":
-                self._fold_constant(p, name, where)
-                constants.add(p.output[0])
-                w = self.weights[p.output[0]]
+                w = self._fold_constant(p, name, where, constants, keys)
                 values[p.output[0]] = TensorDesc(w.dtype, w.shape)
                 continue
             scope = {**outer, **node_outputs, **values}
@@ -310,17 +308,28 @@ class _Builder:
                 self.missing.setdefault((n.domain, n.op_type, n.opset), []).append(n.name)
             else:
                 n.op = cls(n)
-        graph = Graph(g.name, inputs, [o.name for o in g.output], nodes, values, constants, used_outer)
+        graph = Graph(g.name, inputs, [o.name for o in g.output], nodes, values, constants, used_outer, keys)
         graph.values.update({k: v for k, v in declared_types.items() if k not in graph.values})
         return graph, set(declared_types)
 
-    def _add_weight(self, name: str, arr: np.ndarray, where: str) -> None:
-        if name in self.weights:
-            # Subgraphs may reuse a name; keep them apart by rejecting silent shadowing.
+    def _add_weight(self, name: str, arr: np.ndarray, where: str, constants: set[str],
+                    keys: dict[str, str]) -> None:
+        """Store a constant; a name that another graph (a sibling subgraph) already used gets a
+        unique key in Model.weights, recorded in this graph's weight_keys."""
+        if name in constants:
             raise ModelError(f"{where}: initializer {name!r} is defined twice")
-        self.weights[name] = arr
+        constants.add(name)
+        key = name
+        n = 0
+        while key in self.weights:
+            n += 1
+            key = f"{name}@{n}"
+        if key != name:
+            keys[name] = key
+        self.weights[key] = arr
 
-    def _fold_constant(self, p: onnx.NodeProto, name: str, where: str) -> None:
+    def _fold_constant(self, p: onnx.NodeProto, name: str, where: str, constants: set[str],
+                       keys: dict[str, str]) -> np.ndarray:
         if len(p.attribute) != 1 or len(p.output) != 1:
             raise ModelError(f"node {name!r} (Constant): needs exactly one value attribute and one output")
         a = p.attribute[0]
@@ -340,7 +349,8 @@ class _Builder:
             raise ModelError(f"node {name!r} (Constant): unknown attribute {kind!r}")
         if arr.flags.writeable:
             arr.flags.writeable = False
-        self._add_weight(p.output[0], arr, where)
+        self._add_weight(p.output[0], arr, where, constants, keys)
+        return arr
 
     def _attr(self, a: AttributeProto, node: str, scope: dict[str, TensorDesc]) -> Any:
         t = a.type

@@ -66,7 +66,7 @@ class Plan:
         self.steps = [Step(n, i, o, tuple(frees_at[k]), outer) for k, (n, i, o, outer) in enumerate(raw)]
         self.template: list[Any] = [None] * self.n_slots
         for name in graph.constants:
-            self.template[slot[name]] = runtime.weights[name]
+            self.template[slot[name]] = runtime.weights[graph.weight_key(name)]
         self.input_slots = [(name, slot[name]) for name in graph.inputs]
         self.outer_slots = [(name, slot[name]) for name in graph.outer]
 

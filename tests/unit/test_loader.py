@@ -199,3 +199,16 @@ def test_path_initializers_are_views_into_the_mapped_file(tmp_path):
     raw = m.SerializeToString()
     arr2 = load_model(raw).weights["w"]
     assert np.shares_memory(arr2, np.frombuffer(raw, np.uint8))
+
+
+def test_sibling_subgraphs_may_reuse_an_initializer_name():
+    def branch(value):
+        c = numpy_helper.from_array(np.float32([value]), "k")
+        return h.make_graph([h.make_node("Identity", ["k"], ["o"])], f"b{value}", [],
+                            [h.make_tensor_value_info("o", T.FLOAT, [1])], [c])
+
+    cond = h.make_tensor_value_info("c", T.BOOL, [])
+    node = h.make_node("If", ["c"], ["y"], then_branch=branch(1), else_branch=branch(2))
+    s = vkml.InferenceSession(model([node], [cond], [Y]))
+    assert s.run(None, {"c": np.array(True)})[0].tolist() == [1]
+    assert s.run(None, {"c": np.array(False)})[0].tolist() == [2]
