@@ -134,6 +134,17 @@ cdef list _instance_layers(PFN_vkEnumerateInstanceLayerProperties enum_layers):
         free(props)
 
 
+def _split_factor() -> int:
+    """VKML_SPLIT_DEVICE=N (tests): list every physical device N times, so one device opens as
+    N independent logical devices (own queue, memory, timeline) and multi-GPU paths run on CI."""
+    raw = os.environ.get("VKML_SPLIT_DEVICE", "").strip()
+    if not raw:
+        return 1
+    if not raw.isdigit() or not 1 <= int(raw) <= 16:
+        raise VulkanUnavailable(f"VKML_SPLIT_DEVICE must be an integer from 1 to 16, not {raw!r}")
+    return int(raw)
+
+
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
@@ -310,12 +321,15 @@ cdef class Instance:
             raise VulkanUnavailable(f"the Vulkan loader lacks {', '.join(missing)}")
 
     def _enumerate(self):
-        cdef uint32_t n = 0
+        cdef uint32_t n = 0, k, split = _split_factor()
         check(self.fn.vkEnumeratePhysicalDevices(self.handle, &n, NULL), b"vkEnumeratePhysicalDevices")
-        self.phys = <VkPhysicalDevice*>calloc(n + 1, sizeof(VkPhysicalDevice))
+        self.phys = <VkPhysicalDevice*>calloc(n * split + 1, sizeof(VkPhysicalDevice))
         if n:
             check(self.fn.vkEnumeratePhysicalDevices(self.handle, &n, self.phys), b"vkEnumeratePhysicalDevices")
-        self.nphys = n
+        if split > 1:  # device k is physical device k // split (in place, from the end)
+            for k in range(n * split - 1, -1, -1):
+                self.phys[k] = self.phys[k // split]
+        self.nphys = n * split
 
     def destroy(self) -> None:
         """Destroy the VkInstance (after every Device is closed)."""
