@@ -1,0 +1,248 @@
+"""The suite's models, rebuilt with onnx.helper and seeded random weights.
+
+Every runtime in a run loads the same bytes, so the comparison is about execution, never about
+weights or export quirks. BatchNorm is folded into the convolutions, as exporters do for
+inference graphs. When torch and torchvision are importable, resnet18 and mobilenet_v2 can come
+from torchvision instead (`torchvision_model`); the builders here are the fallback and the default
+on machines without them.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+_NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
+
+
+@dataclass
+class BenchModel:
+    """An ONNX model plus one feed for it; `flops` when it is meaningful (MatMul, MLP)."""
+
+    name: str
+    proto: onnx.ModelProto
+    feed: dict[str, np.ndarray]
+    flops: float | None = None
+    source: str = "onnx.helper"
+    meta: dict = field(default_factory=dict)
+
+    def bytes(self) -> bytes:
+        return self.proto.SerializeToString()
+
+
+class _Graph:
+    """A tiny graph writer: unique value names, initializers from arrays."""
+
+    def __init__(self, seed: int = 0, dtype=np.float32):
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.rng = np.random.default_rng(seed)
+        self.dtype = np.dtype(dtype)
+        self._n = 0
+
+    def name(self, stem: str) -> str:
+        self._n += 1
+        return f"{stem}_{self._n}"
+
+    def const(self, stem: str, value: np.ndarray) -> str:
+        n = self.name(stem)
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), n))
+        return n
+
+    def op(self, op_type: str, inputs: list[str], stem: str | None = None, **attrs) -> str:
+        out = self.name(stem or op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, pad: int | None = None,
+             group: int = 1, bias: bool = True) -> str:
+        pad = k // 2 if pad is None else pad
+        fan_in = cin // group * k * k
+        w = (self.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / fan_in)).astype(self.dtype)
+        ins = [x, self.const("w", w)]
+        if bias:
+            ins.append(self.const("b", (self.rng.standard_normal(cout) * 0.01).astype(self.dtype)))
+        return self.op("Conv", ins, "conv", kernel_shape=[k, k], strides=[stride, stride],
+                       pads=[pad] * 4, group=group)
+
+    def relu6(self, x: str) -> str:
+        lo = self.const("lo", np.array(0, self.dtype))
+        hi = self.const("hi", np.array(6, self.dtype))
+        return self.op("Clip", [x, lo, hi], "relu6")
+
+    def gemm(self, x: str, cin: int, cout: int) -> str:
+        w = (self.rng.standard_normal((cout, cin)) / np.sqrt(cin)).astype(self.dtype)
+        b = (self.rng.standard_normal(cout) * 0.01).astype(self.dtype)
+        return self.op("Gemm", [x, self.const("fc_w", w), self.const("fc_b", b)], "fc", transB=1)
+
+    def model(self, name: str, inputs: list[tuple[str, tuple]], output: str, out_shape) -> onnx.ModelProto:
+        et = _NP_TO_ONNX[self.dtype]
+        g = helper.make_graph(self.nodes, name,
+                              [helper.make_tensor_value_info(n, et, list(s)) for n, s in inputs],
+                              [helper.make_tensor_value_info(output, et, out_shape)], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="vkml-bench")
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+def chain_add(n: int) -> BenchModel:
+    """n Adds in a chain on a [1] float32 value with a [1] zero initializer: pure per-op overhead."""
+    g = _Graph()
+    zero = g.const("zero", np.zeros(1, np.float32))
+    x = "x"
+    for _ in range(n):
+        x = g.op("Add", [x, zero], "add")
+    m = g.model(f"chain_add_{n}", [("x", (1,))], x, [1])
+    return BenchModel(f"chain_add_{n}", m, {"x": np.ones(1, np.float32)}, meta={"n": n})
+
+
+def mnist(batch: int = 1) -> BenchModel:
+    """The mnist-12 architecture (two 5x5 convs, pools, one MatMul), random weights."""
+    g = _Graph(seed=12)
+    r = g.rng
+    x = g.op("Conv", ["Input3", g.const("w", (r.standard_normal((8, 1, 5, 5)) * 0.2).astype(np.float32))],
+             "conv", kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])
+    x = g.op("Relu", [g.op("Add", [x, g.const("b", (r.standard_normal((8, 1, 1)) * 0.1).astype(np.float32))])])
+    x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = g.op("Conv", [x, g.const("w", (r.standard_normal((16, 8, 5, 5)) * 0.07).astype(np.float32))],
+             "conv", kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])
+    x = g.op("Relu", [g.op("Add", [x, g.const("b", (r.standard_normal((16, 1, 1)) * 0.1).astype(np.float32))])])
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[3, 3])
+    x = g.op("Reshape", [x, g.const("shape", np.array([batch, 256], np.int64))])
+    x = g.op("MatMul", [x, g.const("w", (r.standard_normal((256, 10)) * 0.06).astype(np.float32))])
+    x = g.op("Add", [x, g.const("b", (r.standard_normal((1, 10)) * 0.1).astype(np.float32))], "Plus214_Output_0")
+    m = g.model("mnist", [("Input3", (batch, 1, 28, 28))], x, [batch, 10])
+    feed = {"Input3": np.random.default_rng(1).random((batch, 1, 28, 28), dtype=np.float32)}
+    return BenchModel("mnist", m, feed, meta={"batch": batch})
+
+
+def conv_cnn(batch: int = 1, size: int = 128) -> BenchModel:
+    """Conv-heavy: a VGG-style stack of 3x3 convolutions (64..512 channels), 4 pools."""
+    g = _Graph(seed=3)
+    x, c = "x", 3
+    for cout in (64, 128, 256, 512):
+        for _ in range(2):
+            x = g.op("Relu", [g.conv(x, c, cout, 3)])
+            c = cout
+        x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
+    x = g.gemm(x, c, 10)
+    m = g.model("conv_cnn", [("x", (batch, 3, size, size))], x, [batch, 10])
+    feed = {"x": np.random.default_rng(1).standard_normal((batch, 3, size, size), dtype=np.float32)}
+    flops = 0.0
+    s, c = size, 3
+    for cout in (64, 128, 256, 512):
+        for _ in range(2):
+            flops += 2.0 * batch * s * s * cout * c * 9
+            c = cout
+        s //= 2
+    return BenchModel("conv_cnn", m, feed, flops=flops, meta={"batch": batch, "size": size})
+
+
+def mlp(batch: int = 64, width: int = 4096, layers: int = 8, dtype=np.float32) -> BenchModel:
+    """`layers` x (MatMul + Add + Relu) at `width`: GEMM throughput with little else."""
+    g = _Graph(seed=8, dtype=dtype)
+    x = "x"
+    for k in range(layers):
+        w = (g.rng.standard_normal((width, width), dtype=np.float32) * np.sqrt(2.0 / width)).astype(dtype)
+        x = g.op("MatMul", [x, g.const("w", w)])
+        x = g.op("Add", [x, g.const("b", np.zeros(width, dtype))])
+        if k < layers - 1:
+            x = g.op("Relu", [x])
+    m = g.model("mlp", [("x", (batch, width))], x, [batch, width])
+    feed = {"x": np.random.default_rng(1).standard_normal((batch, width), dtype=np.float32).astype(dtype)}
+    return BenchModel(f"mlp_{np.dtype(dtype).name}", m, feed, flops=2.0 * batch * width * width * layers,
+                      meta={"batch": batch, "width": width, "layers": layers, "dtype": np.dtype(dtype).name})
+
+
+def matmul(n: int = 4096, dtype=np.float32) -> BenchModel:
+    """One square MatMul of two graph inputs (no weights): TFLOPS = 2n³ / time."""
+    g = _Graph(dtype=dtype)
+    y = g.op("MatMul", ["a", "b"])
+    m = g.model("matmul", [("a", (n, n)), ("b", (n, n))], y, [n, n])
+    rng = np.random.default_rng(2)
+    feed = {k: rng.standard_normal((n, n), dtype=np.float32).astype(dtype) for k in ("a", "b")}
+    return BenchModel(f"matmul_{np.dtype(dtype).name}", m, feed, flops=2.0 * n ** 3,
+                      meta={"n": n, "dtype": np.dtype(dtype).name})
+
+
+def resnet18(batch: int = 1, size: int = 224) -> BenchModel:
+    """torchvision's resnet18 structure (BasicBlocks [2,2,2,2]), BN folded, random weights."""
+    g = _Graph(seed=18)
+    x = g.op("Relu", [g.conv("x", 3, 64, 7, stride=2, pad=3)])
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c = 64
+    for stage, cout in enumerate((64, 128, 256, 512)):
+        for block in range(2):
+            stride = 2 if stage > 0 and block == 0 else 1
+            y = g.op("Relu", [g.conv(x, c, cout, 3, stride=stride)])
+            y = g.conv(y, cout, cout, 3)
+            short = g.conv(x, c, cout, 1, stride=stride, pad=0) if (stride != 1 or c != cout) else x
+            x = g.op("Relu", [g.op("Add", [y, short])])
+            c = cout
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
+    x = g.gemm(x, 512, 1000)
+    m = g.model("resnet18", [("x", (batch, 3, size, size))], x, [batch, 1000])
+    feed = {"x": np.random.default_rng(1).standard_normal((batch, 3, size, size), dtype=np.float32)}
+    return BenchModel("resnet18", m, feed, meta={"batch": batch, "size": size})
+
+
+_MBV2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+def mobilenet_v2(batch: int = 1, size: int = 224) -> BenchModel:
+    """torchvision's mobilenet_v2 structure (inverted residuals, ReLU6 as Clip), BN folded."""
+    g = _Graph(seed=2)
+    x = g.relu6(g.conv("x", 3, 32, 3, stride=2))
+    c = 32
+    for t, cout, n, s in _MBV2:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = c * t
+            y = x if t == 1 else g.relu6(g.conv(x, c, hidden, 1, pad=0))
+            y = g.relu6(g.conv(y, hidden, hidden, 3, stride=stride, group=hidden))
+            y = g.conv(y, hidden, cout, 1, pad=0)
+            x = g.op("Add", [x, y]) if stride == 1 and c == cout else y
+            c = cout
+    x = g.relu6(g.conv(x, c, 1280, 1, pad=0))
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
+    x = g.gemm(x, 1280, 1000)
+    m = g.model("mobilenet_v2", [("x", (batch, 3, size, size))], x, [batch, 1000])
+    feed = {"x": np.random.default_rng(1).standard_normal((batch, 3, size, size), dtype=np.float32)}
+    return BenchModel("mobilenet_v2", m, feed, meta={"batch": batch, "size": size})
+
+
+def torchvision_model(name: str, batch: int, size: int = 224):
+    """(BenchModel exported from torchvision with weights=None, the torch module) or None when
+    torch/torchvision are missing or the export fails (the reason is in the returned tuple)."""
+    try:
+        import torch
+        import torchvision
+    except Exception as e:  # missing, or broken CUDA libraries
+        return None, f"torchvision not importable: {type(e).__name__}: {e}"
+    try:
+        net = getattr(torchvision.models, name)(weights=None).eval()
+        x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(1))
+        buf = io.BytesIO()
+        with torch.no_grad():
+            torch.onnx.export(net, (x,), buf, input_names=["x"], output_names=["y"], opset_version=OPSET,
+                              dynamo=False)
+        proto = onnx.load_from_string(buf.getvalue())
+    except Exception as e:
+        return None, f"torchvision export failed: {type(e).__name__}: {e}"
+    bm = BenchModel(name, proto, {"x": x.numpy()}, source=f"torchvision {torchvision.__version__}",
+                    meta={"batch": batch, "size": size})
+    bm.meta["torch_module"] = net
+    return bm, None
+
+
+BUILDERS: dict[str, Callable[..., BenchModel]] = {
+    "chain_add": chain_add, "mnist": mnist, "conv_cnn": conv_cnn, "mlp": mlp, "matmul": matmul,
+    "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
+}

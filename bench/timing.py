@@ -1,0 +1,98 @@
+"""Timing loops and statistics shared by every benchmark family."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+
+class Deadline:
+    """The whole run's time limit: families ask before starting a case."""
+
+    def __init__(self, seconds: float | None):
+        self.end = None if not seconds else time.monotonic() + seconds
+
+    def left(self) -> float:
+        return float("inf") if self.end is None else self.end - time.monotonic()
+
+    def expired(self, margin: float = 0.0) -> bool:
+        return self.left() <= margin
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    a = np.asarray(samples, dtype=np.float64)
+    return {"median": float(np.median(a)), "p05": float(np.percentile(a, 5)),
+            "p95": float(np.percentile(a, 95)), "mean": float(a.mean()), "min": float(a.min())}
+
+
+def measure(fn: Callable[[], Any], runs: int, drop: int, max_s: float, deadline: Deadline | None = None
+            ) -> dict[str, Any]:
+    """Time `runs` calls and drop the first `drop`; stop early past `max_s` (or the deadline),
+    keeping proportionally fewer dropped runs. The very first call is reported on its own."""
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    samples: list[float] = []
+    start = time.perf_counter()
+    cut = ""
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+        spent = time.perf_counter() - start
+        if len(samples) < runs and (spent > max_s or (deadline is not None and deadline.expired())):
+            cut = f"stopped after {len(samples)} of {runs} runs ({spent:.1f} s budget)"
+            break
+    keep_drop = drop if len(samples) >= runs else min(drop, len(samples) // 6)
+    kept = samples[keep_drop:] or samples
+    out = stats(kept)
+    out.update(runs=len(kept), dropped=keep_drop, first_run_s=first, unit="s")
+    if cut:
+        out["note"] = cut
+    return out
+
+
+def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of ys over xs."""
+    slope, intercept = np.polyfit(np.asarray(xs, np.float64), np.asarray(ys, np.float64), 1)
+    return float(slope), float(intercept)
+
+
+def threaded(fn: Callable[[], Any], threads: int, seconds: float) -> dict[str, Any]:
+    """`threads` threads call fn in a loop for `seconds`; runs/s over all and per-call latency."""
+    stop = threading.Event()
+    go = threading.Barrier(threads + 1)
+    lat: list[list[float]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        mine = lat[k]
+        go.wait()
+        try:
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                fn()
+                mine.append(time.perf_counter() - t0)
+        except BaseException as e:  # reported, never swallowed
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(threads)]
+    for t in ts:
+        t.start()
+    go.wait()
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in ts:
+        t.join()
+    wall = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    allv = [v for l in lat for v in l]
+    out = {"throughput": len(allv) / wall, "throughput_unit": "runs/s", "runs": len(allv), "threads": threads,
+           "wall_s": wall, "unit": "s"}
+    if allv:
+        out.update(stats(allv))
+    return out
