@@ -1,4 +1,5 @@
-"""Command line: `python -m vkml run [MODEL] [--input NAME=FILE.npy ...]`, `python -m vkml info`."""
+"""Command line: `python -m vkml run [MODEL] [--input NAME=FILE.npy ...]`, `python -m vkml info`,
+`python -m vkml bench [...]`."""
 from __future__ import annotations
 
 import argparse
@@ -119,9 +120,19 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--device", action="append", help="device name from `vkml info` (repeatable)")
     r.add_argument("--repeat", type=int, default=100, help="runs timed for the median latency")
     sub.add_parser("info", help="list the devices vkml can use")
+    sub.add_parser("bench", help="benchmark suite; --profile MODEL: where its time goes (vkml bench --help)")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # its own parser (vkml.benchmarks): options pass through untouched
+        from .benchmarks import main as bench_main
+
+        return _guard(bench_main, argv[1:])
     args = ap.parse_args(argv)
+    return _guard({"run": cmd_run, "info": cmd_info}[args.cmd], args)
+
+
+def _guard(fn, args) -> int:
     try:
-        return {"run": cmd_run, "info": cmd_info}[args.cmd](args)
+        return fn(args)
     except (ValueError, OSError) as e:  # ModelError is a ValueError
         print(f"vkml: error: {e}", file=sys.stderr)
         return 1
