@@ -1,5 +1,6 @@
 """Device listing, and what happens without a Vulkan loader."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,10 +52,14 @@ def test_format_table(info):
 @pytest.mark.skipif(shutil.which("vulkaninfo") is None, reason="vulkaninfo not installed")
 def test_matches_vulkaninfo(info):
     out = subprocess.run(["vulkaninfo"], capture_output=True, text=True, timeout=120).stdout
-    # vulkaninfo prints one block per GPU: find ours by its name.
-    assert f"deviceName        = {info.device_name}" in out or info.device_name in out
-    assert f"maxStorageBufferRange                           = {info.limits['max_storage_buffer_range']}" in out
-    assert f"subgroupSize              = {info.subgroup_size}" in out or f"subgroupSize = {info.subgroup_size}" in out
+    if "maxStorageBufferRange" not in out:
+        pytest.skip("vulkaninfo printed no device properties")
+    # One block per GPU; ours must be among them (column alignment varies by version).
+    assert info.device_name in re.findall(r"deviceName\s*=\s*(.+)", out)
+    assert str(info.limits["max_storage_buffer_range"]) in re.findall(r"maxStorageBufferRange\s*=\s*(\d+)", out)
+    assert str(info.subgroup_size) in re.findall(r"\bsubgroupSize\s*=\s*(\d+)", out)
+    nc = re.findall(r"nonCoherentAtomSize\s*=\s*(0x[0-9a-fA-F]+|\d+)", out)
+    assert info.limits["non_coherent_atom_size"] in {int(v, 0) for v in nc}
 
 
 def test_no_loader_imports_and_says_why():

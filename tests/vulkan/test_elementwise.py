@@ -12,6 +12,8 @@ Tolerances, per output dtype:
     contract into an fma (HardSigmoid, HardSwish) get 1e-6.
   * float16: the float64 result rounded to float16 must be within 1 float16 ulp
     (rtol 1e-3, plus atol 1e-4 for values near 0).
+  * Vulkan lets implementations flush denormals (without the float-controls execution
+    modes), so a subnormal expected value also matches a zero; inputs are never subnormal.
 """
 import math
 import os
@@ -31,9 +33,10 @@ HYP = settings(max_examples=_N, deadline=None, suppress_health_check=list(Health
 HYP_BIN = settings(max_examples=_N * 3 // 2, deadline=None, suppress_health_check=list(HealthCheck))
 
 F32_TOL = {  # (rtol, atol)
+    # exp-based ops: exp(x) is allowed 3+2|x| ulp, i.e. ~1e-5 relative at |x| = 80
     "Exp": (1e-5, 1e-30), "Log": (1e-6, 1e-6), "Sqrt": (1e-6, 0), "Reciprocal": (4e-7, 0),
-    "Sin": (0, 5e-6), "Cos": (0, 5e-6), "Tanh": (2e-6, 1e-7), "Sigmoid": (2e-6, 1e-9),
-    "Erf": (2e-6, 1e-7), "Gelu": (1e-5, 1e-7), "Softplus": (2e-6, 1e-7), "Softsign": (4e-7, 0),
+    "Sin": (0, 5e-6), "Cos": (0, 5e-6), "Tanh": (2e-6, 1e-7), "Sigmoid": (1e-5, 1e-30),
+    "Erf": (2e-6, 1e-7), "Gelu": (2e-5, 1e-7), "Softplus": (1e-5, 1e-7), "Softsign": (4e-7, 0),
     "Mish": (1e-5, 1e-7), "Elu": (1e-5, 1e-7), "Selu": (1e-5, 1e-7), "HardSigmoid": (1e-6, 1e-7),
     "HardSwish": (1e-6, 1e-7), "Div": (4e-7, 0), "Pow": (2e-5, 1e-30),
 }
@@ -77,7 +80,8 @@ POSITIVE = {"Log", "Sqrt"}
 def _floats(dtype, lo, hi):
     width = 16 if dtype == np.float16 else 32
     t = np.dtype(dtype).type
-    return st.floats(float(t(lo)), float(t(hi)), width=width, allow_nan=False, allow_infinity=False)
+    return st.floats(float(t(lo)), float(t(hi)), width=width, allow_nan=False, allow_infinity=False,
+                     allow_subnormal=False)
 
 
 def _array(data, dtype, shape, lo, hi):
@@ -100,6 +104,9 @@ def assert_matches(got, ref64, dtype, op, exact=False):
     assert got.dtype == dtype, (got.dtype, dtype)
     expect = ref64.astype(dtype) if isinstance(ref64, np.ndarray) else np.asarray(ref64, dtype)
     assert got.shape == expect.shape
+    if dtype.kind == "f":  # a subnormal expected value may come back flushed to zero
+        flushed = (np.abs(expect) < np.finfo(dtype).tiny) & (got == 0)
+        got = np.where(flushed, expect, got)
     if exact or dtype.kind != "f":
         np.testing.assert_array_equal(got, expect, err_msg=op)
         return

@@ -402,6 +402,8 @@ cdef class CommandRecorder:
         cdef CommandBuffer cb = self.cb
         cdef Device dev = self.device
         cdef VkQueryPoolCreateInfo qci
+        if not dev.limits.get("timestamp_valid_bits"):
+            raise VulkanError(f"{dev.name}: its compute queue family has no timestamps")
         if cb.query_pool == 0:
             memset(&qci, 0, sizeof(qci))
             qci.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO

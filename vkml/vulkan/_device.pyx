@@ -229,6 +229,7 @@ cdef class Device:
         self.features = frozenset(enabled)
         self.push_descriptors = "push_descriptor" in enabled
         self.limits = dict(lim)
+        self.limits["timestamp_valid_bits"] = fams[self.queue_family][2]  # 0: no timestamps on our queue
         self.max_storage_buffer_range = lim["max_storage_buffer_range"]
         self.max_push_constants_size = lim["max_push_constants_size"]
         self.storage_alignment = lim["min_storage_buffer_offset_alignment"]
