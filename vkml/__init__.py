@@ -2,8 +2,9 @@
 from .devices import DeviceInfo, devices, gpu_unavailable_reason
 from .errors import ModelError, UnsupportedOpsError
 from .session import InferenceSession, NodeArg
+from .tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the operators)
 
 __version__ = "0.1.0"
-__all__ = ["InferenceSession", "NodeArg", "ModelError", "UnsupportedOpsError", "devices", "DeviceInfo",
+__all__ = ["InferenceSession", "NodeArg", "Tensor", "ModelError", "UnsupportedOpsError", "devices", "DeviceInfo",
            "gpu_unavailable_reason"]

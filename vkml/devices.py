@@ -57,15 +57,21 @@ def devices() -> list[DeviceInfo]:
 
 
 def resolve_devices(names: Sequence[str] | None) -> list[str]:
-    """Validate a user's devices= list against what exists."""
+    """Validate a user's devices= list against what exists, in order of preference, the CPU
+    last (it runs whatever no GPU can). None: every real GPU, then the CPU; a CPU-type
+    Vulkan device (lavapipe) only when named, so plain sessions on GPU-less machines stay on
+    NumPy."""
+    all_devices = devices()
     if names is None:
-        return ["cpu"]
+        return [d.name for d in all_devices if d.kind != "cpu"] + ["cpu"]
     if isinstance(names, str):
         names = [names]
-    available = [d.name for d in devices()]
+    available = [d.name for d in all_devices]
     unknown = [n for n in names if n not in available]
     if unknown:
         raise ValueError(f"unknown device(s) {unknown}; available: {available}")
     if not names:
         raise ValueError("devices= is empty; give at least one of " + str(available))
-    return list(names)
+    if len(set(names)) != len(names):
+        raise ValueError(f"devices= names a device twice: {list(names)}")
+    return [n for n in names if n != "cpu"] + ["cpu"]

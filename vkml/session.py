@@ -13,6 +13,7 @@ from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
 from .plan import Plan, Runtime
+from .tensor import Tensor
 
 
 @dataclass(frozen=True)
@@ -35,18 +36,22 @@ class InferenceSession:
     """Runs one ONNX model. ``run`` may be called from many threads at once."""
 
     def __init__(self, model: str | bytes | os.PathLike | Any, devices: Sequence[str] | None = None,
-                 *, executor: str = "auto"):
-        """executor: "parallel" runs independent branches at once on the scheduler's pool,
+                 *, executor: str = "auto", memory_caps: Mapping[str, int] | None = None,
+                 placement: Mapping[str, str] | None = None, max_slots: int | None = None):
+        """devices: in order of preference; None means every real GPU, then the CPU (a CPU-type
+        Vulkan device such as lavapipe is used only when named). The CPU is always last and
+        runs what no GPU can.
+        executor: "parallel" runs independent branches at once on the scheduler's pool,
         "sequential" runs steps in order on the calling thread, "auto" picks parallel when the
-        graph has independent branches with enough work in them to pay for the hand-offs."""
+        graph has independent branches with enough work in them to pay for the hand-offs.
+        memory_caps: {"vulkan:0": bytes} lowers a GPU's budget for placement (one run's
+        activations and constants); nodes that do not fit go to the next device.
+        placement: {"node name": "cpu"} forces nodes onto devices (for tests and tuning).
+        max_slots: runs in flight at once per input signature on the GPUs (each with its own
+        activation memory); more concurrent runs wait for a slot."""
         if executor not in ("auto", "parallel", "sequential"):
             raise ValueError(f"executor must be 'auto', 'parallel' or 'sequential', not {executor!r}")
         self.devices = resolve_devices(devices)
-        if self.devices != ["cpu"]:
-            # GPU kernels exist (vkml.kernels) but placement and GPU chunks do not yet: refuse
-            # rather than silently run on the CPU.
-            raise ValueError(f"devices={self.devices}: sessions run on ['cpu'] only until GPU "
-                             "placement lands; vkml.devices() lists what is present")
         self.model: Model = load_model(model)
         g = self.model.graph
         self._runtime = Runtime(self.model.weights)
@@ -56,7 +61,18 @@ class InferenceSession:
         self._overridable = [NodeArg.of(n, g.values[n]) for n in g.inputs if n in self.model.overridable]
         self._outputs = [NodeArg.of(n, g.values.get(n, TensorDesc(None, None))) for n in g.outputs]
         self._out_index = {n: i for i, n in enumerate(g.outputs)}
-        self._parallel = _choose_executor(self._plan, executor)
+        caps, forced = _check_options(self.devices, g, memory_caps, placement)
+        self._gpu = None
+        if self.devices != ["cpu"]:
+            from .gpurun import GpuRunner
+
+            slots = _DEFAULT_SLOTS if max_slots is None else int(max_slots)
+            if slots < 1:
+                raise ValueError(f"max_slots must be at least 1, not {max_slots!r}")
+            self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, forced, executor, slots)
+            self._parallel = None
+        else:
+            self._parallel = _choose_executor(self._plan, executor)
 
     # ------------------------------------------------------------ description
     def get_inputs(self) -> list[NodeArg]:
@@ -73,8 +89,10 @@ class InferenceSession:
 
     # ------------------------------------------------------------ running
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
-            run_options: Any = None) -> list[Any]:
-        """Outputs named (all when None), in that order, as NumPy arrays."""
+            run_options: Any = None, *, output_device: str | None = None) -> list[Any]:
+        """Outputs named (all when None), in that order, as NumPy arrays; as vkml.Tensors on
+        `output_device` when given (a GPU: they stay there, ready to feed another run).
+        Inputs may be arrays or vkml.Tensors. run_options may be {"output_device": ...}."""
         if output_names is None:
             picks = list(range(len(self._out_index)))
         else:
@@ -84,9 +102,44 @@ class InferenceSession:
             if unknown:
                 raise ValueError(f"unknown output name(s) {unknown}; the model's outputs are {list(self._out_index)}")
             picks = [self._out_index[n] for n in output_names]
+        if output_device is None and isinstance(run_options, Mapping):
+            output_device = run_options.get("output_device")
+        if output_device is not None:
+            _check_output_device(output_device)
+            if output_device == "cpu":
+                output_device = None
         feeds = self._check_feed(input_feed)
-        outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
+        if self._gpu is not None:
+            outs = self._gpu.run(feeds, output_device)
+        else:
+            if any(isinstance(v, Tensor) for v in feeds.values()):
+                feeds = {k: v._host() if isinstance(v, Tensor) else v for k, v in feeds.items()}
+            outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
+            if output_device is not None:
+                outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]
+
+    def placement(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[dict]:
+        """Per node: {"node", "op", "device", "reason"}, for the most recent run's input shapes
+        or for `input_shapes` ({input name: shape}; dtypes from the model)."""
+        g = self.model.graph
+        if self._gpu is None:
+            return [{"node": n.name, "op": n.op_type, "device": "cpu", "reason": "the session runs on the CPU only"}
+                    for n in g.nodes]
+        if input_shapes is None:
+            if self._gpu.last is None:
+                raise ValueError("no run yet: give input_shapes={name: shape} to see the placement")
+            return [dict(r) for r in self._gpu.last.report]
+        descs = {}
+        for name, shape in input_shapes.items():
+            d = g.values.get(name)
+            if name not in g.inputs or d is None or d.dtype is None:
+                raise ValueError(f"input_shapes: {name!r} is not a tensor input of the model")
+            descs[name] = TensorDesc(d.dtype, tuple(int(x) for x in shape))
+        missing = [n for n in self._required if n not in descs]
+        if missing:
+            raise ValueError(f"input_shapes: missing {missing}")
+        return [dict(r) for r in self._gpu.plan_for(descs, None).report]
 
     def _check_feed(self, feed: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(feed, Mapping):
@@ -107,6 +160,8 @@ class InferenceSession:
             out[name] = _check_value(name, value, g.values.get(name), symbols)
         return out
 
+
+_DEFAULT_SLOTS = 4  # GPU run slots per input signature
 
 _PARALLEL_MIN_ELEMENTS = 1 << 15  # mean output size per step that pays for a pool hand-off
 
@@ -131,7 +186,36 @@ def _choose_executor(plan: Plan, executor: str) -> ParallelPlan | None:
     return ParallelPlan(plan)
 
 
+def _check_options(devices: list[str], graph, caps, forced) -> tuple[dict, dict]:
+    caps = dict(caps or {})
+    for dev, n in caps.items():
+        if dev not in devices or dev == "cpu":
+            raise ValueError(f"memory_caps names {dev!r}, which is not a GPU of this session ({devices})")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"memory_caps[{dev!r}] must be a number of bytes, not {n!r}")
+    forced = dict(forced or {})
+    names = {n.name for n in graph.nodes}
+    stray = [n for n in forced if n not in names]
+    if stray:
+        raise ValueError(f"placement names unknown node(s): {stray}")
+    bad = {n: d for n, d in forced.items() if d not in devices}
+    if bad:
+        raise ValueError(f"placement names device(s) this session does not use: {bad}; devices: {devices}")
+    return caps, forced
+
+
+def _check_output_device(name: Any) -> None:
+    if name == "cpu":
+        return
+    if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
+        raise ValueError(f"output_device must be 'cpu' or 'vulkan:N', not {name!r}")
+
+
 def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[str, tuple[int, str]]) -> Any:
+    if isinstance(value, Tensor):
+        if desc is not None and desc.kind == "tensor":
+            _check_tensor(name, value, desc, symbols)
+        return value
     if desc is None or desc.kind != "tensor":
         if desc is not None and desc.kind == "sequence" and not isinstance(value, list):
             raise ValueError(f"input {name!r}: expected a sequence (list of arrays), got {type(value).__name__}")
@@ -143,6 +227,11 @@ def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[s
             value = np.asarray(value)
         else:
             raise ValueError(f"input {name!r}: expected a NumPy array, got {type(value).__name__}")
+    _check_tensor(name, value, desc, symbols)
+    return value
+
+
+def _check_tensor(name: str, value: Any, desc: TensorDesc, symbols: dict[str, tuple[int, str]]) -> None:
     want = desc.dtype
     if want is not None and value.dtype != want:
         if not (want.kind == "O" and value.dtype.kind in "OUS"):
@@ -161,7 +250,6 @@ def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[s
                 if seen[0] != n:
                     raise ValueError(f"input {name!r}: dimension {axis} ({d!r}) is {n}, but {d!r} is "
                                      f"{seen[0]} in input {seen[1]!r}")
-    return value
 
 
 def _fmt(shape) -> str:

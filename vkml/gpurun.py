@@ -1,0 +1,322 @@
+"""Runs a model across GPUs and the CPU: one concrete plan per input signature (cached, small
+LRU), each with its pool of run slots, driven by the scheduler.
+
+Per run: take a slot, bind the inputs, run the units (vkml._sched runs independent ones at
+once; a GPU chunk's task only submits its command buffer and returns, so a following chunk of
+the same GPU is submitted at once with a GPU-side wait on it; readbacks wait for the timeline
+value with the GIL released), wait until the GPUs are done with the slot, hand it back.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .executor import NodeFailure
+from .graph import TensorDesc, _graphs_in
+from .gpuplan import UnitPlan, build
+from .plan import Runtime, Scope
+from .slots import ConstCache, Slot, SlotPool
+from .specialize import concretize, device_specs, place_concrete
+from .tensor import Tensor, vulkan_device
+
+PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
+
+
+class RunState:
+    """One run's values: host arrays by name, timeline values by unit."""
+
+    __slots__ = ("cp", "slot", "host", "tensors", "tl", "readers", "keep")
+
+    def __init__(self, cp: "ConcretePlan", slot: Slot | None, feeds: Mapping[str, Any]):
+        self.cp = cp
+        self.slot = slot
+        self.host: dict[str, Any] = {}
+        self.tensors: dict[str, Tensor] = {}
+        for name, v in feeds.items():
+            if isinstance(v, Tensor):
+                if v.device == "cpu":
+                    self.host[name] = v._data
+                else:
+                    self.tensors[name] = v
+            else:
+                self.host[name] = v
+        self.tl = [0] * len(cp.up.units)
+        self.readers = dict(cp.up.host_readers)
+        self.keep: list = []
+
+    def get(self, name: str) -> Any:
+        v = self.host.get(name)
+        if v is not None:
+            return v
+        c = self.cp.concrete.consts.get(name)
+        if c is not None:
+            return c
+        t = self.tensors.get(name)
+        if t is not None:  # a GPU tensor fed for a host reader: read it once
+            v = self.host[name] = t._host()
+            return v
+        if name in self.host:
+            return None
+        raise KeyError(f"value {name!r} is not on the host in this run (a vkml planning bug)")
+
+    def release(self, names) -> None:
+        # Under the GIL a lost decrement only delays a free, never makes one early.
+        keep = self.cp.outputs
+        for n in names:
+            r = self.readers.get(n)
+            if r is None:
+                continue
+            r -= 1
+            self.readers[n] = r
+            if r <= 0 and n not in keep:
+                self.host.pop(n, None)
+
+
+class ConcretePlan:
+    """One input signature of one session: values, placement, units, slots, scheduler plan."""
+
+    def __init__(self, runner: "GpuRunner", feeds_desc: Mapping[str, TensorDesc], fed: frozenset[str],
+                 output_device: str | None):
+        graph = runner.graph
+        self.runner = runner
+        self.output_device = output_device
+        self.concrete = concretize(graph, runner.weights, feeds_desc, fed)
+        specs = device_specs(runner.devices, self.concrete, runner.caps)
+        self.placement, self.report = place_concrete(graph, self.concrete, specs, runner.forced)
+        gpus = sorted({d for d in self.placement.devices if d != "cpu"}
+                      | ({output_device} if output_device not in (None, "cpu") else set()))
+        info = {}
+        for d in gpus:
+            dev = vulkan_device(d)
+            info[d] = (int(dev.allocator.alignment),
+                       int(min(dev.max_storage_buffer_range, dev.limits["max_memory_allocation_size"])))
+        self.up: UnitPlan = build(graph, self.concrete, self.placement.devices, output_device, info)
+        self.outputs = frozenset(graph.outputs)
+        self.fns = [self._task(u) for u in self.up.units]
+        self.gpu_units: dict[str, list[int]] = {}
+        for u in self.up.units:
+            if u.kind in ("gpu", "upload"):
+                self.gpu_units.setdefault(u.device, []).append(u.index)
+        self.needs_slot = bool(self.gpu_units or self.up.readback_of)
+        self.pool = SlotPool(lambda: Slot(self, runner.consts), runner.max_slots)
+        self.sched = None
+        if runner.executor != "sequential" and len(self.up.units) > 1:
+            try:
+                from . import _sched
+            except ImportError:
+                _sched = None
+            if _sched is not None and (runner.executor == "parallel" or _width(self.up) > 1):
+                indptr, indices = self.up.dependencies()
+                self.sched = _sched.Plan(indptr, indices, [u.name for u in self.up.units],
+                                         [lambda st, f=f: f(st) for f in self.fns])
+
+    # ------------------------------------------------------------ unit tasks
+    def _task(self, u):
+        return {"cpu": self._cpu_task, "gpu": self._gpu_task, "readback": self._readback_task,
+                "upload": self._upload_task}[u.kind](u)
+
+    def _cpu_task(self, u):
+        runtime: Runtime = self.runner.runtime
+        steps = []
+        reads = set()
+        for node in u.nodes:
+            outer = sorted({n for g in _graphs_in(node.attrs) for n in g.outer})
+            steps.append((node, outer))
+            reads.update(i for i in node.inputs if i)
+            reads.update(outer)
+        reads = tuple(sorted(reads))
+
+        def run(state: RunState) -> None:
+            host = state.host
+            for node, outer in steps:
+                args = [state.get(i) if i else None for i in node.inputs]
+                try:
+                    if node.op.needs_scope:
+                        outs = node.op.run(Scope(runtime, {n: state.get(n) for n in outer}), *args)
+                    else:
+                        outs = node.op.run(*args)
+                except Exception as e:
+                    raise NodeFailure(f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}") from e
+                for k, name in enumerate(node.outputs):
+                    if not name:
+                        continue
+                    if k >= len(outs):
+                        raise NodeFailure(f"node {node.name!r} ({node.op_type}) produced {len(outs)} outputs, "
+                                          f"output {k} ({name!r}) is missing")
+                    o = outs[k]
+                    if o is not None and not isinstance(o, (np.ndarray, list)):
+                        o = np.asarray(o)
+                    host[name] = o
+            state.release(reads)
+
+        return run
+
+    def _gpu_task(self, u):
+        k = u.index
+        waits = self.up.waits[k]
+
+        def run(state: RunState) -> None:
+            tl = state.tl
+            state.tl[k] = state.slot.cbs[k].submit([tl[i] for i in waits if tl[i]])
+
+        return run
+
+    def _readback_task(self, u):
+        k, name = u.index, u.value
+        prod = next(iter(u.deps)).index
+        dev = vulkan_device(u.device)
+        desc = self.concrete.values[name]
+        shape, dtype = tuple(desc.shape), desc.dtype
+
+        def run(state: RunState) -> None:
+            dev.wait(state.tl[prod])
+            arr = np.empty(shape, dtype)
+            if arr.nbytes:
+                state.slot.staging[k].read_into(arr.reshape(-1).view(np.uint8))
+            state.host[name] = arr
+
+        return run
+
+    def _upload_task(self, u):
+        from .vulkan._commands import CommandRecorder
+
+        k, name, where = u.index, u.value, u.device
+        desc = self.concrete.values[name]
+        shape, dtype = tuple(desc.shape), desc.dtype
+
+        def run(state: RunState) -> None:
+            dst = state.slot.tensors[(name, where)]
+            t = state.tensors.get(name)
+            if t is not None and t.device == where:  # already on this GPU: a device copy
+                rec = CommandRecorder(dst.device)
+                rec.copy(t.device_tensor.view, dst.view, dst.nbytes)
+                cb = rec.finish()
+                state.keep.append(cb)
+                state.tl[k] = cb.submit()
+                return
+            arr = state.get(name)
+            if not isinstance(arr, np.ndarray) or arr.shape != shape or arr.dtype != dtype:
+                got = f"{arr.dtype}{list(arr.shape)}" if isinstance(arr, np.ndarray) else type(arr).__name__
+                raise NodeFailure(f"value {name!r} is {got} at run time, but the plan for these input "
+                                  f"shapes expects {dtype}{list(shape)} on {where}")
+            data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+            stage, cb = state.slot.upload[k]
+            if stage is None:
+                dst.view.write(data)
+            else:
+                stage.write(data)
+                state.tl[k] = cb.submit()
+            state.release((name,))
+
+        return run
+
+    # ------------------------------------------------------------ running
+    def run(self, feeds: Mapping[str, Any]) -> list[Any]:
+        slot = self.pool.acquire() if self.needs_slot else None
+        state = RunState(self, slot, feeds)
+        reuse = False
+        try:
+            try:
+                if self.sched is not None:
+                    self.sched.run(state)
+                else:
+                    for f in self.fns:
+                        f(state)
+            finally:
+                self._drain(state)  # (if this raises, the GPU state is unknown: drop the slot)
+                reuse = True
+            return self._outputs(state)  # before the slot goes back: it copies out of it
+        finally:
+            if slot is not None:
+                self.pool.release(slot) if reuse else self.pool.discard(slot)
+
+    def _drain(self, state: RunState) -> None:
+        """Wait until every GPU is done with the slot (and with the run's one-off copies)."""
+        for d, idx in self.gpu_units.items():
+            v = max(state.tl[i] for i in idx)
+            if v:
+                vulkan_device(d).wait(v)
+
+    def _outputs(self, state: RunState) -> list[Any]:
+        from .vulkan._commands import CommandRecorder
+        from .vulkan.tensor import DeviceTensor
+
+        consts = self.concrete.consts
+        od = self.output_device
+        out: list[Any] = []
+        copies: dict[str, list] = {}
+        for name in self.runner.graph.outputs:
+            if name in self.up.kept:
+                src = state.slot.tensors[(name, self.up.kept[name])]
+                fresh = DeviceTensor.empty(src.device, src.shape, src.dtype)
+                copies.setdefault(self.up.kept[name], []).append((src, fresh))
+                out.append(Tensor._wrap(fresh))
+                continue
+            v = np.array(consts[name]) if name in consts else state.get(name)
+            if od not in (None, "cpu") and isinstance(v, np.ndarray):
+                v = Tensor.from_numpy(v, od)
+            out.append(v)
+        for d, pairs in copies.items():
+            # Kept outputs leave the slot's memory (the next run overwrites it) for their own.
+            rec = CommandRecorder(vulkan_device(d))
+            for src, fresh in pairs:
+                rec.copy(src.view, fresh.view, src.nbytes)
+            rec.finish().run()
+        return out
+
+
+def _width(up: UnitPlan) -> int:
+    level = [0] * len(up.units)
+    for u in up.units:
+        level[u.index] = 1 + max((level[d.index] for d in u.deps), default=0)
+    counts = collections.Counter(level)
+    return max(counts.values(), default=0)
+
+
+class GpuRunner:
+    """The session's path when a GPU takes part: concrete plans by input signature."""
+
+    def __init__(self, model, runtime: Runtime, devices: Sequence[str], caps: Mapping[str, int] | None,
+                 forced: Mapping[str, str] | None, executor: str, max_slots: int):
+        self.graph = model.graph
+        self.weights = model.weights
+        self.runtime = runtime
+        self.devices = list(devices)
+        self.caps = dict(caps or {})
+        self.forced = dict(forced or {})
+        self.executor = executor
+        self.max_slots = max_slots
+        self.consts = ConstCache()
+        self._plans: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.last: ConcretePlan | None = None
+
+    def plan_for(self, descs: Mapping[str, TensorDesc], output_device: str | None) -> ConcretePlan:
+        key = (tuple((n, d.dtype.str if d.dtype is not None else None, d.shape) for n, d in sorted(descs.items())),
+               output_device)
+        cp = self._plans.get(key)
+        if cp is None:
+            with self._lock:
+                cp = self._plans.get(key)
+                if cp is None:
+                    fed = frozenset(n for n in descs if n in self.graph.constants)
+                    cp = ConcretePlan(self, descs, fed, output_device)
+                    self._plans[key] = cp
+                    while len(self._plans) > PLAN_CACHE:
+                        self._plans.popitem(last=False)
+        else:
+            try:
+                self._plans.move_to_end(key)
+            except KeyError:  # evicted meanwhile by another thread
+                pass
+        self.last = cp
+        return cp
+
+    def run(self, feeds: Mapping[str, Any], output_device: str | None) -> list[Any]:
+        from .specialize import signature_descs
+
+        cp = self.plan_for(signature_descs(feeds), output_device)
+        return cp.run(feeds)

@@ -1,0 +1,204 @@
+"""Run slots: the GPU memory and the recorded command buffers of one run in flight.
+
+A concrete plan keeps a small pool of slots. Each holds its own activation arenas, staging
+buffers and one command buffer per GPU chunk, recorded once over those buffers and submitted
+by every run that takes the slot; a run has its slot to itself from start to GPU completion,
+so runs on different slots never share activation memory. Constants are uploaded once per
+device (ConstCache) and bound by every slot.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from .arena import Storage
+
+
+class ConstCache:
+    """Constants on the GPUs, uploaded on first use and shared by every slot and plan."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._tensors: dict[tuple[str, str, int], tuple[Any, np.ndarray]] = {}
+
+    def get(self, dev, name: str, array: np.ndarray):
+        from .vulkan.tensor import DeviceTensor
+
+        key = (dev.name, name, id(array))
+        hit = self._tensors.get(key)
+        if hit is not None:
+            return hit[0]
+        with self._lock:
+            hit = self._tensors.get(key)
+            if hit is None:
+                # (the array is kept with its tensor, so its id stays unique while cached)
+                hit = self._tensors[key] = (DeviceTensor.from_numpy(dev, np.asarray(array)), array)
+        return hit[0]
+
+
+class Slot:
+    """Everything one run needs on the GPUs; see the module docstring."""
+
+    def __init__(self, cp, consts: ConstCache):
+        from .kernels import TensorSpec, get_kernel
+        from .tensor import vulkan_device
+        from .vulkan._commands import CommandRecorder
+        from .vulkan.tensor import DeviceTensor
+
+        up = cp.up
+        concrete = cp.concrete
+        values = concrete.values
+        self.devices = {d: vulkan_device(d) for d in up.arenas} | {
+            u.device: vulkan_device(u.device) for u in up.units if u.device != "cpu"}
+        arenas = {d: [self.devices[d].alloc(n, "device") for n in sizes] for d, sizes in up.arenas.items()}
+        views: dict[int, Any] = {}
+
+        def view(dev: str, s: Storage):
+            v = views.get(id(s))
+            if v is None:
+                v = views[id(s)] = arenas[dev][s.arena].sub(s.offset, s.nbytes)
+            return v
+
+        def const(dev: str, name: str):
+            return consts.get(self.devices[dev], name, concrete.consts[name])
+
+        t: dict[tuple[str, str], Any] = {}
+        for (name, dev), where in up.loc.items():
+            d = values[name]
+            if isinstance(where, Storage):
+                t[(name, dev)] = DeviceTensor(view(dev, where), d.shape, d.dtype)
+            else:  # a view of a constant
+                t[(name, dev)] = const(dev, where).reshape(d.shape)
+        for dev, names in up.const_uses.items():
+            for name in names:
+                t[(name, dev)] = const(dev, name)
+        self.tensors = t
+
+        # Readback staging (host-cached where the device has it), written by the producer chunk.
+        self.staging: dict[int, Any] = {}
+        copy_after: dict[int, list[tuple[Any, Any, int]]] = {}
+        for (name, dev), u in up.readback_of.items():
+            src = t[(name, dev)]
+            stage = self.devices[dev].alloc(src.nbytes, "readback")
+            self.staging[u.index] = stage
+            copy_after.setdefault(id(up.producer[(name, dev)]), []).append((src.view, stage, src.nbytes))
+
+        # Uploads: straight into mapped memory, else via a staging buffer and a recorded copy.
+        self.upload: dict[int, tuple[Any, Any]] = {}
+        for u in up.units:
+            if u.kind != "upload":
+                continue
+            dst = t[(u.value, u.device)]
+            if dst.view.mapped:
+                self.upload[u.index] = (None, None)
+                continue
+            dev = self.devices[u.device]
+            stage = dev.alloc(dst.nbytes, "host")
+            rec = CommandRecorder(dev)
+            rec.copy(stage, dst.view, dst.nbytes)
+            self.upload[u.index] = (stage, rec.finish())
+
+        self.cbs: dict[int, Any] = {}
+        for u in up.units:
+            if u.kind != "gpu":
+                continue
+            dev = self.devices[u.device]
+            rec = CommandRecorder(dev)
+            for node in u.nodes:
+                _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec)
+                for src, stage, n in copy_after.get(id(node), ()):
+                    rec.copy(src, stage, n)
+            self.cbs[u.index] = rec.finish()
+        self.arenas = arenas  # keep the memory alive (views hold it too)
+
+
+def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, TensorSpec) -> None:
+    from .gpuplan import host_positions
+    from .vulkan.tensor import DeviceTensor
+
+    kernel = get_kernel(node.op_type)
+    hosts = set(host_positions(node))
+    consts = concrete.consts
+    ins: list[Any] = []
+    known: dict[int, np.ndarray] = {}
+    for pos, v in enumerate(node.inputs):
+        if not v:
+            ins.append(None)
+            continue
+        if v in consts:
+            known[pos] = consts[v]
+        if pos in hosts:
+            d = concrete.values[v]
+            ins.append(TensorSpec(tuple(d.shape), d.dtype, consts.get(v)))
+        else:
+            ins.append(t[(v, dev)])
+    outs = []
+    for k, spec in enumerate(up.out_specs[id(node)]):
+        o = node.outputs[k] if k < len(node.outputs) else ""
+        if o:
+            outs.append(t[(o, dev)])
+        else:
+            s = up.scratch[(id(node), k)]
+            view = views.get(id(s))
+            if view is None:
+                view = views[id(s)] = arenas[dev][s.arena].sub(s.offset, s.nbytes)
+            outs.append(DeviceTensor(view, spec.shape, spec.dtype))
+    try:
+        kernel.record(rec, node.op_type, node.attrs, ins, outs, known)
+    except Exception as e:
+        raise RuntimeError(f"recording node {node.name!r} ({node.op_type}) on {dev} failed: "
+                           f"{type(e).__name__}: {e}") from e
+
+
+class SlotPool:
+    """Slots of one concrete plan: a run takes a free one, makes a new one up to `limit`, or
+    waits for one to come back."""
+
+    def __init__(self, make, limit: int):
+        self._make = make
+        self._limit = max(1, int(limit))
+        self._free: list[Slot] = []
+        self._count = 0
+        self._cond = threading.Condition()
+
+    def acquire(self) -> Slot:
+        with self._cond:
+            while True:
+                if self._free:
+                    return self._free.pop()
+                if self._count < self._limit:
+                    self._count += 1
+                    break
+                self._cond.wait()
+        try:
+            return self._make()
+        except MemoryError:
+            with self._cond:
+                self._count -= 1
+                if self._count == 0:
+                    raise  # not even one slot fits
+                self._limit = self._count  # no room for more: wait for the ones there are
+            return self.acquire()
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def release(self, slot: Slot) -> None:
+        with self._cond:
+            self._free.append(slot)
+            self._cond.notify()
+
+    def discard(self, slot: Slot) -> None:
+        """Forget a slot whose GPU work could not be waited for."""
+        with self._cond:
+            self._count -= 1
+            self._cond.notify()
+
+    @property
+    def size(self) -> int:
+        return self._count
+

@@ -1,0 +1,212 @@
+"""Shapes for one input signature, and which device can run each node with them.
+
+Sessions stay shape-polymorphic, but GPU command buffers need concrete shapes. For the shapes
+of one run's inputs this module infers every value's type (on a copy of the graph's value
+table: the graph itself serves all runs), evaluates what is constant for those shapes
+(Shape, Size and small constant subexpressions: a Reshape's target built from Shape/Gather/
+Concat becomes a known value, which GPU kernels need), and places the nodes that still have
+to run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .graph import UNKNOWN, Graph, Node, TensorDesc, _graphs_in
+from .inference import _merge, _try_fold
+from .placement import DeviceSpec, Placement, place
+
+FOLDED_REASON = "constant for these input shapes: evaluated while planning"
+
+
+@dataclass
+class Concrete:
+    """A graph's values for one input signature."""
+
+    values: dict[str, TensorDesc]
+    consts: dict[str, np.ndarray]  # known before the run: initializers and folded outputs
+    folded: set[str] = field(default_factory=set)  # node outputs evaluated while planning
+    live: list[Node] = field(default_factory=list)  # nodes that still have to run
+
+
+def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[str, TensorDesc],
+               fed: set[str] | frozenset[str] = frozenset()) -> Concrete:
+    """Infer every value of `graph` for concrete input types. `fed`: overridable initializers
+    the caller feeds (they are inputs, not constants, in this signature)."""
+    declared = graph.values
+    values: dict[str, TensorDesc] = dict(declared)
+    symbols: dict[str, int] = {}
+    for name, desc in inputs.items():
+        values[name] = desc
+        d = declared.get(name)
+        if d is not None and d.shape is not None and desc.shape is not None and len(d.shape) == len(desc.shape):
+            for s, n in zip(d.shape, desc.shape):
+                if isinstance(s, str) and isinstance(n, int):
+                    symbols.setdefault(s, n)
+    consts = {c: weights[graph.weight_key(c)] for c in graph.constants if c not in fed}
+    out = Concrete(values, consts)
+    for node in graph.nodes:
+        ins = [values.get(i, UNKNOWN) if i else UNKNOWN for i in node.inputs]
+        cin = [consts.get(i) if i else None for i in node.inputs]
+        try:
+            descs = node.op.infer(ins, cin)
+        except Exception:  # inference is advisory; the node then stays on the CPU
+            descs = [UNKNOWN] * len(node.outputs)
+        folded = _fold(node, ins, cin)
+        live = not node.outputs
+        for k, name in enumerate(node.outputs):
+            if not name:
+                continue
+            if folded is not None and k < len(folded) and isinstance(folded[k], np.ndarray):
+                consts[name] = folded[k]
+                out.folded.add(name)
+                values[name] = TensorDesc(folded[k].dtype, folded[k].shape)
+                continue
+            live = True
+            desc = descs[k] if k < len(descs) else UNKNOWN
+            values[name] = _merge(desc, _bind(declared.get(name), symbols))
+        if live:
+            out.live.append(node)
+    return out
+
+
+def _bind(desc: TensorDesc | None, symbols: dict[str, int]) -> TensorDesc | None:
+    """A declared type with the input signature's symbols (N=4...) filled in."""
+    if desc is None or desc.shape is None or not symbols:
+        return desc
+    return TensorDesc(desc.dtype, tuple(symbols.get(d, d) if isinstance(d, str) else d for d in desc.shape),
+                      desc.kind, desc.elem)
+
+
+def _fold(node: Node, ins: list[TensorDesc], cin: list) -> list | None:
+    if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx") and ins and ins[0].static:
+        # Only the shape matters: a zero-stride stand-in of the right shape is enough.
+        dt = ins[0].dtype if ins[0].dtype is not None and ins[0].dtype.kind != "O" else np.dtype(np.float32)
+        try:
+            return list(node.op.run(np.broadcast_to(np.zeros((), dt), ins[0].shape)))
+        except Exception:
+            return None
+    if _graphs_in(node.attrs):
+        return None
+    return _try_fold(node, cin)
+
+
+# ---------------------------------------------------------------------- GPU support
+def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
+    """None when `dev` (a vkml.vulkan.Device) can run `node` with these shapes, else why not."""
+    from .kernels import TensorSpec, Unsupported, get_kernel
+
+    if node.domain not in ("", "ai.onnx"):
+        return f"no GPU kernel for {node.domain}::{node.op_type}"
+    kernel = get_kernel(node.op_type)
+    if kernel is None:
+        return f"no GPU kernel for {node.op_type}"
+    if _graphs_in(node.attrs):
+        return f"{node.op_type} runs subgraphs"
+    values, consts = concrete.values, concrete.consts
+    specs: list = []
+    for name in node.inputs:
+        if not name:
+            specs.append(None)
+            continue
+        why = _static(name, values.get(name))
+        if why:
+            return why
+        d = values[name]
+        specs.append(TensorSpec(tuple(d.shape), d.dtype, consts.get(name)))
+    for name in node.outputs:
+        why = _static(name, values.get(name)) if name else None
+        if why:
+            return why
+    for pos in kernel.host_inputs.get(node.op_type, ()):
+        if pos < len(node.inputs) and node.inputs[pos] and node.inputs[pos] not in consts:
+            return f"input {pos} ({node.inputs[pos]!r}) is computed at run time; the GPU kernel needs its value"
+    try:
+        kernel.check(dev, node.op_type, node.attrs, specs)
+        outs = kernel.infer(node.op_type, node.attrs, specs)
+    except Unsupported as e:
+        return str(e)
+    except Exception as e:  # a kernel that cannot judge the node must not take it
+        return f"GPU kernel check failed: {type(e).__name__}: {e}"
+    if len(outs) < sum(1 for o in node.outputs if o):
+        return f"the GPU kernel makes {len(outs)} outputs, the node has {len(node.outputs)}"
+    for k, name in enumerate(node.outputs):
+        if not name:
+            continue
+        want = values[name]
+        if tuple(outs[k].shape) != tuple(want.shape) or np.dtype(outs[k].dtype) != want.dtype:
+            return (f"output {name!r}: the GPU kernel makes {np.dtype(outs[k].dtype)}{list(outs[k].shape)}, "
+                    f"shape inference says {want}")
+    return None
+
+
+def _static(name: str, d: TensorDesc | None) -> str | None:
+    if d is None or d.kind != "tensor" or d.dtype is None or not d.static:
+        return f"{name!r} has no static shape and type before run time ({d if d is not None else '?'})"
+    if int(np.prod(d.shape, dtype=np.int64)) == 0:
+        return f"{name!r} is empty"
+    return None
+
+
+def gpu_budget(dev, cap: int | None) -> int:
+    """Bytes placement may put on `dev`: the allocator's budget for its device-memory heap,
+    lowered to the user's cap."""
+    alloc = dev.allocator
+    budget = int(alloc.budget(alloc.pools["device"].heap))
+    return budget if cap is None else min(budget, int(cap))
+
+
+def device_specs(devices: Sequence[str], concrete: Concrete, caps: Mapping[str, int] | None) -> list[DeviceSpec]:
+    """DeviceSpecs in the session's order of preference; the CPU runs everything."""
+    from .tensor import vulkan_device
+
+    caps = caps or {}
+    specs = []
+    for name in devices:
+        if name == "cpu":
+            specs.append(DeviceSpec("cpu", None, lambda node, ins: None))
+            continue
+        dev = vulkan_device(name)
+
+        def supports(node, ins, dev=dev):
+            return gpu_reason(dev, node, concrete)
+
+        specs.append(DeviceSpec(name, gpu_budget(dev, caps.get(name)), supports))
+    return specs
+
+
+def place_concrete(graph: Graph, concrete: Concrete, specs: Sequence[DeviceSpec],
+                   forced: Mapping[str, str] | None) -> tuple[Placement, list[dict]]:
+    """Place the live nodes; returns the placement (of concrete.live, in order) and a report
+    row for every node of the graph."""
+    live_names = {n.name for n in concrete.live}
+    forced = dict(forced or {})
+    names = {n.name for n in graph.nodes}
+    stray = [n for n in forced if n not in names]
+    if stray:
+        raise ValueError(f"placement names unknown node(s): {stray}")
+    sub = Graph(graph.name, list(graph.inputs), list(graph.outputs), list(concrete.live), concrete.values,
+                constants=set(concrete.consts))
+    p = place(sub, concrete.values, specs, {k: v for k, v in forced.items() if k in live_names})
+    rows = []
+    where = {id(n): (d, r) for n, d, r in zip(concrete.live, p.devices, p.reasons)}
+    for node in graph.nodes:
+        d, r = where.get(id(node), ("cpu", FOLDED_REASON))
+        rows.append({"node": node.name, "op": node.op_type, "device": d, "reason": r})
+    return p, rows
+
+
+def signature_descs(feeds: Mapping[str, object]) -> dict[str, TensorDesc]:
+    """Input types of one run's feeds (arrays or vkml.Tensors)."""
+    out = {}
+    for name, v in feeds.items():
+        shape = getattr(v, "shape", None)
+        dtype = getattr(v, "dtype", None)
+        if shape is None or dtype is None or isinstance(v, list):
+            out[name] = UNKNOWN
+        else:
+            out[name] = TensorDesc(np.dtype(dtype), tuple(int(s) for s in shape))
+    return out
+

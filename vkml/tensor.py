@@ -1,0 +1,81 @@
+"""vkml.Tensor: a tensor that lives on a device, so GPU results can stay on the GPU between runs.
+
+    t = vkml.Tensor.from_numpy(x, device="vulkan:0")     # upload once
+    y, = sess.run(None, {"x": t}, output_device="vulkan:0")
+    y.numpy()                                            # read back when needed
+
+A Tensor handed out by a session is complete (the run waited for the GPU), so .numpy() never
+sees half-written memory. On "cpu" it simply holds a NumPy array.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def vulkan_device(name: str):
+    """The opened vkml.vulkan.Device for "vulkan:N" (ValueError for any other name)."""
+    if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
+        raise ValueError(f"not a Vulkan device name: {name!r} (expected 'vulkan:N')")
+    from . import vulkan
+
+    return vulkan.device(int(name[7:]))
+
+
+class Tensor:
+    """A device-resident tensor: ``shape``, ``dtype``, ``device`` ("cpu", "vulkan:0"...)."""
+
+    __slots__ = ("_data", "device")
+
+    def __init__(self, data: Any, device: str):
+        """Internal: wrap a DeviceTensor (device "vulkan:N") or an ndarray (device "cpu");
+        use Tensor.from_numpy."""
+        self._data = data
+        self.device = device
+
+    @classmethod
+    def from_numpy(cls, array: Any, device: str = "cpu") -> "Tensor":
+        """Copy `array` onto `device`."""
+        arr = np.asarray(array)
+        if device == "cpu":
+            return cls(np.array(arr, copy=True, order="C"), "cpu")
+        from .vulkan.tensor import SUPPORTED, DeviceTensor
+
+        if arr.dtype not in SUPPORTED:
+            raise TypeError(f"dtype {arr.dtype} cannot live on {device}")
+        return cls(DeviceTensor.from_numpy(vulkan_device(device), arr), device)
+
+    @classmethod
+    def _wrap(cls, dt) -> "Tensor":
+        return cls(dt, dt.device.name)
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the tensor."""
+        if self.device == "cpu":
+            return self._data.copy()
+        return self._data.numpy()
+
+    def _host(self) -> np.ndarray:
+        """The values as an array, without a copy where they already are on the host."""
+        return self._data if self.device == "cpu" else self._data.numpy()
+
+    @property
+    def device_tensor(self):
+        """The vkml.vulkan DeviceTensor behind a GPU tensor (None on the CPU)."""
+        return None if self.device == "cpu" else self._data
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self._data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._data.shape)
+
+    def __repr__(self) -> str:
+        return f"<vkml.Tensor {list(self.shape)} {self.dtype} on {self.device}>"
