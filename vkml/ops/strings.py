@@ -236,9 +236,12 @@ class TfIdfVectorizer(Op):
                 np.add.at(counts, row[ok] * self.n_out + out_index[found[ok]], 1.0)
         counts = counts.reshape(n_rows, self.n_out)
         if self.mode != "TF":
-            w = np.ones(len(out_index)) if self.weights is None else np.asarray(self.weights, np.float64)
+            # weights[j] scales output coordinate j: what onnxruntime and onnx.reference do (the
+            # spec's "i-th n-gram in pool" reads the same when ngram_indexes is the identity).
             scale = np.ones(self.n_out)
-            scale[out_index] = w
+            if self.weights is not None:
+                w = np.asarray(self.weights, np.float64)[:self.n_out]
+                scale[:len(w)] = w
             counts = (np.minimum(counts, 1.0) if self.mode == "IDF" else counts) * scale
         out = counts.astype(np.float32)
         return (out.reshape(-1) if x.ndim == 1 else out,)
