@@ -18,7 +18,7 @@ from .executor import NodeFailure
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
-from .slots import ConstCache, Slot, SlotPool
+from .slots import ConstCache, RecordError, Slot, SlotPool
 from .specialize import concretize, device_specs, place_concrete
 from .tensor import Tensor, vulkan_device
 
@@ -84,7 +84,7 @@ class ConcretePlan:
         self.runner = runner
         self.output_device = output_device
         self.concrete = concretize(graph, runner.weights, feeds_desc, fed)
-        specs = device_specs(runner.devices, self.concrete, runner.caps)
+        specs = device_specs(runner.devices, self.concrete, runner.caps, runner.broken)
         self.placement, self.report = place_concrete(graph, self.concrete, specs, runner.forced)
         gpus = sorted({d for d in self.placement.devices if d != "cpu"}
                       | ({output_device} if output_device not in (None, "cpu") else set()))
@@ -290,6 +290,7 @@ class GpuRunner:
         self.executor = executor
         self.max_slots = max_slots
         self.consts = ConstCache()
+        self.broken: dict[str, str] = {}  # node -> why its GPU kernel failed to record
         self._plans: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
         self.last: ConcretePlan | None = None
@@ -318,5 +319,15 @@ class GpuRunner:
     def run(self, feeds: Mapping[str, Any], output_device: str | None) -> list[Any]:
         from .specialize import signature_descs
 
-        cp = self.plan_for(signature_descs(feeds), output_device)
-        return cp.run(feeds)
+        descs = signature_descs(feeds)
+        while True:
+            cp = self.plan_for(descs, output_device)
+            try:
+                return cp.run(feeds)
+            except RecordError as e:
+                # Nothing ran yet (slots are made before the run starts): plan again without it.
+                if e.node in self.broken:
+                    raise
+                self.broken[e.node] = e.reason
+                with self._lock:
+                    self._plans.clear()

@@ -16,6 +16,16 @@ import numpy as np
 from .arena import Storage
 
 
+class RecordError(RuntimeError):
+    """A GPU kernel accepted a node in check() but could not record it; the session then
+    runs that node on the CPU (and says why in its placement report)."""
+
+    def __init__(self, node: str, reason: str):
+        super().__init__(f"node {node!r}: {reason}")
+        self.node = node
+        self.reason = reason
+
+
 class ConstCache:
     """Constants on the GPUs, uploaded on first use and shared by every slot and plan."""
 
@@ -147,9 +157,10 @@ def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, Ten
             outs.append(DeviceTensor(view, spec.shape, spec.dtype))
     try:
         kernel.record(rec, node.op_type, node.attrs, ins, outs, known)
+    except MemoryError:
+        raise
     except Exception as e:
-        raise RuntimeError(f"recording node {node.name!r} ({node.op_type}) on {dev} failed: "
-                           f"{type(e).__name__}: {e}") from e
+        raise RecordError(node.name, f"the GPU kernel failed to record it: {type(e).__name__}: {e}") from e
 
 
 class SlotPool:

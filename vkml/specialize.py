@@ -158,11 +158,14 @@ def gpu_budget(dev, cap: int | None) -> int:
     return budget if cap is None else min(budget, int(cap))
 
 
-def device_specs(devices: Sequence[str], concrete: Concrete, caps: Mapping[str, int] | None) -> list[DeviceSpec]:
-    """DeviceSpecs in the session's order of preference; the CPU runs everything."""
+def device_specs(devices: Sequence[str], concrete: Concrete, caps: Mapping[str, int] | None,
+                 broken: Mapping[str, str] | None = None) -> list[DeviceSpec]:
+    """DeviceSpecs in the session's order of preference; the CPU runs everything. broken:
+    node name -> why its GPU kernel failed earlier (it stays off the GPUs)."""
     from .tensor import vulkan_device
 
     caps = caps or {}
+    broken = broken or {}
     specs = []
     for name in devices:
         if name == "cpu":
@@ -171,7 +174,7 @@ def device_specs(devices: Sequence[str], concrete: Concrete, caps: Mapping[str, 
         dev = vulkan_device(name)
 
         def supports(node, ins, dev=dev):
-            return gpu_reason(dev, node, concrete)
+            return broken.get(node.name) or gpu_reason(dev, node, concrete)
 
         specs.append(DeviceSpec(name, gpu_budget(dev, caps.get(name)), supports))
     return specs
