@@ -66,7 +66,9 @@ def align_legacy(a: np.ndarray, b: np.ndarray, broadcast: int, axis: int | None)
     if b.size == 1 and b.ndim <= 1:
         return b.reshape(())
     start = a.ndim - b.ndim if axis is None else (axis + a.ndim if axis < 0 else axis)
-    if start < 0 or start + b.ndim > a.ndim or a.shape[start:start + b.ndim] != b.shape:
+    # Size-1 dims of B stretch as in NumPy (exporters such as PyTorch's rely on it).
+    if start < 0 or start + b.ndim > a.ndim or any(
+            db not in (1, da) for da, db in zip(a.shape[start:start + b.ndim], b.shape)):
         raise ValueError(f"cannot broadcast {b.shape} into {a.shape} at axis {start}")
     return b.reshape(b.shape + (1,) * (a.ndim - start - b.ndim))
 
