@@ -7,9 +7,8 @@ Shader: shaders/reduce.comp, variants reduce_<op>_<mode>_<dtype> with mode
   th        an invocation per output,
   p1(s)/p2(s) the two passes of a split reduction (few outputs, very long reductions).
 
-Axes: the attribute, or (opset 13/18+) the value of the constant axes input, which the caller
-passes as attrs["axes"] (check and infer see no tensor values); a non-constant axes input is
-Unsupported.
+Axes: the attribute, or (ReduceSum-13, the others from 18) the host value of the axes input
+(TensorSpec.value, a host input); an axes input only known on the device is Unsupported.
 """
 from __future__ import annotations
 
@@ -187,7 +186,8 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
     if mode == "th":
         wg = wg_size(device, 256)
         p = device.pipeline(f"reduce_{op}_th_{dt}", "rw", REDUCE_PUSH.size, (wg,))
-        rec.dispatch(p, [x.view, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
+        src = x.view if n_red else rec.constants(bytes(4))  # nothing is read: any buffer binds
+        rec.dispatch(p, [src, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
                      group_count(device, -(-n_out // wg)))
         return
     sg = wg_mode_name(device)
@@ -223,11 +223,11 @@ def reduce_axes(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[TensorS
     """The normalized, sorted axes a Reduce* node reduces (() = none)."""
     rank = len(inputs[0].shape)
     axes = attrs.get("axes")
-    if axes is None and consts and 1 in consts:
-        axes = consts[1]
     has_input = len(inputs) > 1 and inputs[1] is not None
-    if axes is None and has_input:
-        raise Unsupported(f"{op_type}: the axes input must be a constant (passed as attrs['axes'])")
+    if has_input:
+        axes = consts.get(1) if consts and 1 in consts else getattr(inputs[1], "value", None)
+        if axes is None:
+            raise Unsupported(f"{op_type}: the axes input is not known on the host")
     axes = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
     if not axes:
         return () if _flag(attrs, "noop_with_empty_axes", 0) else tuple(range(rank))
@@ -240,6 +240,7 @@ def reduce_axes(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[TensorS
 @register
 class ReduceKernel(Kernel):
     op_types = tuple(k for k in OPS if k.startswith("Reduce"))
+    host_inputs = {op: (1,) for op in op_types}
 
     def check(self, device, op_type, attrs, inputs):
         if not inputs or inputs[0] is None or len(inputs) > 2:
@@ -260,7 +261,7 @@ class ReduceKernel(Kernel):
         return [TensorSpec(shape, x.dtype)]
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
-        axes = reduce_axes(op_type, attrs, [TensorSpec.of(inputs[0])] + list(inputs[1:]), consts)
+        axes = reduce_axes(op_type, attrs, [TensorSpec.of(inputs[0])] + list(inputs[1:]), consts or {})
         record_reduce(rec, OPS[op_type], inputs[0], outputs[0], axes)
 
 
