@@ -1,0 +1,85 @@
+"""The benchmark suite runs end to end at its smallest sizes and writes what it promises.
+
+No timing is asserted (CI never gates on wall-clock): only that every family produced records,
+that vkml's CPU numbers are real measurements, and that absent peers are reported, not faked.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+suite = pytest.importorskip("bench.suite")
+
+
+def test_suite_smoke(tmp_path):
+    args = suite.build_parser().parse_args(
+        ["--smoke", "--out", str(tmp_path), "--machine", "smoke", "--device", "cpu", "-q", "--no-charts",
+         "--only", "chain_add,mnist,matmul,mlp,resnet18,threaded"])
+    res = suite.run(args)
+    with open(res["jsonl"]) as f:
+        recs = [json.loads(l) for l in f]
+    assert recs == json.loads(json.dumps(res["records"]))
+    benches = {r["benchmark"] for r in recs}
+    assert {"chain_add", "chain_add_fit", "mnist", "matmul", "mlp", "resnet18", "threaded"} <= benches
+    for r in recs:
+        assert r["status"] in ("ok", "missing", "unsupported", "error", "skipped")
+        assert r["machine"]["cores"] == os.cpu_count()
+        if r["status"] != "ok":
+            assert r["reason"], r
+    vk = [r for r in recs if r["runtime"] == "vkml/cpu" and r["benchmark"] == "chain_add"]
+    assert [r["status"] for r in vk] == ["ok"] * 3
+    for r in vk:
+        assert 0 < r["p05"] <= r["median"] <= r["p95"]
+        assert r["runs"] == 10 and r["dropped"] == 2
+    fit = [r for r in recs if r["benchmark"] == "chain_add_fit" and r["runtime"] == "vkml/cpu"]
+    assert len(fit) == 1 and fit[0]["points"] == 3
+    thr = [r for r in recs if r["benchmark"] == "threaded" and r["runtime"] == "vkml/cpu"]
+    assert [r["params"]["threads"] for r in thr] == [1, 2] and all(r["throughput"] > 0 for r in thr)
+    md = open(res["md"]).read()
+    assert "| config | mode |" in md and "vkml/cpu" in md
+    # peers that are not importable here appear as missing with a reason, never with numbers
+    for r in recs:
+        if r["benchmark"] == "runtimes":
+            assert r["status"] == "missing" and "median" not in r
+    pytest.importorskip("matplotlib")
+    from bench import report
+
+    paths, note = report.charts([r for r in recs if r["benchmark"] == "chain_add"], str(tmp_path / "c"))
+    assert len(paths) == 1 and os.path.getsize(paths[0]) > 1000, note
+
+
+def test_linear_fit_and_stats():
+    from bench import timing
+
+    slope, icpt = timing.linear_fit([1, 10, 100], [3.0, 21.0, 201.0])
+    assert slope == pytest.approx(2.0) and icpt == pytest.approx(1.0)
+    s = timing.stats(list(np.arange(1, 101, dtype=float)))
+    assert s["median"] == pytest.approx(50.5) and s["p05"] < s["median"] < s["p95"]
+
+
+def test_models_match_onnxruntime():
+    """The builders produce valid graphs that vkml and onnxruntime agree on."""
+    ort = pytest.importorskip("onnxruntime")
+    import vkml
+    from bench import models as M
+
+    for bm in (M.mnist(1), M.resnet18(1, 32), M.mobilenet_v2(1, 32), M.chain_add(5)):
+        want = ort.InferenceSession(bm.bytes(), providers=["CPUExecutionProvider"]).run(None, bm.feed)[0]
+        got = vkml.InferenceSession(bm.bytes()).run(None, bm.feed)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_profile_cli(capsys):
+    from vkml.cli import main
+
+    assert main(["bench", "--profile", "mnist", "--runs", "2", "--gpu", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "session.run" in out and "Conv" in out and "GPU: skipped" in out
+    assert main(["bench", "--profile", "no-such-model"]) == 1
