@@ -285,8 +285,12 @@ class Squeeze11(Squeeze):
 class Squeeze13(_SqueezeBase):
     since = 13
 
+    def __init__(self, node):
+        super().__init__(node)
+        self.axes_given = len(node.inputs) > 1 and bool(node.inputs[1])
+
     def _axes(self, consts):
-        if len(consts) < 2 or self.n_inputs < 2:
+        if not self.axes_given:
             return None
         c = const_ints(consts[1])
         return False if c is None else c  # False: given but unknown
@@ -346,7 +350,12 @@ class Unsqueeze13(_UnsqueezeBase):
     since = 13
 
     def infer(self, inputs, consts):
-        return self._infer(inputs[0], const_ints(consts[1]))
+        axes = const_ints(consts[1])
+        x, a = inputs[0], inputs[1]
+        if axes is None and x.shape is not None and a.shape is not None and len(a.shape) == 1 \
+                and isinstance(a.shape[0], int):
+            return [TensorDesc(x.dtype, (None,) * (len(x.shape) + a.shape[0]))]
+        return self._infer(x, axes)
 
     def run(self, x, axes):
         _check_int("Unsqueeze's axes", axes)
