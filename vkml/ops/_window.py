@@ -157,3 +157,18 @@ def windows(xp: np.ndarray, w: Window) -> np.ndarray:
     sel += tuple(slice(0, (o - 1) * s + 1, s) if o > 0 else slice(0, 0) for o, s in zip(w.out, w.strides))
     sel += tuple(slice(None, None, d) for d in w.dilations)
     return v[sel]
+
+
+def as_planes(x: np.ndarray, w: Window) -> tuple[np.ndarray, tuple[int, int], tuple[int, ...]] | None:
+    """An unpadded (N, C, L) or (N, C, H, W) input as C-contiguous planes (N·C, H, W) for the
+    native 2-D loops (which pad virtually), with the output plane size and
+    (kh, kw, sh, sw, dh, dw, pad_top, pad_left); None where they do not apply."""
+    if any(b < 0 for b in w.pad_begin) or any(o == 0 for o in w.out):
+        return None
+    if x.ndim == 4:
+        planes = np.ascontiguousarray(x).reshape(-1, x.shape[2], x.shape[3])
+        return planes, w.out, (*w.kernel, *w.strides, *w.dilations, *w.pad_begin)
+    if x.ndim == 3:
+        planes = np.ascontiguousarray(x).reshape(-1, 1, x.shape[2])
+        return planes, (1, w.out[0]), (1, w.kernel[0], 1, w.strides[0], 1, w.dilations[0], 0, w.pad_begin[0])
+    return None

@@ -15,17 +15,28 @@ import numpy as np
 from ..graph import UNKNOWN, TensorDesc
 from . import _quant
 from ._precision import is_floating, narrow, work_dtype
-from ._window import AUTO_PADS, Window, infer_out, pad_spatial, resolve, tap_slices
+from ._window import AUTO_PADS, Window, as_planes, infer_out, pad_spatial, resolve, tap_slices
 from .registry import Op, register
+
+try:
+    from . import _windowed  # native depthwise loop (Cython); im2col + matmul serves without it
+except ImportError:  # pragma: no cover - only when the extension is not built
+    _windowed = None
 
 
 # ------------------------------------------------------------------------------------ kernels
-def conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Window, cdtype: np.dtype) -> np.ndarray:
-    """Cross-correlation of x (N, C, *S) with w (M, C/group, *K): (N, M, *out) in ``cdtype``."""
+def conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Window, cdtype: np.dtype,
+              bias: np.ndarray | None = None) -> np.ndarray:
+    """Cross-correlation of x (N, C, *S) with w (M, C/group, *K), plus bias: (N, M, *out) in
+    ``cdtype``."""
     n_batch, chans = x.shape[:2]
     m = w.shape[0]
     cg, mg = chans // group, m // group
     taps, npos = win.taps, math.prod(win.out)
+    if cg == 1 and _windowed is not None and cdtype in (np.float32, np.float64):
+        y = _depthwise(x, w, bias, win, cdtype)
+        if y is not None:
+            return y
     wm = w.astype(cdtype, copy=False).reshape(group, mg, cg * taps)
     pointwise = (taps == 1 and all(s == 1 for s in win.strides) and not any(win.pad_begin)
                  and not any(win.pad_end))
@@ -37,8 +48,25 @@ def conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Window, cdtype: np.
         for t, (_, idx) in enumerate(tap_slices(win, 2)):
             cols[:, :, t] = xp[idx]
         cols = cols.reshape(n_batch, group, cg * taps, npos)
-    y = np.matmul(wm, cols)  # (N, G, Mg, O)
-    return y.reshape((n_batch, m) + win.out)
+    y = np.matmul(wm, cols).reshape((n_batch, m) + win.out)  # (N, G, Mg, O)
+    if bias is not None:
+        y += bias.astype(cdtype, copy=False).reshape((-1,) + (1,) * len(win.out))
+    return y
+
+
+def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, win: Window, cdtype) -> np.ndarray | None:
+    """One input channel per group: a native loop over the taps with virtual padding, no
+    column matrix and no padded copy. None where the native loop does not apply (3-D)."""
+    got = as_planes(x.astype(cdtype, copy=False), win)
+    if got is None:
+        return None
+    planes, out_hw, (kh, kw, sh, sw, dh, dw, pt, pl) = got
+    m = w.shape[0]
+    wk = np.ascontiguousarray(w.astype(cdtype, copy=False).reshape(m, kh, kw))
+    b = np.zeros(m, cdtype) if bias is None else np.ascontiguousarray(bias.astype(cdtype, copy=False).reshape(m))
+    out = np.empty((x.shape[0] * m,) + tuple(out_hw), cdtype)
+    _windowed.depthwise(planes, wk, b, out, x.shape[1], sh, sw, dh, dw, pt, pl)
+    return out.reshape((x.shape[0], m) + win.out)
 
 
 def col2im_add(cols: np.ndarray, spatial_out: tuple[int, ...], kernel: tuple[int, ...],
@@ -133,10 +161,7 @@ class Conv(_Windowed):
             raise self.fail(f"Conv takes floating tensors, got {x.dtype}")
         self._check_channels(x, w, self.group)
         win = self._window(x, self._kernel(w.shape, x.ndim))
-        cdt = work_dtype(x.dtype)
-        y = conv_core(x, w, self.group, win, cdt)
-        if b is not None:
-            y += b.astype(cdt, copy=False).reshape((-1,) + (1,) * len(win.out))
+        y = conv_core(x, w, self.group, win, work_dtype(x.dtype), b)
         return (narrow(y, x.dtype),)
 
 

@@ -82,7 +82,11 @@ class BatchNormalization(Op):
                 raise self.fail(f"{what} of shape {p.shape} does not fit an input of shape {x.shape}")
         s, bb, m, v = params
         if not self._training():
-            y = (xf - m) * (s / np.sqrt(v + eps)) + bb
+            # Fold the four parameters into one scale and shift per channel: two passes over X.
+            a = s / np.sqrt(v + eps)
+            shift = bb - m * a
+            y = np.multiply(xf, a, dtype=cdt)
+            y += shift
             return (narrow(y, x.dtype),) + (None,) * (self.n_outputs - 1)
         axes = (0,) + tuple(range(2, rank)) if (mean.ndim == 1) else (0,)
         bm, bv = _moments(xf, axes)

@@ -13,8 +13,30 @@ import numpy as np
 
 from ..graph import TensorDesc
 from ._precision import is_floating, narrow, work_dtype
-from ._window import AUTO_PADS, Window, infer_out, pad_spatial, resolve, tap_slices
+from ._window import AUTO_PADS, Window, as_planes, infer_out, pad_spatial, resolve, tap_slices
 from .registry import REQUIRED, Op, register
+
+try:
+    from . import _windowed  # native 2-D loops (Cython); the NumPy tap loops serve without it
+except ImportError:  # pragma: no cover - only when the extension is not built
+    _windowed = None
+
+_NATIVE_MAX = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8)}
+_NATIVE_SUM = {np.dtype(t) for t in (np.float32, np.float64)}
+
+
+def _native(fn, x: np.ndarray, w: Window, *extra) -> np.ndarray | None:
+    """Run a native window loop over 1-D/2-D planes (padding is virtual there); None where it
+    does not apply."""
+    if _windowed is None:
+        return None
+    got = as_planes(x, w)
+    if got is None:
+        return None
+    planes, out_hw, geom = got
+    out = np.empty((planes.shape[0],) + tuple(out_hw), planes.dtype)
+    fn(planes, out, *geom, *extra)
+    return out.reshape(x.shape[:2] + w.out)
 
 
 def _lowest(dtype: np.dtype):
@@ -89,8 +111,12 @@ class MaxPool(_Pool):
 
     def run(self, x):
         w = self._window(x)
-        xp = pad_spatial(x, w, _lowest(x.dtype))
         want_idx = self.n_outputs > 1 and self.outputs_used[1]
+        if not want_idx and x.dtype in _NATIVE_MAX and _windowed is not None:
+            y = _native(_windowed.window_max, x, w, _lowest(x.dtype))
+            if y is not None:
+                return (y,) + (None,) * (self.n_outputs - 1)
+        xp = pad_spatial(x, w, _lowest(x.dtype))
         out = idx = None
         for t, (_, sl) in enumerate(tap_slices(w, 2)):
             v = xp[sl]
@@ -145,8 +171,13 @@ class _SumPool(_Pool):
     """Pools that sum a function of the taps (in the working precision)."""
 
     def _sum(self, x: np.ndarray, w: Window, fn) -> np.ndarray:
-        xp = pad_spatial(x, w, 0)
         cdt = work_dtype(x.dtype)
+        if fn is None and cdt in _NATIVE_SUM and _windowed is not None:
+            y = _native(_windowed.window_sum, x.astype(cdt, copy=False), w)
+            if y is not None:
+                return y
+        fn = fn or (lambda v: v)
+        xp = pad_spatial(x, w, 0)
         acc = np.zeros(x.shape[:2] + w.out, cdt)
         for _, sl in tap_slices(w, 2):
             acc += fn(xp[sl].astype(cdt, copy=False))
@@ -162,13 +193,18 @@ class AveragePool(_SumPool):
         if not is_floating(x.dtype):
             raise self.fail(f"AveragePool takes floating tensors, got {x.dtype}")
         w = self._window(x)
-        acc = self._sum(x, w, lambda v: v)
+        acc = self._sum(x, w, None)
         include = bool(getattr(self, "count_include_pad", 0))
         count = np.ones((), np.float64)
         for i, size in enumerate(x.shape[2:]):
             count = np.multiply.outer(count, _tap_counts(size, w, i, include))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            acc /= count.astype(acc.dtype)
+        # Windows wholly in padding give 0; one multiply by the reciprocal counts, or by a scalar
+        # where every window counts the same.
+        inv = (1.0 / np.maximum(count, 1)).astype(acc.dtype)
+        if inv.size and np.all(inv == inv.flat[0]):
+            acc *= inv.flat[0]
+        else:
+            acc *= inv
         return (narrow(acc, x.dtype),)
 
 

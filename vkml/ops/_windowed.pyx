@@ -1,0 +1,277 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""Native loops for 2-D windowed ops whose NumPy form is one strided pass per kernel tap over a
+padded copy: max and sum pooling and depthwise convolution.
+
+Inputs are unpadded C-contiguous planes (P, H, W); the padding (top, left) is virtual: taps
+that fall outside the plane are skipped, which is what zero padding means for sums and what
+lowest-value padding means for max. Output rows are split into an interior, where every tap
+is inside the plane and the loops run unchecked over whole rows, and the borders, where each
+tap is checked. Outputs are preallocated (P', OH, OW).
+"""
+import numpy as np
+
+ctypedef fused real:
+    float
+    double
+
+ctypedef fused maxable:
+    float
+    double
+    signed char
+    unsigned char
+
+
+cdef struct Geom:
+    Py_ssize_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl
+    Py_ssize_t j_lo, j_hi  # output columns whose every tap lies inside the plane
+
+
+cdef int _geom(Geom *g, Py_ssize_t h, Py_ssize_t w, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh,
+               Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t pt,
+               Py_ssize_t pl) except -1:
+    if kh < 1 or kw < 1 or sh < 1 or sw < 1 or dh < 1 or dw < 1:
+        raise ValueError("kernel, strides and dilations must be positive")
+    if pt < 0 or pl < 0 or oh < 0 or ow < 0:
+        raise ValueError("pads and output sizes must be non-negative")
+    g.h, g.w, g.oh, g.ow, g.kh, g.kw = h, w, oh, ow, kh, kw
+    g.sh, g.sw, g.dh, g.dw, g.pt, g.pl = sh, sw, dh, dw, pt, pl
+    cdef Py_ssize_t last = w - 1 - (kw - 1) * dw + pl
+    g.j_lo = min((pl + sw - 1) // sw, ow)
+    g.j_hi = min(last // sw + 1, ow) if last >= 0 else 0
+    if g.j_hi < g.j_lo:
+        g.j_hi = g.j_lo
+    return 0
+
+
+cdef inline Py_ssize_t _first_tap(Py_ssize_t start, Py_ssize_t d) noexcept nogil:
+    """First tap t with start + t·d ≥ 0."""
+    return 0 if start >= 0 else (-start + d - 1) // d
+
+
+cdef inline Py_ssize_t _end_tap(Py_ssize_t start, Py_ssize_t d, Py_ssize_t size, Py_ssize_t taps) noexcept nogil:
+    """One past the last tap t < taps with start + t·d < size."""
+    if start > size - 1:
+        return 0
+    return min(taps, (size - 1 - start) // d + 1)
+
+
+# ------------------------------------------------------------------------------------ max
+cdef inline maxable _max2(maxable a, maxable b) noexcept nogil:
+    return a if a > b else b
+
+
+cdef void _max_rows(const maxable *src, maxable *out, Py_ssize_t n, Py_ssize_t sw, bint first) noexcept nogil:
+    # Unconditional stores of a select: branch-free, so the compiler vectorises it.
+    cdef Py_ssize_t j
+    cdef maxable v, o
+    if first:
+        for j in range(n):
+            out[j] = src[j * sw]
+    elif sw == 1:
+        for j in range(n):
+            v = src[j]
+            o = out[j]
+            out[j] = v if v > o else o
+    else:
+        for j in range(n):
+            v = src[j * sw]
+            o = out[j]
+            out[j] = v if v > o else o
+
+
+cdef void _max3x3_row(const maxable *r0, const maxable *r1, const maxable *r2, maxable *out, Py_ssize_t n,
+                      Py_ssize_t sw, Py_ssize_t dw) noexcept nogil:
+    # The common 3x3 window: all nine taps per output element, one pass over the row.
+    cdef Py_ssize_t j, c
+    cdef Py_ssize_t d2 = 2 * dw
+    for j in range(n):
+        c = j * sw
+        out[j] = _max2(_max2(_max2(r0[c], r0[c + dw]), _max2(r0[c + d2], r1[c])),
+                       _max2(_max2(r1[c + dw], r1[c + d2]), _max2(_max2(r2[c], r2[c + dw]), r2[c + d2])))
+
+
+cdef void _max_checked(const maxable *src, maxable *orow, const Geom *g, Py_ssize_t y0, Py_ssize_t i_lo,
+                       Py_ssize_t i_hi, Py_ssize_t ja, Py_ssize_t jb, maxable lowest) noexcept nogil:
+    # Border columns: only the taps inside the plane, ranges computed once per element.
+    cdef Py_ssize_t j, i, k, x0, k_lo, k_hi
+    cdef const maxable *row
+    cdef maxable m, v
+    for j in range(ja, jb):
+        x0 = j * g.sw - g.pl
+        k_lo = _first_tap(x0, g.dw)
+        k_hi = _end_tap(x0, g.dw, g.w, g.kw)
+        m = lowest
+        for i in range(i_lo, i_hi):
+            row = src + (y0 + i * g.dh) * g.w + x0
+            for k in range(k_lo, k_hi):
+                v = row[k * g.dw]
+                m = v if v > m else m
+        orow[j] = m
+
+
+cdef void _max_plane(const maxable *src, maxable *out, const Geom *g, maxable lowest) noexcept nogil:
+    cdef Py_ssize_t r, i, j, k, y0, x0, i_lo, i_hi
+    cdef Py_ssize_t n = g.j_hi - g.j_lo
+    cdef maxable *orow
+    for r in range(g.oh):
+        y0 = r * g.sh - g.pt
+        orow = out + r * g.ow
+        i_lo = _first_tap(y0, g.dh)
+        i_hi = _end_tap(y0, g.dh, g.h, g.kh)
+        if n > 0 and i_lo < i_hi:
+            x0 = g.j_lo * g.sw - g.pl
+            if g.kh == 3 and g.kw == 3 and i_lo == 0 and i_hi == 3:
+                _max3x3_row(src + y0 * g.w + x0, src + (y0 + g.dh) * g.w + x0, src + (y0 + 2 * g.dh) * g.w + x0,
+                            orow + g.j_lo, n, g.sw, g.dw)
+            else:
+                for i in range(i_lo, i_hi):
+                    for k in range(g.kw):
+                        _max_rows(src + (y0 + i * g.dh) * g.w + x0 + k * g.dw, orow + g.j_lo, n, g.sw,
+                                  i == i_lo and k == 0)
+            _max_checked(src, orow, g, y0, i_lo, i_hi, 0, g.j_lo, lowest)
+            _max_checked(src, orow, g, y0, i_lo, i_hi, g.j_hi, g.ow, lowest)
+        elif i_lo < i_hi:
+            _max_checked(src, orow, g, y0, i_lo, i_hi, 0, g.ow, lowest)
+        else:
+            for j in range(g.ow):
+                orow[j] = lowest
+
+
+def window_max(const maxable[:, :, ::1] src, maxable[:, :, ::1] out, Py_ssize_t kh, Py_ssize_t kw,
+               Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t pt, Py_ssize_t pl,
+               maxable lowest):
+    """out[p, r, c] = max of the (kh, kw) window at (r·sh - pt, c·sw - pl), dilations (dh, dw);
+    ``lowest`` where the window holds no input value."""
+    cdef Geom g
+    cdef Py_ssize_t p
+    if src.shape[0] != out.shape[0]:
+        raise ValueError("src and out must have the same number of planes")
+    _geom(&g, src.shape[1], src.shape[2], out.shape[1], out.shape[2], kh, kw, sh, sw, dh, dw, pt, pl)
+    if g.h == 0 or g.w == 0 or g.oh == 0 or g.ow == 0:
+        return
+    with nogil:
+        for p in range(src.shape[0]):
+            _max_plane(&src[p, 0, 0], &out[p, 0, 0], &g, lowest)
+
+
+# ------------------------------------------------------------------------------------ weighted sums
+cdef void _axpy_row(const real *src, real *out, real a, Py_ssize_t n, Py_ssize_t sw) noexcept nogil:
+    cdef Py_ssize_t j
+    if sw == 1:
+        for j in range(n):
+            out[j] += a * src[j]
+    else:
+        for j in range(n):
+            out[j] += a * src[j * sw]
+
+
+cdef void _dot3x3_row(const real *r0, const real *r1, const real *r2, const real *w, real b, real *out,
+                      Py_ssize_t n, Py_ssize_t sw, Py_ssize_t dw) noexcept nogil:
+    # The common 3x3 kernel: nine weights held in registers, one pass over the output row.
+    cdef real w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8]
+    cdef Py_ssize_t j, c
+    cdef Py_ssize_t d2 = 2 * dw
+    for j in range(n):
+        c = j * sw
+        out[j] = (b + w0 * r0[c] + w1 * r0[c + dw] + w2 * r0[c + d2]
+                  + w3 * r1[c] + w4 * r1[c + dw] + w5 * r1[c + d2]
+                  + w6 * r2[c] + w7 * r2[c + dw] + w8 * r2[c + d2])
+
+
+cdef void _dot_checked(const real *src, const real *wt, real b, real *orow, const Geom *g, Py_ssize_t y0,
+                       Py_ssize_t i_lo, Py_ssize_t i_hi, Py_ssize_t ja, Py_ssize_t jb) noexcept nogil:
+    # Border columns: only the taps inside the plane, ranges computed once per element.
+    cdef Py_ssize_t j, i, k, x0, k_lo, k_hi
+    cdef const real *row
+    cdef const real *wrow
+    cdef real acc
+    for j in range(ja, jb):
+        x0 = j * g.sw - g.pl
+        k_lo = _first_tap(x0, g.dw)
+        k_hi = _end_tap(x0, g.dw, g.w, g.kw)
+        acc = b
+        for i in range(i_lo, i_hi):
+            row = src + (y0 + i * g.dh) * g.w + x0
+            wrow = wt + i * g.kw
+            for k in range(k_lo, k_hi):
+                acc = acc + wrow[k] * row[k * g.dw]
+        orow[j] = acc
+
+
+cdef void _dot_plane(const real *src, const real *wt, real b, real *out, const Geom *g) noexcept nogil:
+    """out = b + the window's taps weighted by wt (kh·kw values), over one plane."""
+    cdef Py_ssize_t r, i, k, j, y0, x0, i_lo, i_hi
+    cdef Py_ssize_t n = g.j_hi - g.j_lo
+    cdef real *orow
+    for r in range(g.oh):
+        y0 = r * g.sh - g.pt
+        orow = out + r * g.ow
+        i_lo = _first_tap(y0, g.dh)
+        i_hi = _end_tap(y0, g.dh, g.h, g.kh)
+        if i_hi < i_lo:
+            i_hi = i_lo
+        if n > 0:
+            x0 = g.j_lo * g.sw - g.pl
+            if g.kh == 3 and g.kw == 3 and i_lo == 0 and i_hi == 3:
+                _dot3x3_row(src + y0 * g.w + x0, src + (y0 + g.dh) * g.w + x0, src + (y0 + 2 * g.dh) * g.w + x0,
+                            wt, b, orow + g.j_lo, n, g.sw, g.dw)
+            else:
+                for j in range(g.j_lo, g.j_hi):
+                    orow[j] = b
+                for i in range(i_lo, i_hi):
+                    for k in range(g.kw):
+                        _axpy_row(src + (y0 + i * g.dh) * g.w + x0 + k * g.dw, orow + g.j_lo,
+                                  wt[i * g.kw + k], n, g.sw)
+            _dot_checked(src, wt, b, orow, g, y0, i_lo, i_hi, 0, g.j_lo)
+            _dot_checked(src, wt, b, orow, g, y0, i_lo, i_hi, g.j_hi, g.ow)
+        else:
+            _dot_checked(src, wt, b, orow, g, y0, i_lo, i_hi, 0, g.ow)
+
+
+def window_sum(const real[:, :, ::1] src, real[:, :, ::1] out, Py_ssize_t kh, Py_ssize_t kw,
+               Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t pt, Py_ssize_t pl):
+    """out[p, r, c] = sum of the (kh, kw) window at (r·sh - pt, c·sw - pl), dilations (dh, dw)."""
+    cdef Geom g
+    cdef Py_ssize_t p
+    cdef const real[::1] ones
+    if src.shape[0] != out.shape[0]:
+        raise ValueError("src and out must have the same number of planes")
+    _geom(&g, src.shape[1], src.shape[2], out.shape[1], out.shape[2], kh, kw, sh, sw, dh, dw, pt, pl)
+    if g.oh == 0 or g.ow == 0:
+        return
+    ones = np.ones(kh * kw, np.float32 if real is float else np.float64)
+    if g.h == 0 or g.w == 0:
+        out[:, :, :] = 0
+        return
+    with nogil:
+        for p in range(src.shape[0]):
+            _dot_plane(&src[p, 0, 0], &ones[0], 0, &out[p, 0, 0], &g)
+
+
+def depthwise(const real[:, :, ::1] src, const real[:, :, ::1] w, const real[::1] bias, real[:, :, ::1] out,
+              Py_ssize_t in_ch, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t pt,
+              Py_ssize_t pl):
+    """Grouped conv with one input channel per group: src (N·C, H, W), w (C·mult, kh, kw),
+    bias (C·mult,), out (N·C·mult, OH, OW); output channel m reads input channel m // mult."""
+    cdef Geom g
+    cdef Py_ssize_t p, n, m, sp, mult
+    cdef Py_ssize_t out_ch = w.shape[0]
+    if in_ch < 1 or out_ch % in_ch or bias.shape[0] != out_ch:
+        raise ValueError("weights and bias must have a multiple of the input channels")
+    if src.shape[0] % in_ch or out.shape[0] != src.shape[0] // in_ch * out_ch:
+        raise ValueError("plane counts of src and out do not match the channels")
+    _geom(&g, src.shape[1], src.shape[2], out.shape[1], out.shape[2], w.shape[1], w.shape[2], sh, sw, dh, dw,
+          pt, pl)
+    if g.oh == 0 or g.ow == 0:
+        return
+    if g.h == 0 or g.w == 0:
+        for p in range(out.shape[0]):
+            out[p, :, :] = bias[p % out_ch]
+        return
+    mult = out_ch // in_ch
+    with nogil:
+        for p in range(out.shape[0]):
+            n = p // out_ch
+            m = p - n * out_ch
+            sp = n * in_ch + m // mult
+            _dot_plane(&src[sp, 0, 0], &w[m, 0, 0], bias[m], &out[p, 0, 0], &g)
