@@ -1,0 +1,152 @@
+"""Whole models against onnxruntime: on the GPU (nodes without kernels fall back to the CPU
+and the placement report says so), on the CPU, and split GPU+CPU by a forced map.
+
+Tolerances (float32): rtol 1e-4, atol 1e-5, and atol 1e-4 for the transformer block (two
+LayerNorms, Softmax and Erf: GPU Erf/exp are polynomial approximations, sums run in another
+order).
+"""
+import numpy as np
+import pytest
+
+import vkml
+from _models import MODELS, mlp, node_names, ort_run, transformer_block
+from vkml.kernels import get_kernel
+
+TOL = {"mlp": (1e-4, 1e-5), "cnn": (1e-4, 1e-5), "block": (1e-4, 1e-4), "mnist12": (1e-4, 1e-5)}
+FIRST = "first device that runs it"
+
+
+def _session(model: bytes, mode: str, gpu: str, **kw) -> vkml.InferenceSession:
+    if mode == "cpu":
+        return vkml.InferenceSession(model, devices=["cpu"], **kw)
+    if mode == "split":  # every other node on the CPU
+        kw["placement"] = {n: "cpu" for n in node_names(model)[1::2]}
+    return vkml.InferenceSession(model, devices=[gpu], **kw)
+
+
+@pytest.mark.parametrize("mode", ["gpu", "cpu", "split"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_matches_onnxruntime(gpu, name, mode):
+    build, make_feeds = MODELS[name]
+    model = build()
+    feeds = make_feeds(np.random.default_rng(7))
+    want = ort_run(model, feeds)
+    sess = _session(model, mode, gpu)
+    for _ in range(2):  # the second run reuses the recorded slot
+        got = sess.run(None, feeds)
+        rtol, atol = TOL[name]
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    rows = sess.placement()
+    assert [r["node"] for r in rows] == node_names(model)
+    forced = set(node_names(model)[1::2]) if mode == "split" else set()
+    for r in rows:
+        if mode == "cpu":
+            assert r["device"] == "cpu"
+        elif r["node"] in forced:
+            assert (r["device"], r["reason"]) == ("cpu", "user's choice")
+        elif get_kernel(r["op"]) is None:
+            assert r["device"] == "cpu" and f"{gpu}: no GPU kernel for {r['op']}" in r["reason"], r
+        elif r["device"] == gpu:
+            assert r["reason"] == FIRST
+        else:  # a kernel exists but declined (or is broken): the reason names the GPU
+            assert r["device"] == "cpu" and r["reason"].startswith(f"{gpu}: "), r
+
+
+def test_mlp_is_one_command_buffer(gpu):
+    sess = vkml.InferenceSession(mlp(), devices=[gpu])
+    x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], ort_run(mlp(), {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert all(r["device"] == gpu for r in sess.placement())
+    units = sess._gpu.last.up.units
+    assert [u.kind for u in units] == ["upload", "gpu", "readback"]
+    assert len(units[1].nodes) == 6
+
+
+def test_shapes_per_run_and_plan_cache(gpu):
+    model = mlp()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    rng = np.random.default_rng(1)
+    for n in [3, 5, 3, 1, 9, 2, 4, 6, 7, 8, 10, 11, 3]:  # more signatures than the cache holds
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], ort_run(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert sess.placement({"x": [2, 16]})[0]["device"] == gpu
+
+
+def test_tensors_stay_on_the_gpu(gpu):
+    model = transformer_block()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    x = np.random.default_rng(2).standard_normal((1, 4, 16)).astype(np.float32)
+    t = vkml.Tensor.from_numpy(x, device=gpu)
+    assert (t.shape, t.dtype, t.device) == ((1, 4, 16), np.float32, gpu)
+    y1, = sess.run(None, {"x": t}, output_device=gpu)
+    assert isinstance(y1, vkml.Tensor) and y1.device == gpu and y1.shape == (1, 4, 16)
+    y2, = sess.run(None, {"x": y1}, run_options={"output_device": gpu})  # feed a result back
+    w1, = ort_run(model, {"x": x})
+    w2, = ort_run(model, {"x": w1})
+    np.testing.assert_allclose(y1.numpy(), w1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y2.numpy(), w2, rtol=1e-4, atol=2e-4)
+    # Later runs of the same slot do not disturb tensors handed out before.
+    sess.run(None, {"x": np.zeros_like(x)}, output_device=gpu)
+    np.testing.assert_allclose(y1.numpy(), w1, rtol=1e-4, atol=1e-4)
+    # CPU-only sessions take and give Tensors too.
+    cpu = vkml.InferenceSession(model, devices=["cpu"])
+    y3, = cpu.run(None, {"x": t}, output_device=gpu)
+    assert y3.device == gpu
+    np.testing.assert_allclose(y3.numpy(), w1, rtol=1e-4, atol=1e-4)
+    y4, = cpu.run(None, {"x": vkml.Tensor.from_numpy(x)})
+    np.testing.assert_allclose(y4, w1, rtol=1e-4, atol=1e-4)
+
+
+def test_memory_cap_spills_to_the_cpu(gpu):
+    model = mlp(hidden=256)
+    x = np.random.default_rng(3).standard_normal((64, 16)).astype(np.float32)
+    want = ort_run(model, {"x": x})[0]
+    # 64 x 256 floats are 64 KiB per activation; W2 alone is 256 KiB.
+    for cap in (100 << 10, 0):
+        sess = vkml.InferenceSession(model, devices=[gpu], memory_caps={gpu: cap})
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+        rows = sess.placement()
+        spilled = [r for r in rows if r["device"] == "cpu"]
+        assert spilled and all("budget full" in r["reason"] for r in spilled), rows
+        if cap == 0:
+            assert len(spilled) == len(rows)
+        else:
+            assert rows[0]["device"] == gpu
+    roomy = vkml.InferenceSession(model, devices=[gpu], memory_caps={gpu: 16 << 20})
+    roomy.run(None, {"x": x})
+    assert all(r["device"] == gpu for r in roomy.placement())
+
+
+def test_bad_options_are_clear_errors(gpu):
+    model = mlp()
+    with pytest.raises(ValueError, match="memory_caps names 'vulkan:99'"):
+        vkml.InferenceSession(model, devices=[gpu], memory_caps={"vulkan:99": 10})
+    with pytest.raises(ValueError, match="number of bytes"):
+        vkml.InferenceSession(model, devices=[gpu], memory_caps={gpu: -1})
+    with pytest.raises(ValueError, match="unknown node"):
+        vkml.InferenceSession(model, devices=[gpu], placement={"nope": "cpu"})
+    with pytest.raises(ValueError, match="does not use"):
+        vkml.InferenceSession(model, devices=["cpu"], placement={"mm1": gpu})
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    x = np.zeros((2, 16), np.float32)
+    with pytest.raises(ValueError, match="output_device"):
+        sess.run(None, {"x": x}, output_device="gpu0")
+    with pytest.raises(ValueError, match="no run yet"):
+        sess.placement()
+    with pytest.raises(ValueError, match="dimension 1"):
+        sess.run(None, {"x": vkml.Tensor.from_numpy(np.zeros((2, 3), np.float32), gpu)})
+    block = transformer_block()
+    forced = vkml.InferenceSession(block, devices=[gpu], placement={"ln1": gpu})
+    if get_kernel("LayerNormalization") is None:
+        with pytest.raises(ValueError, match="cannot run it"):
+            forced.run(None, {"x": np.zeros((1, 2, 16), np.float32)})
+
+
+def test_default_devices_skip_cpu_type_vulkan():
+    # lavapipe (a CPU-type Vulkan device) is never picked unless named.
+    cpu_like = {d.name for d in vkml.devices() if d.kind == "cpu"}
+    sess = vkml.InferenceSession(mlp())
+    assert sess.get_providers()[-1] == "cpu"
+    assert not (set(sess.get_providers()[:-1]) & cpu_like)

@@ -1,0 +1,42 @@
+"""The mixed workload of _workload.py in fresh processes (the Vulkan instance, its device
+list and the validation layer are chosen once per process):
+
+- VKML_SPLIT_DEVICE=2: one lavapipe as two logical GPUs, so splitting across GPUs and
+  GPU->GPU transfers run on every commit;
+- VKML_VALIDATION=1 (Khronos layer with synchronization validation; any message raises),
+  with the default settings and with the fallbacks (no push descriptors, no mapped device
+  memory: uploads through staging buffers, staged readback).
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def _run(env: dict) -> subprocess.CompletedProcess:
+    full = dict(os.environ, PYTHONPATH=ROOT, VKML_SPLIT_DEVICE="2", E2E_EXPECT_GPUS="2", **env)
+    return subprocess.run([sys.executable, os.path.join(HERE, "_workload.py")], env=full, capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
+
+
+def test_two_logical_gpus(gpu):
+    r = _run({})
+    assert r.returncode == 0 and "E2E-OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("settings_env", [
+    {},
+    {"VKML_DISABLE": "push_descriptor,mapped_memory", "VKML_READBACK": "staging"},
+], ids=["default", "fallbacks"])
+def test_validation_layer_is_clean(gpu, settings_env):
+    probe = subprocess.run([sys.executable, "-c", "import vkml.vulkan as v; print(v.unavailable_reason())"],
+                           env=dict(os.environ, PYTHONPATH=ROOT, VKML_VALIDATION="1"), capture_output=True,
+                           text=True, timeout=120, cwd=ROOT)
+    if "validation" in probe.stdout and "not installed" in probe.stdout:
+        pytest.skip("the Khronos validation layer is not installed")
+    r = _run({"VKML_VALIDATION": "1", "E2E_GRAPHS": "6", "E2E_RUNS": "5", **settings_env})
+    assert r.returncode == 0 and "E2E-OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
