@@ -150,3 +150,23 @@ def test_default_devices_skip_cpu_type_vulkan():
     sess = vkml.InferenceSession(mlp())
     assert sess.get_providers()[-1] == "cpu"
     assert not (set(sess.get_providers()[:-1]) & cpu_like)
+
+
+def test_a_failing_run_leaves_the_session_usable(gpu):
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"),
+             h.make_node("Gather", ["r", "idx"], ["g"], name="gather", axis=0),
+             h.make_node("Neg", ["g"], ["y"], name="neg")]
+    g = h.make_graph(nodes, "fail", [h.make_tensor_value_info("x", T.FLOAT, [4, 3]),
+                                     h.make_tensor_value_info("idx", T.INT64, [2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    sess = vkml.InferenceSession(model, devices=[gpu], placement={"gather": "cpu"}, max_slots=1)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) - 6
+    with pytest.raises(Exception, match="gather"):
+        sess.run(None, {"x": x, "idx": np.array([0, 9], np.int64)})
+    y, = sess.run(None, {"x": x, "idx": np.array([3, 1], np.int64)})
+    np.testing.assert_array_equal(y, -np.maximum(x, 0)[[3, 1]])
+    assert [r["device"] for r in sess.placement()] == [gpu, "cpu", gpu]
