@@ -112,10 +112,13 @@ class MaxPool(_Pool):
     def run(self, x):
         w = self._window(x)
         want_idx = self.n_outputs > 1 and self.outputs_used[1]
-        if not want_idx and x.dtype in _NATIVE_MAX and _windowed is not None:
-            y = _native(_windowed.window_max, x, w, _lowest(x.dtype))
-            if y is not None:
-                return (y,) + (None,) * (self.n_outputs - 1)
+        if not want_idx and _windowed is not None:
+            # Narrow floats go through float32: max commutes with the exact widening.
+            xn = x if x.dtype in _NATIVE_MAX or not is_floating(x.dtype) else x.astype(np.float32)
+            if xn.dtype in _NATIVE_MAX:
+                y = _native(_windowed.window_max, xn, w, _lowest(xn.dtype))
+                if y is not None:
+                    return (narrow(y, x.dtype),) + (None,) * (self.n_outputs - 1)
         xp = pad_spatial(x, w, _lowest(x.dtype))
         out = idx = None
         for t, (_, sl) in enumerate(tap_slices(w, 2)):
