@@ -146,19 +146,6 @@ def tap_slices(w: Window, lead: int) -> Iterator[tuple[tuple[int, ...], tuple[sl
         yield tap, (slice(None),) * lead + idx
 
 
-def windows(xp: np.ndarray, w: Window) -> np.ndarray:
-    """A read-only view of shape (*lead, *out, *kernel) over a padded input."""
-    n = len(w.kernel)
-    spans = tuple(_span(k, d) for k, d in zip(w.kernel, w.dilations))
-    axes = tuple(range(xp.ndim - n, xp.ndim))
-    v = np.lib.stride_tricks.sliding_window_view(xp, spans, axis=axes)
-    lead = xp.ndim - n
-    sel = (slice(None),) * lead
-    sel += tuple(slice(0, (o - 1) * s + 1, s) if o > 0 else slice(0, 0) for o, s in zip(w.out, w.strides))
-    sel += tuple(slice(None, None, d) for d in w.dilations)
-    return v[sel]
-
-
 def as_planes(x: np.ndarray, w: Window) -> tuple[np.ndarray, tuple[int, int], tuple[int, ...]] | None:
     """An unpadded (N, C, L) or (N, C, H, W) input as C-contiguous planes (N·C, H, W) for the
     native 2-D loops (which pad virtually), with the output plane size and

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import TensorDesc
 from ._common import same_as
 from ._precision import is_floating
 from .registry import Op, register
