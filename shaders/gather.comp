@@ -3,13 +3,17 @@
 // to (count): o[q, k, i] = x[q, idx[k], i] for o of shape (outer, count, inner).
 // Negative indices count from the end (ONNX); an index still outside [0, axis_len) yields
 // zeros (the host checks indices it knows; a GPU cannot raise). Elements move as ESIZE-byte
-// words; indices are int32 (IDX=32) or int64 (IDX=64, read as two 32-bit halves, so no
-// shaderInt64 is needed: a value beyond the int32 range is out of bounds anyway).
+// words (16 when the host found rows that allow it); indices are int32 (IDX=32) or int64
+// (IDX=64, read as two 32-bit halves, so no shaderInt64 is needed: a value beyond the int32
+// range is out of bounds anyway). Each invocation moves UNROLL elements, loads first.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "include/vkml_elem.glsl"
 #include "include/vkml_index.glsl"
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
+
+#define UNROLL 4
 
 layout(push_constant) uniform Push {
     uint n;
@@ -26,26 +30,43 @@ layout(std430, binding = 1) readonly buffer BI { ivec2 idx[]; };  // (low, high)
 #endif
 layout(std430, binding = 2) writeonly buffer BO { ELEM o[]; };
 
-void main() {
-    VKML_FOR_EACH(e, pc.n) {
-        uint q = e / pc.inner;
-        uint i = e - q * pc.inner;
-        uint outer = q / pc.count;
-        uint k = q - outer * pc.count;
+// Source offset of output element e, or 0xFFFFFFFF when its index is out of range.
+uint source(uint e) {
+    uint q = e / pc.inner;
+    uint i = e - q * pc.inner;
+    uint outer = q / pc.count;
+    uint k = q - outer * pc.count;
 #if IDX == 32
-        int j = idx[k];
-        bool ok = true;
+    int j = idx[k];
+    bool ok = true;
 #else
-        ivec2 w = idx[k];
-        int j = w.x;
-        bool ok = w.y == (w.x >> 31);  // the int64 fits in an int32
+    ivec2 w = idx[k];
+    int j = w.x;
+    bool ok = w.y == (w.x >> 31);  // the int64 fits in an int32
 #endif
-        if (j < 0) j += int(pc.axis_len);
-        ok = ok && j >= 0 && uint(j) < pc.axis_len;
-        if (ok) {
-            o[e] = x[(outer * pc.axis_len + uint(j)) * pc.inner + i];
-        } else {
-            o[e] = ELEM(0);
+    if (j < 0) j += int(pc.axis_len);
+    if (!ok || j < 0 || uint(j) >= pc.axis_len) return 0xFFFFFFFFu;
+    return (outer * pc.axis_len + uint(j)) * pc.inner + i;
+}
+
+void main() {
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint base = gl_GlobalInvocationID.x; base < pc.n; base += UNROLL * stride) {
+        ELEM32 v[UNROLL];
+        [[unroll]] for (uint k = 0u; k < UNROLL; ++k) {
+            uint e = base + k * stride;
+            if (e < pc.n) {
+                uint src = source(e);
+                if (src == 0xFFFFFFFFu) {
+                    v[k] = ELEM32(0);
+                } else {
+                    v[k] = ELEM32(x[src]);
+                }
+            }
+        }
+        [[unroll]] for (uint k = 0u; k < UNROLL; ++k) {
+            uint e = base + k * stride;
+            if (e < pc.n) o[e] = ELEM(v[k]);
         }
     }
 }

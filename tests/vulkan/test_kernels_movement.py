@@ -112,6 +112,25 @@ def test_transpose_rank_limit(dev):
     same(dev, "Transpose", {"x": y}, {"perm": [1, 0, 2, 3, 4, 5, 6, 7, 8]}, 21)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int64])
+@pytest.mark.parametrize("inner", [1, 2, 3, 4, 6, 8, 16, 24])
+def test_widened_words(dev, dtype, inner):
+    """Runs contiguous on both sides move as 4/8/16-byte words when sizes allow; every
+    factor (and none) must give the same bytes."""
+    x = np.arange(3 * 4 * 5 * inner).astype(dtype).reshape(3, 4, 5, inner)
+    es = np.dtype(dtype).itemsize
+    lay = movement.permuted(x.shape, [0, 2, 1, 3])
+    shape, ist, ost = lay.collapsed()
+    f = movement.widen_factor(dev, es, shape[-1], (ist[-1], ost[-1]), ist[:-1] + ost[:-1], (0, 0))
+    expect = next((w // es for w in movement.WIDE_WORDS
+                   if w // es > 1 and inner % (w // es) == 0 and dev.storage_alignment % w == 0), 1)
+    assert f == expect
+    same(dev, "Transpose", {"x": x}, {"perm": [0, 2, 1, 3]}, 21)
+    same(dev, "Concat", {"x": x, "y": x[:, :, :2]}, {"axis": 2}, 13)
+    same(dev, "Slice", {"x": x, "s": np.array([1]), "e": np.array([4])}, {}, 13)
+    same(dev, "Gather", {"x": x, "i": np.array([[2, 0], [-1, 1]], np.int32)}, {"axis": 2}, 13)
+
+
 # ---------------------------------------------------------------- Slice
 BIG = 2**63 - 1
 

@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from .common import PushBlock
-from .elem import HostInputs, elem_name, require_bindable, require_elements, specs_of
+from .elem import HostInputs, require_bindable, require_elements, specs_of
+from .movement import UNROLL, widen_factor
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 GATHER_PUSH = PushBlock("4I", "gather")  # n, inner, count, axis_len
@@ -63,7 +64,9 @@ class GatherKernel(Kernel):
             return
         inner = math.prod(data.shape[a + 1:])
         count = math.prod(idx.shape)
-        name = f"gather_{elem_name(data.dtype)}_i{INDEX_BITS[idx.dtype]}"
-        p = rec.device.pipeline(name, "rrw", GATHER_PUSH.size)
+        es = data.dtype.itemsize
+        f = widen_factor(rec.device, es, inner, (1,), (), ())  # rows move as wider words
+        inner, n, es = inner // f, n // f, es * f
+        p = rec.device.pipeline(f"gather_b{es}_i{INDEX_BITS[idx.dtype]}", "rrw", GATHER_PUSH.size)
         rec.dispatch(p, [data.view, idx.view, out.view], GATHER_PUSH.pack(n, inner, count, data.shape[a]),
-                     p.groups_for(n))
+                     p.groups_for(-(-n // UNROLL)))

@@ -32,6 +32,8 @@ from .registry import Kernel, TensorSpec, Unsupported, register
 
 COPY_PUSH = PushBlock("IIII8I8i8i", "copy")      # n, rank, ibase, obase, shape, istride, ostride: 112 B
 TRANSPOSE_PUSH = PushBlock("5I", "transpose")    # batch, rows, cols, tiles_r, tiles_c
+UNROLL = 4      # elements per invocation in copy.comp (and gather.comp, pad.comp)
+WIDE_WORDS = (16, 8, 4)  # bytes per word when runs contiguous on both sides are widened
 TILE = 32       # transpose.comp's tile edge
 TILED_MIN = 8   # both transposed extents at least this: else the strided copy is as good
 
@@ -79,9 +81,32 @@ def record_copy(rec, x, out, lay: Layout) -> None:
     if tiled is not None and lay.ibase == 0 and lay.obase == 0:
         _record_tiled(rec, x, out, *tiled)
         return
-    p = rec.device.pipeline(f"copy_{elem_name(x.dtype)}", "rw", COPY_PUSH.size)
-    push = COPY_PUSH.pack(n, len(shape), lay.ibase, lay.obase, *pad8(shape), *pad8(ist), *pad8(ost))
-    rec.dispatch(p, [x.view, out.view], push, p.groups_for(n))
+    ibase, obase = lay.ibase, lay.obase
+    f = widen_factor(rec.device, es, shape[-1], (ist[-1], ost[-1]), ist[:-1] + ost[:-1], (ibase, obase))
+    if f > 1:
+        shape[-1] //= f
+        ist = [s // f for s in ist[:-1]] + [1]
+        ost = [s // f for s in ost[:-1]] + [1]
+        ibase, obase, es, n = ibase // f, obase // f, es * f, n // f
+    p = rec.device.pipeline(f"copy_b{es}", "rw", COPY_PUSH.size)
+    push = COPY_PUSH.pack(n, len(shape), ibase, obase, *pad8(shape), *pad8(ist), *pad8(ost))
+    rec.dispatch(p, [x.view, out.view], push, p.groups_for(-(-n // UNROLL)))
+
+
+def widen_factor(device, es: int, inner_len: int, inner_strides: Sequence[int], other_strides: Sequence[int],
+                 bases: Sequence[int]) -> int:
+    """How many `es`-byte elements to move as one wider word (16, else 8, else 4 bytes):
+    the innermost dimension must be contiguous on every side (inner_strides all 1), and its
+    length, every other stride and every base multiples of the factor. 1 when none fits."""
+    if any(s != 1 for s in inner_strides):
+        return 1
+    for word in WIDE_WORDS:
+        f = word // es
+        if f <= 1 or device.storage_alignment % word:
+            continue
+        if inner_len % f == 0 and all(v % f == 0 for v in (*other_strides, *bases)):
+            return f
+    return 1
 
 
 def _tiled_transpose(shape, ist, ost) -> tuple[int, int, int] | None:

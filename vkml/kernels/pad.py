@@ -21,6 +21,7 @@ from .elem import (
     require_elements,
     specs_of,
 )
+from .movement import UNROLL
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 PAD_PUSH = PushBlock("5I", "pad")  # n, rank, mode, value_lo, value_hi
@@ -78,7 +79,8 @@ def record_pad(rec, x, out, dims: PadDims, mode: int, value: bytes = b"") -> Non
     lo, hi = struct.unpack("<II", word)
     p = rec.device.pipeline(f"pad_{elem_name(out.dtype)}", "rwr", PAD_PUSH.size)
     src = x.view if x.nbytes else meta  # an empty input is never read (constant mode)
-    rec.dispatch(p, [src, out.view, meta], PAD_PUSH.pack(n, len(sd), mode, lo, hi), p.groups_for(n))
+    rec.dispatch(p, [src, out.view, meta], PAD_PUSH.pack(n, len(sd), mode, lo, hi),
+                 p.groups_for(-(-n // UNROLL)))
 
 
 def _norm_axes(axes: Sequence[int], rank: int) -> list[int]:

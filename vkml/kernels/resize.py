@@ -28,10 +28,11 @@ from .elem import (
     require_elements,
     specs_of,
 )
+from .movement import UNROLL
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 RESIZE_PUSH = PushBlock("5I8I8I", "resize")  # n, rank, tabled, level_of, levels, shape, param: 84 B
-MAX_LEVELS = 4  # interpolated axes per linear resize (16 taps)
+MAX_LEVELS = 4  # interpolated axes per linear resize (16 taps; shaders/resize.comp's level0..3)
 TAP = np.dtype([("off0", "<u4"), ("off1", "<u4"), ("w0", "<f4"), ("w1", "<f4")])
 LINEAR_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
@@ -224,4 +225,5 @@ class ResizeKernel(Kernel):
         else:
             name = f"resize_linear_{LINEAR_DTYPES[x.dtype]}"
         p = rec.device.pipeline(name, "rwr", RESIZE_PUSH.size)
-        rec.dispatch(p, [x.view, out.view, tab], rp.push(starts), p.groups_for(n))
+        per = UNROLL if rp.method.mode == "nearest" else 1
+        rec.dispatch(p, [x.view, out.view, tab], rp.push(starts), p.groups_for(-(-n // per)))
