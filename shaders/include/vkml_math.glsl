@@ -6,7 +6,8 @@
 #define VKML_INF uintBitsToFloat(0x7F800000u)
 #define VKML_NAN uintBitsToFloat(0x7FC00000u)
 
-bool vkml_isnan(float x) { return x != x; }
+// A bit test, not x != x: drivers may fold that comparison away (NVIDIA does).
+bool vkml_isnan(float x) { return (floatBitsToUint(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 
 // log(1 + u) for u >= 0 (softplus, mish), accurate in relative terms. GLSL's log near 1
 // only promises 2^-21 absolute error, so instead: log(1+u) = 2 atanh(s), s = u / (2 + u)
