@@ -56,7 +56,13 @@ def budget_setting() -> tuple[str, float] | None:
 
 def disabled_features() -> frozenset[str]:
     raw = os.environ.get("VKML_DISABLE", "")
-    return frozenset(x.strip() for x in raw.split(",") if x.strip())
+    off = {x.strip() for x in raw.split(",") if x.strip()}
+    if os.environ.get("VKML_VALIDATION", "") not in ("", "0") and not os.environ.get("VKML_VALIDATION_COOPMAT"):
+        # The validation layer of Debian 12 / Ubuntu 24.04 (1.3.239) predates
+        # VK_KHR_cooperative_matrix and rejects its feature struct at vkCreateDevice; with a newer
+        # layer, VKML_VALIDATION_COOPMAT=1 keeps the extension on under validation.
+        off.add("cooperative_matrix")
+    return frozenset(off)
 
 
 def readback_mode() -> str:
