@@ -9,6 +9,7 @@ value with the GIL released), wait until the GPUs are done with the slot, hand i
 from __future__ import annotations
 
 import collections
+import os
 import threading
 from typing import Any, Mapping, Sequence
 
@@ -23,6 +24,9 @@ from .specialize import concretize, device_specs, place_concrete
 from .tensor import Tensor, vulkan_device
 
 PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
+# Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
+# worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
+ASYNC_WAITS = os.environ.get("VKML_ASYNC_WAIT", "1").strip() not in ("0", "off", "no", "false")
 
 
 class RunState:
@@ -43,7 +47,7 @@ class RunState:
                     self.tensors[name] = v
             else:
                 self.host[name] = v
-        self.tl = [0] * len(cp.up.units)
+        self.tl = np.zeros(len(cp.up.units), np.int64)  # timeline value per unit (native_arg)
         self.readers = dict(cp.up.host_readers)
         self.keep: list = []
 
@@ -109,9 +113,40 @@ class ConcretePlan:
             except ImportError:
                 _sched = None
             if _sched is not None and (runner.executor == "parallel" or _width(self.up) > 1):
-                indptr, indices = self.up.dependencies()
-                self.sched = _sched.Plan(indptr, indices, [u.name for u in self.up.units],
-                                         [lambda st, f=f: f(st) for f in self.fns])
+                self.sched = self._sched_plan(_sched)
+
+    def _sched_plan(self, _sched):
+        """The units as scheduler tasks. With the GPU waiter (vkml._gpuwait) a readback is two
+        tasks: an asynchronous wait for its producer's timeline value (no pool worker blocks
+        on the GPU), then the copy out."""
+        waiter = None
+        if ASYNC_WAITS and self.up.readback_of:
+            try:
+                from . import _gpuwait
+            except ImportError:
+                _gpuwait = None
+            waiter = _gpuwait
+        tasks, names, first, last = [], [], [], []
+        for u, fn in zip(self.up.units, self.fns):
+            first.append(len(tasks))
+            if u.kind == "readback" and waiter is not None:
+                prod = next(iter(u.deps)).index
+                tasks.append(waiter.waiter(vulkan_device(u.device)).task(prod))
+                names.append(f"wait:{u.name}")
+                fn = self._readback_task(u, wait=False)
+            tasks.append(lambda st, f=fn: f(st))
+            names.append(u.name)
+            last.append(len(tasks) - 1)
+        succ: list[list[int]] = [[] for _ in tasks]
+        for u in self.up.units:
+            if last[u.index] != first[u.index]:
+                succ[first[u.index]].append(last[u.index])
+            for d in u.deps:
+                succ[last[d.index]].append(first[u.index])
+        indptr = np.zeros(len(tasks) + 1, np.int32)
+        indptr[1:] = np.cumsum([len(x) for x in succ])
+        indices = np.array([j for x in succ for j in sorted(x)], np.int32)
+        return _sched.Plan(indptr, indices, names, tasks)
 
     # ------------------------------------------------------------ unit tasks
     def _task(self, u):
@@ -160,11 +195,11 @@ class ConcretePlan:
 
         def run(state: RunState) -> None:
             tl = state.tl
-            state.tl[k] = state.slot.cbs[k].submit([tl[i] for i in waits if tl[i]])
+            tl[k] = state.slot.cbs[k].submit([int(tl[i]) for i in waits if tl[i]])
 
         return run
 
-    def _readback_task(self, u):
+    def _readback_task(self, u, wait: bool = True):
         k, name = u.index, u.value
         prod = next(iter(u.deps)).index
         dev = vulkan_device(u.device)
@@ -172,7 +207,8 @@ class ConcretePlan:
         shape, dtype = tuple(desc.shape), desc.dtype
 
         def run(state: RunState) -> None:
-            dev.wait(state.tl[prod])
+            if wait:
+                dev.wait(int(state.tl[prod]))
             arr = np.empty(shape, dtype)
             if arr.nbytes:
                 state.slot.staging[k].read_into(arr.reshape(-1).view(np.uint8))
@@ -221,7 +257,7 @@ class ConcretePlan:
         try:
             try:
                 if self.sched is not None:
-                    self.sched.run(state)
+                    self.sched.run(state, native_arg=state.tl)
                 else:
                     for f in self.fns:
                         f(state)
@@ -236,7 +272,7 @@ class ConcretePlan:
     def _drain(self, state: RunState) -> None:
         """Wait until every GPU is done with the slot (and with the run's one-off copies)."""
         for d, idx in self.gpu_units.items():
-            v = max(state.tl[i] for i in idx)
+            v = int(max(state.tl[i] for i in idx))
             if v:
                 vulkan_device(d).wait(v)
 

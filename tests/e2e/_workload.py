@@ -44,7 +44,7 @@ def main() -> None:
     forced = {n[0]: g0, n[1]: g1, n[2]: "cpu", n[3]: g1, n[4]: g0, n[5]: g0}
     x = rng.standard_normal((5, 16)).astype(np.float32)
     ref = vkml.InferenceSession(model).run(None, {"x": x})
-    sess = vkml.InferenceSession(model, devices=gpus, placement=forced)
+    sess = vkml.InferenceSession(model, devices=gpus, placement=forced, executor="parallel")
     for _ in range(3):
         close(sess.run(None, {"x": x}), ref)
     kinds = [(u.kind, u.device) for u in sess._gpu.last.up.units]
@@ -85,7 +85,8 @@ def main() -> None:
         m, forced = build(recipe, c, devices, seed=seed)
         f = feeds(r, int(r.integers(1, 5)), c)
         want = vkml.InferenceSession(m).run(None, f)
-        got = vkml.InferenceSession(m, devices=gpus, placement=forced).run(None, f)
+        got = vkml.InferenceSession(m, devices=gpus, placement=forced,
+                                    executor=["parallel", "sequential"][seed % 2]).run(None, f)
         close(got, want)
 
     # Threads on one split session.

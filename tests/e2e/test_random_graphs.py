@@ -20,13 +20,14 @@ steps = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 7), st.integers(
 
 
 @settings(max_examples=int(__import__("os").environ.get("VKML_TEST_EXAMPLES", 25)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(recipe=steps, c=st.sampled_from([1, 3, 8, 13]), n=st.integers(1, 6), seed=st.integers(0, 3))
-def test_random_graph_matches_numpy(gpus, recipe, c, n, seed):
+@given(recipe=steps, c=st.sampled_from([1, 3, 8, 13]), n=st.integers(1, 6), seed=st.integers(0, 3),
+       executor=st.sampled_from(["parallel", "sequential", "auto"]))
+def test_random_graph_matches_numpy(gpus, recipe, c, n, seed, executor):
     devices = gpus + ["cpu"]
     model, forced = build(recipe, c, devices, seed=seed)
     x = feeds(np.random.default_rng(seed), n, c)
     want = vkml.InferenceSession(model).run(None, x)
-    sess = vkml.InferenceSession(model, devices=gpus, placement=forced)
+    sess = vkml.InferenceSession(model, devices=gpus, placement=forced, executor=executor)
     for _ in range(2):  # the second run reuses the slot and its recorded command buffers
         got = sess.run(None, x)
         for g, w in zip(got, want):

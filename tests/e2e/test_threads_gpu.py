@@ -1,9 +1,11 @@
 """Many threads on one session with GPU and CPU chunks: 16 threads x 100 runs, two input
 shapes (two concrete plans), a split placement (uploads, readbacks, CPU chunks), all correct,
-and never more run slots than allowed."""
+and never more run slots than allowed; driven by the scheduler (GPU waits on the waiter
+thread) and sequentially on the calling threads."""
 import threading
 
 import numpy as np
+import pytest
 
 import vkml
 from _models import mlp, node_names
@@ -11,10 +13,12 @@ from _models import mlp, node_names
 THREADS, RUNS = 16, 100
 
 
-def test_threads_share_one_session(gpu):
+@pytest.mark.parametrize("executor", ["parallel", "sequential"])
+def test_threads_share_one_session(gpu, executor):
     model = mlp()
     names = node_names(model)
-    sess = vkml.InferenceSession(model, devices=[gpu], placement={names[2]: "cpu"}, max_slots=3)
+    sess = vkml.InferenceSession(model, devices=[gpu], placement={names[2]: "cpu"}, max_slots=3,
+                                 executor=executor)
     ref = vkml.InferenceSession(model)
     rng = np.random.default_rng(0)
     cases = []

@@ -1,0 +1,251 @@
+# cython: language_level=3
+"""GPU waits as scheduler tasks: the "device" task kind of docs/scheduler.md.
+
+A task that needs a GPU result (a readback) must first wait until the device's timeline
+semaphore reaches the value its producer's submission signals. Blocking a pool worker for
+that would idle a core for the whole GPU time, so the wait is asynchronous instead: the task
+reads the value from the run's native argument (an int64 array of timeline values by unit,
+written by the submitting tasks), hands (run, task, value) to its device's waiter thread and
+returns SCHED_ASYNC; the waiter thread sleeps in vkWaitSemaphores on the smallest pending
+value and completes every task whose value was reached with task_complete(). One waiter per
+device, started on first use, stopped when the device closes.
+"""
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memset
+
+from vkml._sched cimport (NativeTask, SCHED_ASYNC, SCHED_DONE, make_native_task, run_arg, sched_run,
+                          task_complete)
+from vkml.vulkan._device cimport Device
+from vkml.vulkan.vkapi cimport *
+
+import threading
+import weakref
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_t:
+        pass
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, const void*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int pthread_mutex_destroy(pthread_mutex_t*)
+    int pthread_cond_init(pthread_cond_t*, const void*)
+    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
+    int pthread_cond_signal(pthread_cond_t*)
+    int pthread_cond_destroy(pthread_cond_t*)
+    int pthread_create(pthread_t*, const void*, void *(*)(void *) noexcept nogil, void*)
+    int pthread_join(pthread_t, void**)
+
+cdef enum:
+    SLICE_NS = 200000        # re-check for newly queued smaller values this often
+    WAIT_FAILED = -2         # task status when the device could not be waited on (lost)
+
+
+cdef struct Pending:
+    sched_run *run
+    int32_t task
+    uint64_t value
+
+
+cdef struct WaiterState:
+    pthread_mutex_t lock
+    pthread_cond_t cond
+    Pending *items
+    int n
+    int cap
+    int stop
+    int failed               # the device could not be waited on: fail everything queued
+    VkDevice device
+    VkSemaphore timeline
+    PFN_vkWaitSemaphores wait
+    PFN_vkGetSemaphoreCounterValue counter
+
+
+cdef struct WaitArg:
+    WaiterState *w
+    int32_t slot             # index of the timeline value in the run's int64 native argument
+
+
+cdef int _push(WaiterState *w, sched_run *run, int32_t task, uint64_t value) noexcept nogil:
+    cdef Pending *grown
+    pthread_mutex_lock(&w.lock)
+    if w.stop or w.failed:
+        pthread_mutex_unlock(&w.lock)
+        return WAIT_FAILED
+    if w.n == w.cap:
+        grown = <Pending *>realloc(w.items, sizeof(Pending) * (w.cap * 2 if w.cap else 16))
+        if grown == NULL:
+            pthread_mutex_unlock(&w.lock)
+            return -12  # ENOMEM
+        w.items = grown
+        w.cap = w.cap * 2 if w.cap else 16
+    w.items[w.n].run = run
+    w.items[w.n].task = task
+    w.items[w.n].value = value
+    w.n += 1
+    pthread_cond_signal(&w.cond)
+    pthread_mutex_unlock(&w.lock)
+    return SCHED_ASYNC
+
+
+cdef int _wait_task(sched_run *run, int32_t task, void *arg) noexcept nogil:
+    cdef WaitArg *a = <WaitArg *>arg
+    cdef int64_t *values = <int64_t *>run_arg(run)
+    cdef uint64_t cur = 0
+    if values == NULL:
+        return -22  # EINVAL: the run was started without its timeline array
+    cdef int64_t v = values[a.slot]
+    if v <= 0:
+        return SCHED_DONE  # nothing was submitted for it
+    if a.w.counter(a.w.device, a.w.timeline, &cur) == VK_SUCCESS and cur >= <uint64_t>v:
+        return SCHED_DONE
+    return _push(a.w, run, task, <uint64_t>v)
+
+
+cdef void *_waiter_main(void *p) noexcept nogil:
+    cdef WaiterState *w = <WaiterState *>p
+    cdef VkSemaphoreWaitInfo wi
+    cdef uint64_t target, cur
+    cdef VkResult r
+    cdef int i, k, status
+    cdef Pending *done = NULL
+    cdef int ndone = 0, capdone = 0
+    memset(&wi, 0, sizeof(wi))
+    wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO
+    wi.semaphoreCount = 1
+    wi.pSemaphores = &w.timeline
+    while True:
+        pthread_mutex_lock(&w.lock)
+        while w.n == 0 and not w.stop:
+            pthread_cond_wait(&w.cond, &w.lock)
+        if w.n == 0 and w.stop:
+            pthread_mutex_unlock(&w.lock)
+            break
+        target = w.items[0].value
+        for i in range(1, w.n):
+            if w.items[i].value < target:
+                target = w.items[i].value
+        pthread_mutex_unlock(&w.lock)
+        wi.pValues = &target
+        r = w.wait(w.device, &wi, SLICE_NS)
+        status = 0
+        cur = 0
+        if r != VK_SUCCESS and r != VK_TIMEOUT:
+            status = WAIT_FAILED
+        elif w.counter(w.device, w.timeline, &cur) != VK_SUCCESS:
+            status = WAIT_FAILED
+        # Take out what is complete (everything, when the device failed), then complete it
+        # outside the lock: completing may run scheduler code.
+        pthread_mutex_lock(&w.lock)
+        if status:
+            w.failed = 1
+        if capdone < w.n:
+            free(done)
+            capdone = w.n
+            done = <Pending *>malloc(sizeof(Pending) * capdone)
+        ndone = 0
+        k = 0
+        for i in range(w.n):
+            if done != NULL and (status or w.items[i].value <= cur):
+                done[ndone] = w.items[i]
+                ndone += 1
+            else:
+                w.items[k] = w.items[i]
+                k += 1
+        w.n = k
+        pthread_mutex_unlock(&w.lock)
+        for i in range(ndone):
+            task_complete(done[i].run, done[i].task, status)
+    free(done)
+    return NULL
+
+
+cdef class Waiter:
+    """The waiter thread of one Device (see the module docstring)."""
+
+    cdef WaiterState *state
+    cdef pthread_t thread
+    cdef bint _running
+    cdef readonly object device_ref
+    cdef object __weakref__
+
+    def __cinit__(self):
+        self.state = NULL
+        self._running = False
+
+    def __init__(self, Device dev):
+        dev.ensure_open()
+        self.state = <WaiterState *>malloc(sizeof(WaiterState))
+        if self.state == NULL:
+            raise MemoryError()
+        memset(self.state, 0, sizeof(WaiterState))
+        pthread_mutex_init(&self.state.lock, NULL)
+        pthread_cond_init(&self.state.cond, NULL)
+        self.state.device = dev.handle
+        self.state.timeline = dev.timeline
+        self.state.wait = dev.fn.vkWaitSemaphores
+        self.state.counter = dev.fn.vkGetSemaphoreCounterValue
+        if pthread_create(&self.thread, NULL, _waiter_main, self.state) != 0:
+            raise OSError("cannot start the GPU waiter thread")
+        self._running = True
+        self.device_ref = weakref.ref(dev)
+        dev.register(self)  # close() stops the thread before the semaphore goes
+
+    def task(self, int slot) -> NativeTask:
+        """A scheduler task that waits for the timeline value at native_arg[slot] (int64)."""
+        if not self._running:
+            raise RuntimeError("this GPU waiter has stopped (its device was closed)")
+        cdef WaitArg *a = <WaitArg *>malloc(sizeof(WaitArg))
+        if a == NULL:
+            raise MemoryError()
+        a.w = self.state
+        a.slot = slot
+        cdef NativeTask t = make_native_task(_wait_task, a, self, "gpu-wait")
+        t.free_arg = True
+        return t
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def _release(self) -> None:
+        """Stop the thread: it completes what is queued (the device is idle by now) first."""
+        if not self._running:
+            return
+        self._running = False
+        pthread_mutex_lock(&self.state.lock)
+        self.state.stop = 1
+        pthread_cond_signal(&self.state.cond)
+        pthread_mutex_unlock(&self.state.lock)
+        with nogil:
+            pthread_join(self.thread, NULL)
+
+    def __dealloc__(self):
+        if self._running:
+            self._release()
+        if self.state != NULL:
+            pthread_mutex_destroy(&self.state.lock)
+            pthread_cond_destroy(&self.state.cond)
+            free(self.state.items)
+            free(self.state)
+            self.state = NULL
+
+
+_waiters: dict = {}
+_lock = threading.Lock()
+
+
+def waiter(Device dev) -> Waiter:
+    """The device's waiter, started on first use (again after the device was reopened)."""
+    w = _waiters.get(id(dev))
+    if w is not None and w.running and w.device_ref() is dev:
+        return w
+    with _lock:
+        w = _waiters.get(id(dev))
+        if w is None or not w.running or w.device_ref() is not dev:
+            w = _waiters[id(dev)] = Waiter(dev)
+    return w
