@@ -50,7 +50,7 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: dict[str, T
             outs = node.op.infer(ins, cin)
         except Exception:  # inference is advisory: the run checks real tensors
             outs = [UNKNOWN] * len(node.outputs)
-        folded = _try_fold(node, cin)
+        folded = _try_fold(node, _shape_only_inputs(node, ins, cin))
         for k, name in enumerate(node.outputs):
             if not name:
                 continue
@@ -59,6 +59,18 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: dict[str, T
                 consts[name] = folded[k]
                 desc = TensorDesc(folded[k].dtype, folded[k].shape)
             values[name] = _merge(desc, declared.get(name))
+
+
+_SHAPE_ONLY = {"Shape", "Size"}  # ops that read only their input's shape
+
+
+def _shape_only_inputs(node, ins: list[TensorDesc], cin: list):
+    """For Shape/Size of a statically shaped value: a zero-strided stand-in (no memory), so
+    Shape → Gather → Concat → Reshape chains fold to constants."""
+    if node.op_type not in _SHAPE_ONLY or node.domain or cin[0] is not None or not ins[0].static:
+        return cin
+    dtype = ins[0].dtype if ins[0].dtype is not None else np.dtype(np.float32)
+    return [np.broadcast_to(np.zeros((), dtype), ins[0].shape)] + cin[1:]
 
 
 def _try_fold(node, cin):

@@ -23,5 +23,6 @@ SKIPS: dict[str, str] = {
     r"^test_gradient_of_add":
         "ai.onnx.preview.training Gradient differentiates the surrounding graph; not implemented",
     r"^test_loop16_seq_none_":
-        "Loop with an optional (None) sequence as a loop-carried value: not handled yet",
+        "vkml's output equals the expected one, but onnx's Runner.assert_similar_outputs cannot "
+        "compare a sequence holding 0-d tensors (it calls len() on them): errors for any backend",
 }
