@@ -79,6 +79,43 @@ def host_positions(node: Node) -> tuple[int, ...]:
     return tuple(k.host_inputs.get(node.op_type, ())) if k is not None else ()
 
 
+def group_order(nodes: Sequence[Node], devices: Sequence[str]) -> list[tuple[Node, str]]:
+    """A topological order that keeps each device's nodes together where dependencies allow
+    (fewer, longer chunks: fewer transfers and submissions): among the ready nodes, stay on
+    the current device; else take the earliest ready node. Ties keep the graph's order."""
+    import heapq
+
+    producer: dict[str, int] = {}
+    for k, n in enumerate(nodes):
+        for o in n.outputs:
+            if o:
+                producer[o] = k
+    succ: list[list[int]] = [[] for _ in nodes]
+    indeg = [0] * len(nodes)
+    for k, n in enumerate(nodes):
+        reads = {i for i in n.inputs if i} | {x for g in _graphs_in(n.attrs) for x in g.outer}
+        deps = {producer[v] for v in reads if v in producer and producer[v] != k}
+        indeg[k] = len(deps)
+        for d in deps:
+            succ[d].append(k)
+    ready: dict[str, list[int]] = {}
+    for k in range(len(nodes)):
+        if indeg[k] == 0:
+            heapq.heappush(ready.setdefault(devices[k], []), k)
+    out: list[tuple[Node, str]] = []
+    cur = devices[0] if nodes else "cpu"
+    while len(out) < len(nodes):
+        if not ready.get(cur):
+            cur = min((h[0], d) for d, h in ready.items() if h)[1]
+        k = heapq.heappop(ready[cur])
+        out.append((nodes[k], devices[k]))
+        for j in succ[k]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready.setdefault(devices[j], []), j)
+    return out
+
+
 def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_device: str | None,
           gpu_info: Mapping[str, tuple[int, int]]) -> UnitPlan:
     """Units for concrete.live placed on `devices` (one per live node). gpu_info: GPU ->
@@ -148,7 +185,7 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
         gpu_provider[(v, dev)] = u
         where[v].add(dev)
 
-    for node, dev in zip(concrete.live, devices):
+    for node, dev in group_order(concrete.live, devices):
         reads = [i for i in node.inputs if i]
         if dev == "cpu":
             reads += sorted({n for g in _graphs_in(node.attrs) for n in g.outer})
