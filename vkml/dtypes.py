@@ -61,4 +61,6 @@ def type_name(dtype: np.dtype | None) -> str:
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return np.dtype(dtype) in FLOATS or np.dtype(dtype).kind == "f"
+    """Any floating type: NumPy's and ml_dtypes' (bfloat16, float8, float4...)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name.startswith(("bfloat", "float"))

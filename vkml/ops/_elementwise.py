@@ -14,22 +14,15 @@ import numpy as np
 
 from ..graph import TensorDesc
 from ._common import Binary, Unary, same_as
+from ._precision import compute_dtype
 from .registry import Op, register
-
-
-def work_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype to compute a float function in: float32 for narrower floats, else unchanged."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "V" or (dtype.kind == "f" and dtype.itemsize < 4):
-        return np.dtype(np.float32)
-    return dtype
 
 
 def lifted(fn: Callable[..., np.ndarray], *xs: np.ndarray, out: Any = None) -> np.ndarray:
     """fn over the inputs widened to their work dtype; the result cast to ``out`` (default: the
     first input's dtype)."""
     dtype = np.dtype(xs[0].dtype if out is None else out)
-    wide = [x.astype(work_dtype(x.dtype), copy=False) for x in xs]
+    wide = [x.astype(compute_dtype(x.dtype), copy=False) for x in xs]
     return np.asarray(fn(*wide)).astype(dtype, copy=False)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_float
+
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 
@@ -15,6 +17,15 @@ def work_dtype(dtype: np.dtype) -> np.dtype:
     if dtype == _F64 or dtype.kind in "iub":
         return _F64
     return _F32  # float32, float16 and the ml_dtypes floats (bfloat16, float8...)
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype an op keeps its own type in: float32 for floats narrower than it (float16,
+    bfloat16, float8...), anything else unchanged (integers stay integers)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "V" or (dtype.kind == "f" and dtype.itemsize < 4):
+        return _F32
+    return dtype
 
 
 def widen(x: np.ndarray) -> np.ndarray:
@@ -33,6 +44,4 @@ def require_float(op, x: np.ndarray, what: str = "input") -> None:
         raise op.fail(f"{what} must be a floating tensor, got {x.dtype}")
 
 
-def is_floating(dtype: np.dtype) -> bool:
-    dtype = np.dtype(dtype)
-    return dtype.kind == "f" or dtype.name.startswith(("bfloat", "float"))
+is_floating = is_float

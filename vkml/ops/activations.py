@@ -6,7 +6,8 @@ import numpy as np
 
 from ..graph import TensorDesc
 from ._common import Unary, broadcast_dims, same_as
-from ._elementwise import FloatUnary, also, lifted, work_dtype
+from ._elementwise import FloatUnary, also, lifted
+from ._precision import compute_dtype
 from ._erf import erf
 from .registry import Op, register
 
@@ -163,7 +164,7 @@ class Shrink(Unary):
     attrs = {"bias": 0.0, "lambd": 0.5}
 
     def compute(self, x):
-        w = x.astype(work_dtype(x.dtype) if x.dtype.kind in "fV" else np.float64, copy=False)
+        w = x.astype(compute_dtype(x.dtype) if x.dtype.kind in "fV" else np.float64, copy=False)
         out = np.where(w < -self.lambd, w + self.bias, np.where(w > self.lambd, w - self.bias, 0))
         return out.astype(x.dtype)
 
@@ -264,7 +265,7 @@ class Clip(Op):
 
 
 def _clip(x: np.ndarray, lo, hi) -> np.ndarray:
-    w = work_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
+    w = compute_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
     out = x.astype(w, copy=False)
     if lo is not None:
         out = np.maximum(out, np.asarray(lo).astype(w))

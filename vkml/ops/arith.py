@@ -8,7 +8,8 @@ import numpy as np
 
 from ..graph import TensorDesc
 from ._common import Binary, Unary, broadcast_dims
-from ._elementwise import FloatUnary, also, legacy_binary, lifted, work_dtype
+from ._elementwise import FloatUnary, also, legacy_binary, lifted
+from ._precision import compute_dtype
 from ._erf import erf
 from .registry import Op, register
 
@@ -51,7 +52,7 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             return np.power(a, b.astype(a.dtype))
         # Negative or fractional exponents: computed in double, truncated like a C cast.
         return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
-    w = work_dtype(a.dtype)
+    w = compute_dtype(a.dtype)
     if b.dtype.kind == "f" and b.dtype.itemsize > w.itemsize:
         w = b.dtype
     return np.power(a.astype(w), b.astype(w)).astype(a.dtype)
@@ -225,7 +226,7 @@ class IsNaN(Unary):
     out_dtype = np.bool_
 
     def compute(self, x):
-        return np.isnan(x.astype(work_dtype(x.dtype), copy=False))
+        return np.isnan(x.astype(compute_dtype(x.dtype), copy=False))
 
 
 @register
@@ -235,7 +236,7 @@ class IsInf(Unary):
     out_dtype = np.bool_
 
     def compute(self, x):
-        x = x.astype(work_dtype(x.dtype), copy=False)
+        x = x.astype(compute_dtype(x.dtype), copy=False)
         inf = np.isinf(x)
         if not self.detect_negative:
             inf &= x > 0

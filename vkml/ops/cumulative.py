@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import normalize_axis, same_as
-from ._elementwise import work_dtype
+from ._precision import compute_dtype
 from .registry import Op, register
 
 
@@ -22,7 +22,7 @@ class _Cumulative(Op):
         ax = normalize_axis(int(axis.reshape(())), max(x.ndim, 1), self)
         if x.ndim == 0:
             return (x.copy(),)
-        w = work_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
+        w = compute_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
         y = x.astype(w, copy=False)
         if self.reverse:
             y = np.flip(y, axis=ax)

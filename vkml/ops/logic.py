@@ -5,7 +5,8 @@ import numpy as np
 
 from ..graph import TensorDesc
 from ._common import Binary, Unary, broadcast_dims
-from ._elementwise import legacy_binary, work_dtype
+from ._elementwise import legacy_binary
+from ._precision import compute_dtype
 from .registry import REQUIRED, Op, register
 
 
@@ -14,7 +15,7 @@ def _compare(fn):
 
     def apply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.dtype.kind == "V" or b.dtype.kind == "V":
-            a, b = a.astype(work_dtype(a.dtype)), b.astype(work_dtype(b.dtype))
+            a, b = a.astype(compute_dtype(a.dtype)), b.astype(compute_dtype(b.dtype))
         return fn(a, b)
 
     return apply

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..graph import Node, TensorDesc
 from ._common import normalize_axis
-from ._elementwise import work_dtype
+from ._precision import compute_dtype
 from .registry import Op, register
 
 
@@ -102,7 +102,7 @@ class Reduce(Op):
         if x.dtype.kind in "iu" and wide_ints:
             w = np.float64
         elif x.dtype.kind in "fV":
-            w = work_dtype(x.dtype)
+            w = compute_dtype(x.dtype)
         else:
             w = x.dtype
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import Unary, normalize_axis
-from ._elementwise import work_dtype
+from ._precision import compute_dtype
 from .registry import register
 
 
@@ -41,7 +41,7 @@ class _Normalize(Unary):
         axis = normalize_axis(self.axis, x.ndim, self)
         if x.size == 0:
             return x.copy()
-        w = work_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
+        w = compute_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
         with np.errstate(invalid="ignore", divide="ignore"):
             return type(self).kernel(x.astype(w, copy=False), axis).astype(x.dtype, copy=False)
 
@@ -57,7 +57,7 @@ class _Normalize2D(_Normalize):
         if x.size == 0:
             return x.copy()
         flat = x.reshape(rows, -1)
-        w = work_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
+        w = compute_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
         with np.errstate(invalid="ignore", divide="ignore"):
             out = type(self).kernel(flat.astype(w, copy=False), 1)
         return out.astype(x.dtype, copy=False).reshape(x.shape)
