@@ -131,6 +131,10 @@ def _variants_reductions(add) -> None:
         for t in ("f32", "f16"):
             for mode, d in wg_modes.items():
                 add(f"{op}_{mode}_{t}", "softmax.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t], **d})
+    for t in ("f32", "f16"):
+        for op in ("max", "avg", "lp1", "lp2"):
+            add(f"pool_{op}_{t}", "pool.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})
+        add(f"pool_maxidx_{t}", "pool.comp", OP_MAX=1, WITH_INDICES=1, TX=T[t], TO=T[t])
 
 
 VARIANTS = _variants()
