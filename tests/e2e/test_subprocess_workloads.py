@@ -40,3 +40,15 @@ def test_validation_layer_is_clean(gpu, settings_env):
         pytest.skip("the Khronos validation layer is not installed")
     r = _run({"VKML_VALIDATION": "1", "E2E_GRAPHS": "6", "E2E_RUNS": "5", **settings_env})
     assert r.returncode == 0 and "E2E-OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_split_setting_is_checked(gpu):
+    code = "import vkml.vulkan as v; print(len(v.list_devices())); print(v.unavailable_reason())"
+    ok = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT, VKML_SPLIT_DEVICE="3"),
+                        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    one = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT, VKML_SPLIT_DEVICE="1"),
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert int(ok.stdout.split()[0]) == 3 * int(one.stdout.split()[0])
+    bad = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT, VKML_SPLIT_DEVICE="two"),
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "VKML_SPLIT_DEVICE must be an integer" in bad.stdout, bad.stdout + bad.stderr
