@@ -254,16 +254,22 @@ class ConcretePlan:
         slot = self.pool.acquire() if self.needs_slot else None
         state = RunState(self, slot, feeds)
         reuse = False
+        handle = None
         try:
             try:
                 if self.sched is not None:
-                    self.sched.run(state, native_arg=state.tl)
+                    handle = self.sched.start(state, native_arg=state.tl)
+                    handle.wait()
                 else:
                     for f in self.fns:
                         f(state)
             finally:
-                self._drain(state)  # (if this raises, the GPU state is unknown: drop the slot)
-                reuse = True
+                # An interrupted wait leaves the run going (it may still submit into the
+                # slot): drop the slot rather than hand it to the next run. So does a failed
+                # drain (the GPU state is unknown).
+                if handle is None or handle.done:
+                    self._drain(state)
+                    reuse = True
             return self._outputs(state)  # before the slot goes back: it copies out of it
         finally:
             if slot is not None:
