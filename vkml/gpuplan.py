@@ -2,7 +2,8 @@
 between them, with their dependencies and each GPU's activation layout.
 
 Units, in a topological order:
-  cpu       consecutive CPU nodes, run with the NumPy operators
+  cpu       one CPU node, run with its NumPy operator (one unit per node, so the scheduler
+            runs independent ones at once)
   gpu       consecutive nodes of one GPU: one command buffer per run slot, recorded once
   readback  a GPU value to the host (its producer chunk copies it into a staging buffer;
             the unit waits for that chunk and copies out), once per value
@@ -192,7 +193,9 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
         for v in reads:
             ensure(v, dev, dev)
         oc = open_chunk[0]
-        if oc is None or oc.device != dev:
+        # GPU nodes gather into chunks (one command buffer each); CPU nodes stay one unit each,
+        # so the scheduler runs independent ones at once.
+        if oc is None or oc.device != dev or dev == "cpu":
             oc = Unit("cpu" if dev == "cpu" else "gpu", dev)
             units.append(oc)
             open_chunk[0] = oc

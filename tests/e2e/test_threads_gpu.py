@@ -1,5 +1,5 @@
-"""Many threads on one session with GPU and CPU chunks: 16 threads x 100 runs, two input
-shapes (two concrete plans), a split placement (uploads, readbacks, CPU chunks), all correct,
+"""Many threads on one session with GPU chunks and CPU nodes: 16 threads x 100 runs, two input
+shapes (two concrete plans), a split placement (uploads, readbacks, CPU units), all correct,
 and never more run slots than allowed; driven by the scheduler (GPU waits on the waiter
 thread) and sequentially on the calling threads."""
 import threading
