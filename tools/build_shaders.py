@@ -135,6 +135,11 @@ def _variants_reductions(add) -> None:
         for op in ("max", "avg", "lp1", "lp2"):
             add(f"pool_{op}_{t}", "pool.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})
         add(f"pool_maxidx_{t}", "pool.comp", OP_MAX=1, WITH_INDICES=1, TX=T[t], TO=T[t])
+    for tx, ty in (("f32", "f32"), ("f16", "f16"), ("f16", "f32")):
+        suffix = tx if tx == ty else f"{tx}_{ty}"
+        for mode, d in wg_modes.items():
+            add(f"norm_{mode}_{suffix}", "norm.comp", TX=T[tx], TO=T[tx], TY=T[ty], **d)
+        add(f"batchnorm_{suffix}", "norm_batch.comp", TX=T[tx], TO=T[tx], TY=T[ty])
 
 
 VARIANTS = _variants()

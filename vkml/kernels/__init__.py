@@ -9,6 +9,7 @@ See docs/vulkan.md, "Writing a kernel".
 """
 from .registry import Kernel, TensorSpec, Unsupported, get_kernel, register, supported_ops
 from . import elementwise  # noqa: F401  (registers its kernels)
+from . import normalization, pool, reduce, softmax  # noqa: F401  (reductions, pooling, normalizations)
 from . import gather, movement, pad, resize, views  # noqa: F401  (data movement)
 from . import matmul  # noqa: F401  (MatMul, Gemm)
 
