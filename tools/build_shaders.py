@@ -101,6 +101,9 @@ def _variants_matmul(add) -> None:
     for t in ("f32", "f16"):
         add(f"matmul_{t}", "matmul.comp", TX=T[t], TY=T[t], TO=T[t])
     add("matmul_coop_f16", "matmul_coop.comp")  # needs glslang >= 13 (GL_KHR_cooperative_matrix)
+    for t in ("f32", "f16"):
+        add(f"conv_{t}", "conv.comp", TX=T[t], TY=T[t], TO=T[t])
+        add(f"conv_dw_{t}", "conv_dw.comp", TX=T[t], TY=T[t], TO=T[t])
 
 
 def _variants_reductions(add) -> None:

@@ -11,6 +11,6 @@ from .registry import Kernel, TensorSpec, Unsupported, get_kernel, register, sup
 from . import elementwise  # noqa: F401  (registers its kernels)
 from . import normalization, pool, reduce, softmax  # noqa: F401  (reductions, pooling, normalizations)
 from . import gather, movement, pad, resize, views  # noqa: F401  (data movement)
-from . import matmul  # noqa: F401  (MatMul, Gemm)
+from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 
 __all__ = ["Kernel", "TensorSpec", "Unsupported", "get_kernel", "register", "supported_ops"]

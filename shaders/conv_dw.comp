@@ -1,0 +1,61 @@
+#version 450
+// Direct convolution for one input channel per group (depthwise, and depthwise with a
+// channel multiplier): output channel m reads input channel m / mult only, so a GEMM would
+// have K = taps; instead each invocation computes output elements by walking the kernel
+// window. 1-3 spatial dims (missing ones are 1), fp32 accumulation.
+#extension GL_GOOGLE_include_directive : require
+#include "include/vkml_types.glsl"
+#include "include/vkml_index.glsl"
+
+layout(local_size_x = 256, local_size_x_id = 0) in;
+layout(constant_id = 1) const bool HAS_BIAS = false;
+
+layout(std430, binding = 0) readonly buffer BX { SX x[]; };
+layout(std430, binding = 1) readonly buffer BW { SX w[]; };
+layout(std430, binding = 2) readonly buffer BBias { SO bias[]; };
+layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
+
+layout(push_constant) uniform Push {
+    uint total;             // N * M * P
+    uint M, mult, P;        // output channels, channel multiplier (M / C), positions
+    uint OD, OH, OW;
+    int D, H, W;
+    int KD, KH, KW;
+    int sz, sy, sx;
+    int pz, py, px;
+    int dz, dy, dx;         // dilations
+} pc;
+
+void main() {
+    int hw = pc.H * pc.W;
+    uint S = uint(pc.D * hw);
+    uint C = pc.M / pc.mult;
+    uint taps = uint(pc.KD * pc.KH * pc.KW);
+    VKML_FOR_EACH(i, pc.total) {
+        uint p = i % pc.P, nm = i / pc.P;
+        uint m = nm % pc.M, img = nm / pc.M;
+        uint ox = p % pc.OW, t = p / pc.OW;
+        uint oy = t % pc.OH, oz = t / pc.OH;
+        int bz = int(oz) * pc.sz - pc.pz, by = int(oy) * pc.sy - pc.py, bx = int(ox) * pc.sx - pc.px;
+        uint xbase = (img * C + m / pc.mult) * S;
+        uint wrow = m * taps;
+        float acc = 0.0;
+        for (int kz = 0; kz < pc.KD; ++kz) {
+            int iz = bz + kz * pc.dz;
+            if (iz < 0 || iz >= pc.D) continue;
+            for (int ky = 0; ky < pc.KH; ++ky) {
+                int iy = by + ky * pc.dy;
+                if (iy < 0 || iy >= pc.H) continue;
+                uint xrow = xbase + uint(iz * hw + iy * pc.W);
+                uint wk = wrow + uint((kz * pc.KH + ky) * pc.KW);
+                for (int kx = 0; kx < pc.KW; ++kx) {
+                    int ix = bx + kx * pc.dx;
+                    if (ix < 0 || ix >= pc.W) continue;
+                    acc = fma(float(x[xrow + uint(ix)]), float(w[wk + uint(kx)]), acc);
+                }
+            }
+        }
+        if (HAS_BIAS) acc += float(bias[m]);
+        o[i] = SO(acc);
+    }
+}

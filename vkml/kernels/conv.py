@@ -1,0 +1,277 @@
+"""GPU kernels for Conv and ConvTranspose (1-3 spatial dims, float32 and float16).
+
+Three routes, picked per node:
+  * pointwise Conv (1x1 kernel, unit strides, no padding, one group): a batched MatMul
+    W (M, C) @ X[n] (C, S) on matmul.py's shader, bias added as Gemm's C;
+  * one input channel per group (depthwise, with or without a channel multiplier):
+    conv_dw_<t> (shaders/conv_dw.comp), a direct window loop per output element;
+  * everything else, ConvTranspose included: conv_<t> (shaders/conv.comp), an implicit GEMM
+    whose load stage gathers input columns through a per-k table built here. ConvTranspose
+    runs in gather form: output o takes input (o + pad - tap * dilation) / stride where
+    that divides exactly.
+Attributes follow vkml.ops.conv (the NumPy operators): auto_pad, pads, strides, dilations,
+group, kernel_shape; ConvTranspose also output_padding and output_shape.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from vkml.ops._window import AUTO_PADS, auto_pad_name, resolve
+
+from . import matmul as mm
+from .common import PushBlock, dtype_name, require_dtypes
+from .registry import Kernel, TensorSpec, Unsupported, register
+
+MAX_INDEX = (1 << 31) - 1
+# Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads: 88 bytes
+CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3i", "conv")
+# total, M, mult, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations: 88 bytes
+DW_PUSH = PushBlock("IIIIIII3i3i3i3i3i", "conv_dw")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One convolution as the shaders see it; spatial tuples are padded to 3 dims."""
+    transposed: bool
+    n: int
+    c: int
+    m: int                      # output channels, all groups
+    group: int
+    in_sp: tuple[int, int, int]
+    out_sp: tuple[int, int, int]
+    kernel: tuple[int, int, int]
+    strides: tuple[int, int, int]
+    pads: tuple[int, int, int]  # at the beginning
+    dil: tuple[int, int, int]
+    rank: int                   # real spatial rank
+
+    @property
+    def cg(self) -> int:
+        return self.c // self.group
+
+    @property
+    def mg(self) -> int:
+        return self.m // self.group
+
+    @property
+    def taps(self) -> int:
+        return math.prod(self.kernel)
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (self.n, self.m) + self.out_sp[3 - self.rank:]
+
+
+def _pad3(v: Sequence[int], fill: int) -> tuple[int, int, int]:
+    v = tuple(int(e) for e in v)
+    return (fill,) * (3 - len(v)) + v
+
+
+def _ints(attrs, name):
+    v = attrs.get(name)
+    return None if v is None else [int(e) for e in v]
+
+
+def geometry(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> Geometry:
+    """The convolution's geometry (the same rules as vkml.ops.conv); ValueError if the
+    shapes or attributes do not fit together."""
+    if len(x_shape) < 3 or len(w_shape) != len(x_shape):
+        raise ValueError(f"input {tuple(x_shape)} and weights {tuple(w_shape)} must be (N, C, ...) of one rank >= 3")
+    rank = len(x_shape) - 2
+    if rank > 3:
+        raise ValueError(f"{rank} spatial dimensions (the GPU kernels take 1 to 3)")
+    auto_pad = auto_pad_name(attrs.get("auto_pad", "NOTSET"))
+    if auto_pad not in AUTO_PADS:
+        raise ValueError(f"auto_pad must be one of {AUTO_PADS}, got {auto_pad!r}")
+    group = int(attrs.get("group", 1))
+    if group < 1:
+        raise ValueError(f"group must be >= 1, got {group}")
+    n, c = int(x_shape[0]), int(x_shape[1])
+    spatial = tuple(int(s) for s in x_shape[2:])
+    kernel = tuple(int(k) for k in w_shape[2:])
+    ks = _ints(attrs, "kernel_shape")
+    if ks is not None and tuple(ks) != kernel:
+        raise ValueError(f"kernel_shape {tuple(ks)} does not match the weights' {kernel}")
+    strides, dil, pads = _ints(attrs, "strides"), _ints(attrs, "dilations"), _ints(attrs, "pads")
+    for name, v in (("strides", strides), ("dilations", dil), ("kernel", kernel)):
+        if v is not None and any(e < 1 for e in v):
+            raise ValueError(f"{name} must be positive, got {v}")
+    if op_type == "Conv":
+        if c % group or w_shape[0] % group or w_shape[1] * group != c:
+            raise ValueError(f"weights {tuple(w_shape)} do not fit {c} input channels in {group} groups")
+        win = resolve(spatial, kernel, strides, dil, pads, auto_pad)
+        return Geometry(False, n, c, int(w_shape[0]), group, _pad3(spatial, 1), _pad3(win.out, 1),
+                        _pad3(kernel, 1), _pad3(win.strides, 1), _pad3(win.pad_begin, 0),
+                        _pad3(win.dilations, 1), rank)
+    # ConvTranspose: weights (C, M/group, *kernel)
+    if c % group or w_shape[0] != c:
+        raise ValueError(f"weights {tuple(w_shape)} need {w_shape[0]} input channels divisible by group {group}, got {c}")
+    strides = tuple(strides) if strides else (1,) * rank
+    dil = tuple(dil) if dil else (1,) * rank
+    opad = tuple(_ints(attrs, "output_padding") or (0,) * rank)
+    if len(strides) != rank or len(dil) != rank or len(opad) != rank:
+        raise ValueError("strides, dilations and output_padding must have one value per spatial dim")
+    full = tuple(s * (i - 1) + o + (k - 1) * d + 1 for s, i, o, k, d in zip(strides, spatial, opad, kernel, dil))
+    out_shape_attr = _ints(attrs, "output_shape")
+    if out_shape_attr:
+        out = tuple(out_shape_attr[-rank:])
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        out = tuple(i * s for i, s in zip(spatial, strides))
+    else:
+        out = None
+    if out is not None:
+        begin = []
+        for f, o in zip(full, out):
+            total = f - o
+            half = total // 2
+            begin.append(half if auto_pad == "SAME_UPPER" else total - half)
+    else:
+        p = tuple(pads) if pads and auto_pad == "NOTSET" else (0,) * (2 * rank)
+        if len(p) != 2 * rank:
+            raise ValueError(f"pads {p} must have {2 * rank} values")
+        out = tuple(f - p[i] - p[i + rank] for i, f in enumerate(full))
+        begin = list(p[:rank])
+    if any(o < 0 for o in out):
+        raise ValueError(f"negative output size {out}")
+    return Geometry(True, n, c, int(w_shape[1]) * group, group, _pad3(spatial, 1), _pad3(out, 1),
+                    _pad3(kernel, 1), _pad3(strides, 1), _pad3(begin, 0), _pad3(dil, 1), rank)
+
+
+def k_table(geo: Geometry) -> np.ndarray:
+    """conv.comp's per-k table: int32 (K, 2, 4) (see the shader's header)."""
+    d, h, w = geo.in_sp
+    s = d * h * w
+    tz, ty, tx = np.meshgrid(*(np.arange(k) for k in geo.kernel), indexing="ij")
+    dz, dy, dx = (t.reshape(-1) * dl for t, dl in zip((tz, ty, tx), geo.dil))
+    c = np.arange(geo.cg)[:, None]
+    t = np.arange(geo.taps)[None, :]
+    tab = np.zeros((geo.cg, geo.taps, 2, 4), np.int64)
+    tab[:, :, 0, 0] = c * s + (0 if geo.transposed else (dz * h * w + dy * w + dx)[None, :])
+    tab[:, :, 0, 1], tab[:, :, 0, 2], tab[:, :, 0, 3] = dz[None, :], dy[None, :], dx[None, :]
+    tab[:, :, 1, 0] = (c * geo.mg * geo.taps + t) if geo.transposed else (c * geo.taps + t)
+    return tab.reshape(-1, 2, 4).astype(np.int32)
+
+
+def _sizes_ok(device, geo: Geometry, specs) -> None:
+    limit = device.max_storage_buffer_range
+    for s in specs:
+        if s is not None and math.prod(s.shape) * np.dtype(s.dtype).itemsize > limit:
+            raise Unsupported(f"a {tuple(s.shape)} {np.dtype(s.dtype)} tensor exceeds the device's storage "
+                              f"buffer range of {limit} bytes")
+    p = math.prod(geo.out_sp)
+    for v in (geo.n * geo.m * p, geo.n * geo.c * math.prod(geo.in_sp), geo.cg * geo.taps * geo.mg * geo.group):
+        if v > MAX_INDEX:
+            raise Unsupported(f"{v} elements exceed the GPU convolution's 32-bit indexing")
+
+
+def _route(geo: Geometry) -> str:
+    if not geo.transposed:
+        if geo.cg == 1:
+            return "dw"
+        if (geo.group == 1 and geo.taps == 1 and geo.strides == (1, 1, 1) and geo.pads == (0, 0, 0)
+                and geo.in_sp == geo.out_sp):
+            return "pointwise"
+    return "gemm"
+
+
+def _conv_tiling(device, geo: Geometry) -> mm.Tiling:
+    t = mm.choose_tiling(device, geo.mg, geo.n * math.prod(geo.out_sp), geo.group)
+    if t.threads % (t.bn // 4):  # conv.comp keeps each invocation's B columns fixed
+        t = mm.MEDIUM
+    return t
+
+
+def _record_pointwise(rec, geo: Geometry, x, w, b, out) -> None:
+    s = math.prod(geo.in_sp)
+    g = mm.Gemm(geo.m, s, geo.c, False, False, geo.c, s, [geo.n], [0], [geo.c * s],
+                1.0, 1.0, (1, 0) if b is not None else None)
+    mm.record_gemm(rec, g, w, x, b, out)
+
+
+def _record_dw(rec, geo: Geometry, x, w, b, out) -> None:
+    dev = rec.device
+    p = math.prod(geo.out_sp)
+    total = geo.n * geo.m * p
+    pipe = dev.pipeline(f"conv_dw_{dtype_name(out.dtype)}", "rrrw", DW_PUSH.size, (256, b is not None))
+    push = DW_PUSH.pack(total, geo.m, geo.mg, p, *geo.out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
+                        *geo.pads, *geo.dil)
+    rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view], push,
+                 pipe.groups_for(total))
+
+
+def _record_gemm(rec, geo: Geometry, x, w, b, out) -> None:
+    dev = rec.device
+    t = _conv_tiling(dev, geo)
+    t.validate(dev)
+    s = math.prod(geo.in_sp)
+    p = math.prod(geo.out_sp)
+    k = geo.cg * geo.taps
+    if geo.transposed:
+        wg, wm, vec_a = geo.cg * geo.mg * geo.taps, geo.taps, 1
+    else:
+        wg, wm = geo.mg * k, k
+        vec_a = 4 if k % 4 == 0 and w.view.offset % 16 == 0 else 1
+    spec = t.spec() + (vec_a, b is not None, geo.transposed)
+    pipe = dev.pipeline(f"conv_{dtype_name(out.dtype)}", "rrrwr", CONV_PUSH.size, spec)
+    table = rec.constants(k_table(geo).tobytes())
+    push = CONV_PUSH.pack(geo.mg, geo.n * p, k, geo.group, p, geo.c * s, geo.cg * s, wg, wm, geo.m,
+                          *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads)
+    g = mm.Gemm(geo.mg, geo.n * p, k, False, False, 0, 0, [geo.group], [0], [0])
+    grid = mm.dispatch_grid(dev, g, t.bm, t.bn)
+    rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view, table], push, grid)
+
+
+@register
+class ConvKernel(Kernel):
+    op_types = ("Conv", "ConvTranspose")
+
+    def _geo(self, op_type, attrs, inputs) -> Geometry:
+        if len(inputs) not in (2, 3) or inputs[0] is None or inputs[1] is None:
+            raise Unsupported(f"{op_type} takes X, W and an optional B")
+        try:
+            geo = geometry(op_type, attrs, inputs[0].shape, inputs[1].shape)
+        except ValueError as e:
+            raise Unsupported(str(e)) from None
+        b = inputs[2] if len(inputs) == 3 else None
+        if b is not None and tuple(b.shape) != (geo.m,):
+            raise Unsupported(f"bias {tuple(b.shape)} must have shape ({geo.m},)")
+        return geo
+
+    def check(self, device, op_type, attrs, inputs):
+        dts = {np.dtype(t.dtype) for t in inputs if t is not None}
+        if len(dts) != 1:
+            raise Unsupported(f"{op_type} with mixed dtypes {sorted(str(d) for d in dts)}")
+        dt = dtype_name(dts.pop())
+        if dt not in mm.FLOATS:
+            raise Unsupported(f"{op_type} on the GPU supports float32 and float16, not {inputs[0].dtype}")
+        require_dtypes(device, inputs[0].dtype)
+        geo = self._geo(op_type, attrs, inputs)
+        if geo.c == 0:
+            raise Unsupported(f"{op_type} with no input channels")
+        _sizes_ok(device, geo, list(inputs) + [TensorSpec(geo.out_shape, inputs[0].dtype)])
+        if _route(geo) == "gemm" and geo.cg * geo.taps * 2 * 16 > device.max_storage_buffer_range:
+            raise Unsupported("the convolution's k table exceeds the storage buffer range")
+
+    def infer(self, op_type, attrs, inputs):
+        geo = self._geo(op_type, attrs, inputs)
+        return [TensorSpec(geo.out_shape, np.dtype(inputs[0].dtype))]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, w = inputs[0], inputs[1]
+        b = inputs[2] if len(inputs) == 3 else None
+        out = outputs[0]
+        geo = self._geo(op_type, attrs, [TensorSpec.of(t) if t is not None else None for t in inputs])
+        if out.size == 0:
+            return
+        route = _route(geo)
+        if route == "pointwise":
+            _record_pointwise(rec, geo, x, w, b, out)
+        elif route == "dw":
+            _record_dw(rec, geo, x, w, b, out)
+        else:
+            _record_gemm(rec, geo, x, w, b, out)
+
