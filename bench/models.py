@@ -32,7 +32,10 @@ class BenchModel:
     meta: dict = field(default_factory=dict)
 
     def bytes(self) -> bytes:
-        return self.proto.SerializeToString()
+        """Serialized once: every runtime loads the same bytes (an MLP's are 512 MB)."""
+        if "_bytes" not in self.meta:
+            self.meta["_bytes"] = self.proto.SerializeToString()
+        return self.meta["_bytes"]
 
 
 class _Graph:

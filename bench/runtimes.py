@@ -73,38 +73,41 @@ class Vkml(Runtime):
 
 
 def _vkml_device_runner(vkml, sess, feed, device: str):
-    """Device-resident runs through vkml.Tensor when this vkml has it (detected, not assumed)."""
+    """Device-resident runs: vkml.Tensor inputs on the device and outputs kept there
+    (output_device), when this vkml has them (detected, not assumed)."""
+    import inspect
+
     if device == "cpu":
         return None, "host device: same as host path"
     Tensor = getattr(vkml, "Tensor", None)
     if Tensor is None:
         return None, "vkml.Tensor not in this build"
+    if "output_device" not in inspect.signature(sess.run).parameters:
+        return None, "InferenceSession.run has no output_device in this build"
     try:
-        make = getattr(Tensor, "from_numpy")
-        resident = {k: make(v, device=device) for k, v in feed.items()}
-        sess.run(None, resident)
+        resident = {k: Tensor.from_numpy(v, device=device) for k, v in feed.items()}
+        outs = sess.run(None, resident, output_device=device)
+        where = {getattr(o, "device", "host") for o in outs}
+        if where != {device}:
+            return None, f"outputs came back on {sorted(where)}, not {device}"
     except Exception as e:
-        return None, f"vkml.Tensor feed failed: {type(e).__name__}: {e}"
-
-    def run():
-        outs = sess.run(None, resident)
-        for o in outs:
-            sync = getattr(o, "synchronize", None) or getattr(o, "wait", None)
-            if sync is not None:
-                sync()
-        return outs
-
-    return run, ""
+        return None, f"device-resident run failed: {type(e).__name__}: {e}"
+    # the run returns once the GPU is done (kept outputs are copied out of the run's slot)
+    return (lambda: sess.run(None, resident, output_device=device)), ""
 
 
 # --------------------------------------------------------------------------------- onnxruntime
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
 
-    def __init__(self, provider: str = "CPUExecutionProvider", cpu_threads: int | None = None):
+    def __init__(self, provider: str = "CPUExecutionProvider", cpu_threads: int | None = None,
+                 optimize: bool = True):
         self.provider = provider
         self.device = "cuda" if provider == "CUDAExecutionProvider" else "cpu"
         self.cpu_threads = cpu_threads
+        self.optimize = optimize  # False: no graph rewrites (its NoopElimination drops x + 0)
+        if not optimize:
+            self.name = "onnxruntime-noopt"
 
     def version(self) -> str:
         import onnxruntime
@@ -117,6 +120,8 @@ class OnnxRuntime(Runtime):
         if self.cpu_threads:
             so.intra_op_num_threads = self.cpu_threads
         so.log_severity_level = 3
+        if not self.optimize:
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
             sess = ort.InferenceSession(bm.bytes(), so, providers=[self.provider])
         except Exception as e:  # e.g. no kernel for an op/dtype on this provider

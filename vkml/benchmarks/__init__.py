@@ -57,7 +57,8 @@ def _load_model(spec: str, inputs: list[str]):
                          + ", ".join(k + (":N" if k == "chain_add" else "") for k in models.BUILDERS))
     bm = models.BUILDERS[name](int(arg)) if arg else (models.chain_add(100) if name == "chain_add"
                                                       else models.BUILDERS[name]())
-    return bm.bytes(), bm.feed, f"{bm.name} ({bm.meta})"
+    shown = ", ".join(f"{k}={v}" for k, v in bm.meta.items() if not k.startswith("_") and k != "torch_module")
+    return bm.bytes(), bm.feed, f"{bm.name} ({shown})"
 
 
 def profile_main(argv: list[str]) -> int:
