@@ -170,3 +170,31 @@ def test_a_failing_run_leaves_the_session_usable(gpu):
     y, = sess.run(None, {"x": x, "idx": np.array([3, 1], np.int64)})
     np.testing.assert_array_equal(y, -np.maximum(x, 0)[[3, 1]])
     assert [r["device"] for r in sess.placement()] == [gpu, "cpu", gpu]
+
+
+def test_shape_arithmetic_is_planned_away(gpu):
+    """Shape -> Gather -> Concat -> Reshape: the target is constant for each input shape, so
+    the Reshape runs on the GPU (as a view) and the shape nodes are evaluated while planning."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    n = h.make_node
+    nodes = [n("Relu", ["x"], ["r"], name="relu"),
+             n("Shape", ["x"], ["s"], name="shape"),
+             n("Gather", ["s", "zero"], ["b"], name="batch", axis=0),
+             n("Concat", ["b", "minus1"], ["target"], name="target", axis=0),
+             n("Reshape", ["r", "target"], ["flat"], name="flatten"),
+             n("Neg", ["flat"], ["y"], name="neg")]
+    g = h.make_graph(nodes, "dyn", [h.make_tensor_value_info("x", T.FLOAT, ["N", "C", 4])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["N", None])],
+                     [nh.from_array(np.array([0], np.int64), "zero"), nh.from_array(np.array([-1], np.int64), "minus1")])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    for shape in [(2, 3, 4), (5, 1, 4)]:
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        y, = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(y, -np.maximum(x, 0).reshape(shape[0], -1))
+        rows = {r["node"]: r for r in sess.placement()}
+        assert all(rows[k]["device"] == gpu for k in ("relu", "flatten", "neg")), rows
+        assert all(rows[k]["reason"].startswith("constant for these input shapes") for k in ("shape", "batch", "target"))
