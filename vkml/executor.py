@@ -16,6 +16,10 @@ class NodeFailure(RuntimeError):
     """An operator raised at run time; the original exception is its __cause__."""
 
 
+def _failure(node, e: Exception) -> NodeFailure:
+    return NodeFailure(f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}")
+
+
 def run_step(plan: Plan, step, vals: list[Any], free: bool = True) -> None:
     """Execute one step against a run's slot list (also the scheduler's task body)."""
     node = step.node
@@ -27,7 +31,7 @@ def run_step(plan: Plan, step, vals: list[Any], free: bool = True) -> None:
         else:
             outs = node.op.run(*args)
     except Exception as e:
-        raise NodeFailure(f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}") from e
+        raise _failure(node, e) from e
     for k, sl in enumerate(step.outs):
         if sl < 0:
             continue
@@ -53,7 +57,26 @@ def run_plan(plan: Plan, feeds: Mapping[str, Any], outer: Mapping[str, Any] | No
         if name in feeds:
             vals[sl] = feeds[name]
     for step in plan.steps:
-        run_step(plan, step, vals)
+        fast = step.fast
+        if fast is None:
+            run_step(plan, step, vals)
+            continue
+        # Inlined run_step for one-output steps: this loop is the CPU path's per-op overhead.
+        run, ins, out = fast
+        try:
+            if len(ins) == 2:
+                o = run(vals[ins[0]], vals[ins[1]])[0]
+            elif len(ins) == 1:
+                o = run(vals[ins[0]])[0]
+            else:
+                o = run(*[vals[i] for i in ins])[0]
+        except Exception as e:
+            raise _failure(step.node, e) from e
+        if type(o) is not np.ndarray and o is not None and not isinstance(o, (np.ndarray, list)):
+            o = np.asarray(o)
+        vals[out] = o
+        for sl in step.frees:
+            vals[sl] = None
     return [vals[s] for s in plan.out_slots]
 
 

@@ -20,6 +20,9 @@ class Step:
     outs: tuple[int, ...]  # slot per output, -1 for an omitted optional output
     frees: tuple[int, ...]  # slots whose last reader this step is (cleared after it)
     outer: tuple[tuple[str, int], ...]  # (name, slot) its subgraphs read from this scope
+    # (bound run, input slots, output slot) for the common case the executor inlines: every
+    # input present, one output, no subgraphs; else None.
+    fast: tuple | None = None
 
 
 class Plan:
@@ -63,7 +66,12 @@ class Plan:
         for sl, k in last.items():
             if sl not in keep:
                 frees_at[k].append(sl)
-        self.steps = [Step(n, i, o, tuple(frees_at[k]), outer) for k, (n, i, o, outer) in enumerate(raw)]
+        self.steps = [
+            Step(n, i, o, tuple(frees_at[k]), outer,
+                 (n.op.run, i, o[0]) if not n.op.needs_scope and min(i, default=0) >= 0
+                 and len(o) == 1 and o[0] >= 0 else None)
+            for k, (n, i, o, outer) in enumerate(raw)
+        ]
         self.template: list[Any] = [None] * self.n_slots
         for name in graph.constants:
             self.template[slot[name]] = runtime.weights[graph.weight_key(name)]

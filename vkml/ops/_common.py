@@ -71,7 +71,9 @@ class Binary(Op):
     def run(self, a, b):
         out = type(self).fn(a, b)
         dtype = a.dtype if self.out_dtype is None else self.out_dtype
-        return (np.asarray(out, dtype=dtype),)
+        if type(out) is not np.ndarray or out.dtype != dtype:
+            out = np.asarray(out, dtype=dtype)
+        return (out,)
 
 
 def unknown_outputs(n: int) -> list[TensorDesc]:
