@@ -9,8 +9,9 @@
 //                0: an invocation per output, reducing serially (short ones, or kept axes
 //                innermost, where neighbouring invocations read neighbouring elements)
 //   PASS         0: one pass, x in, finished values out;
-//                1: partial accumulators of `chunks` chunks per output out (raw uint bits);
-//                2: combine those partials (as rows) and finish
+//                1: partial accumulators of `chunks` chunks per output out (raw uint bits),
+//                   at o * chunks + c (WG_MODE 1) or c * n_out + o (WG_MODE 0: coalesced);
+//                2: combine those partials (the host describes their layout) and finish
 //   VKML_SUBGROUP (see include/vkml_reduce.glsl), TX/TO (include/vkml_types.glsl)
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
@@ -244,9 +245,17 @@ void main() {
 // ------------------------------------------------------------ an invocation per output
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint t = gl_GlobalInvocationID.x; t < pc.n_out; t += stride) {
-        uint base = kept_offset(t);
+    uint total = pc.n_out * pc.chunks;
+    for (uint t = gl_GlobalInvocationID.x; t < total; t += stride) {
+        uint c = t / pc.n_out;
+        uint base = kept_offset(t - c * pc.n_out);
+#if PASS == 1
+        uint r0 = c * pc.chunk_len;
+        uint n = min(r0 + pc.chunk_len, pc.n_red);
+#else
+        const uint r0 = 0u;
         uint n = pc.n_red;
+#endif
 #if defined(OP_LOGSUMEXP)
         uint mk = vkml_key_order(0xFF800000u);
         for (uint r = 0u; r < n; ++r) mk = max(mk, vkml_key_max(float(x[base + red_offset(r)])));
@@ -267,7 +276,7 @@ void main() {
         o[2u * t + 1u] = 0u;
 #else
         ACC a = identity();
-        for (uint r = 0u; r < n; ++r) a = COMBINE(a, load(base + red_offset(r)));
+        for (uint r = r0; r < n; ++r) a = COMBINE(a, load(base + red_offset(r)));
         store(t, a);
 #endif
     }

@@ -130,6 +130,9 @@ def _variants_reductions(add) -> None:
                     add(f"reduce_{op}_{mode}_{t}", "reduce.comp", **{f"OP_{op.upper()}": 1, "TX": T[t],
                                                                     "TO": T[t], "WG_MODE": 1, "PASS": 2,
                                                                     "VKML_SUBGROUP": sg})
+                for mode, ps in (("p1t", 1), ("p2t", 2)):  # the split in per-output invocations
+                    add(f"reduce_{op}_{mode}_{t}", "reduce.comp", **{f"OP_{op.upper()}": 1, "TX": T[t],
+                                                                    "TO": T[t], "WG_MODE": 0, "PASS": ps})
     for op in ("softmax", "logsoftmax"):
         for t in ("f32", "f16"):
             for mode, d in wg_modes.items():

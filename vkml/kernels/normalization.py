@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .common import PushBlock, dtype_name, require_dtypes
-from .reduce import check_size, float_or, group_count, normalize_axis, wg_mode_name, wg_size
+from .reduce import check_size, float_or, group_count, normalize_axis, threads_wg, wg_mode_name, wg_size
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 NORM_PUSH = PushBlock("8IfI", "norm")        # 40 bytes
@@ -190,7 +190,7 @@ class RowNormKernel(Kernel):
             wg = wg_size(device, r.k)
             name, groups = f"norm_{wg_mode_name(device)}_{suffix}", group_count(device, r.rows)
         else:
-            wg = wg_size(device, 256)
+            wg = threads_wg(device)
             name, groups = f"norm_th_{suffix}", group_count(device, -(-r.rows // wg))
         p = device.pipeline(name, "rrrwww", NORM_PUSH.size, (wg,))
         rec.dispatch(p, [_view(rec, x), _view(rec, inputs[1]), _view(rec, bias), _view(rec, outputs[0]),
@@ -234,7 +234,7 @@ class BatchNormKernel(Kernel):
         inner = math.prod(x.shape[2:])
         per_element = int(len(scale.shape) > 1)
         suffix = _param_types(op_type, TensorSpec.of(x), [TensorSpec.of(t) for t in inputs[1:]])
-        wg = wg_size(device, 256)
+        wg = threads_wg(device)
         p = device.pipeline(f"batchnorm_{suffix}", "rrrrrw", BATCH_PUSH.size, (wg,))
         rec.dispatch(p, [x.view, scale.view, bias.view, mean.view, var.view, outputs[0].view],
                      BATCH_PUSH.pack(n, c, inner, per_element, _eps(attrs)), p.groups_for(n))

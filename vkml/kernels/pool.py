@@ -15,7 +15,7 @@ import numpy as np
 from vkml.ops._window import AUTO_PADS, Window, auto_pad_name, resolve
 
 from .common import PushBlock, dtype_name, require_dtypes
-from .reduce import check_size, float_or, group_count, record_reduce, wg_size
+from .reduce import check_size, float_or, group_count, record_reduce, threads_wg
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 POOL_PUSH = PushBlock("2I3I3I3I3I3I3I3I", "pool")  # 92 bytes
@@ -110,7 +110,7 @@ class PoolKernel(Kernel):
         push = POOL_PUSH.pack(n, flags, *_pad3(x.shape[2:], 1), *_pad3(w.out, 1), *_pad3(w.kernel, 1),
                               *_pad3(w.strides, 1), *_pad3(w.dilations, 1), *_pad3(w.pad_begin, 0),
                               *_pad3(w.explicit_end, 0))
-        wg = wg_size(device, 256)
+        wg = threads_wg(device)
         groups = group_count(device, -(-n // wg))
         src = x.view if x.nbytes else rec.constants(bytes(4))  # empty input: only padding is read
         if idx is not None:

@@ -59,17 +59,23 @@ def max_invocations(device) -> int:
     return int(device.limits.get("max_compute_work_group_invocations", 128))
 
 
-def wg_size(device, work: int, cap: int = 256) -> int:
-    """A power-of-two workgroup size (the shared-memory tree needs one) for `work` items per
-    workgroup: at least 64 (or the subgroup size), at most `cap` and the device limit."""
-    limit = min(cap, max_invocations(device))
+def wg_size(device, work: int, cap: int = 1024) -> int:
+    """A power-of-two workgroup size (the shared-memory tree needs one) for a workgroup that
+    shares `work` items: about 8 per invocation, at least 64 (and the subgroup size), at most
+    `cap` and the device limit."""
+    limit = 1
+    while limit * 2 <= min(cap, max_invocations(device)):
+        limit *= 2
     size = 64
-    while size < work and size * 2 <= limit:
+    while size * 2 <= limit and size * 16 <= work:
         size *= 2
-    size = max(size, min(int(getattr(device.info, "subgroup_size", 1) or 1), limit))
-    while size > limit:
-        size //= 2
-    return max(size, 1)
+    sg = int(getattr(device.info, "subgroup_size", 1) or 1)
+    return min(max(size, sg), limit)
+
+
+def threads_wg(device) -> int:
+    """Workgroup size of the one-item-per-invocation shaders."""
+    return wg_size(device, 0, cap=256) if max_invocations(device) < 256 else 256
 
 
 def group_count(device, n: int) -> int:
@@ -146,6 +152,8 @@ INT_OK = {"max", "min", "argmax", "argmin"}  # int32 variants exist for these
 SPLIT_MIN = 16384      # reduce this many elements or more per output in two passes ...
 SPLIT_OUTPUTS = 128    # ... when there are fewer outputs than this
 CHUNK = 4096           # target elements per first-pass workgroup
+TH_CHUNK = 16          # per-output invocations: at least this many elements per chunk ...
+TH_THREADS = 65536     # ... and chunks until about this many invocations run
 
 
 def _pad4(v: Sequence[int]) -> list[int]:
@@ -177,40 +185,49 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
         rs, rst = [1], [0]
     dt = dtype_name(x.dtype)
     red_inner = rst[-1] == 1 and n_red > 1
-    if n_red <= 1:
-        mode = "th"
-    elif red_inner:
-        mode = "wg" if n_red >= 32 else "th"
-    else:
-        mode = "wg" if (n_out < 1024 and n_red >= 256) else "th"
-    if mode == "th":
-        wg = wg_size(device, 256)
-        p = device.pipeline(f"reduce_{op}_th_{dt}", "rw", REDUCE_PUSH.size, (wg,))
-        src = x.view if n_red else rec.constants(bytes(4))  # nothing is read: any buffer binds
-        rec.dispatch(p, [src, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
-                     group_count(device, -(-n_out // wg)))
-        return
+    split_ok = op in SPLITTABLE
     sg = wg_mode_name(device)
-    if op in SPLITTABLE and n_red >= SPLIT_MIN and n_out < SPLIT_OUTPUTS:
-        chunks = min(-(-n_red // CHUNK), max(2, 1024 // n_out))
+    if n_red > 1 and (red_inner and n_red >= 32
+                      or not split_ok and n_out < 1024 and n_red >= 256):
+        # a workgroup per output (strided reads for the unsplittable ops' few long outputs)
+        if split_ok and n_red >= SPLIT_MIN and n_out < SPLIT_OUTPUTS:
+            chunks = min(-(-n_red // CHUNK), max(2, 1024 // n_out))
+            chunk_len = -(-n_red // chunks)
+            chunks = -(-n_red // chunk_len)
+            scratch = device.alloc(n_out * chunks * 4)
+            s1 = "p1" if sg == "wg" else "p1s"
+            p1 = device.pipeline(f"reduce_{op}_{s1}_{dt}", "rw", REDUCE_PUSH.size, (wg_size(device, chunk_len),))
+            rec.dispatch(p1, [x.view, scratch], _push(n_out, n_red, chunks, chunk_len, n_red, flags, ks, kst, rs, rst),
+                         group_count(device, n_out * chunks))
+            s2 = "p2" if sg == "wg" else "p2s"
+            p2 = device.pipeline(f"reduce_{op}_{s2}_{dt}", "rw", REDUCE_PUSH.size, (wg_size(device, chunks),))
+            rec.dispatch(p2, [scratch, out.view],
+                         _push(n_out, chunks, 1, chunks, n_red, flags, [n_out], [chunks], [chunks], [1]),
+                         group_count(device, n_out))
+            return
+        p = device.pipeline(f"reduce_{op}_{sg}_{dt}", "rw", REDUCE_PUSH.size, (wg_size(device, n_red),))
+        rec.dispatch(p, [x.view, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
+                     group_count(device, n_out))
+        return
+    wg = threads_wg(device)
+    chunks = min(-(-n_red // TH_CHUNK), -(-TH_THREADS // n_out)) if split_ok and n_red >= 4 * TH_CHUNK else 1
+    if chunks > 1:
+        # an invocation per (output, chunk), then per output over its chunks' partials
         chunk_len = -(-n_red // chunks)
         chunks = -(-n_red // chunk_len)
         scratch = device.alloc(n_out * chunks * 4)
-        wg = wg_size(device, chunk_len)
-        p1 = device.pipeline(f"reduce_{op}_p1{'' if sg == 'wg' else 's'}_{dt}", "rw", REDUCE_PUSH.size, (wg,))
-        rec.dispatch(p1, [x.view, scratch],
-                     _push(n_out, n_red, chunks, chunk_len, n_red, flags, ks, kst, rs, rst),
-                     group_count(device, n_out * chunks))
-        wg2 = wg_size(device, chunks)
-        p2 = device.pipeline(f"reduce_{op}_p2{'' if sg == 'wg' else 's'}_{dt}", "rw", REDUCE_PUSH.size, (wg2,))
+        p1 = device.pipeline(f"reduce_{op}_p1t_{dt}", "rw", REDUCE_PUSH.size, (wg,))
+        rec.dispatch(p1, [x.view, scratch], _push(n_out, n_red, chunks, chunk_len, n_red, flags, ks, kst, rs, rst),
+                     group_count(device, -(-n_out * chunks // wg)))
+        p2 = device.pipeline(f"reduce_{op}_p2t_{dt}", "rw", REDUCE_PUSH.size, (wg,))
         rec.dispatch(p2, [scratch, out.view],
-                     _push(n_out, chunks, 1, chunks, n_red, flags, [n_out], [chunks], [chunks], [1]),
-                     group_count(device, n_out))
+                     _push(n_out, chunks, 1, chunks, n_red, flags, [n_out], [1], [chunks], [n_out]),
+                     group_count(device, -(-n_out // wg)))
         return
-    wg = wg_size(device, n_red)
-    p = device.pipeline(f"reduce_{op}_{sg}_{dt}", "rw", REDUCE_PUSH.size, (wg,))
-    rec.dispatch(p, [x.view, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
-                 group_count(device, n_out))
+    p = device.pipeline(f"reduce_{op}_th_{dt}", "rw", REDUCE_PUSH.size, (wg,))
+    src = x.view if n_red else rec.constants(bytes(4))  # nothing is read: any buffer binds
+    rec.dispatch(p, [src, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
+                 group_count(device, -(-n_out // wg)))
 
 
 def _flag(attrs: Mapping[str, Any], name: str, default: int) -> int:

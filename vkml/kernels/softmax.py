@@ -11,7 +11,7 @@ import math
 from typing import Any, Mapping
 
 from .common import PushBlock, dtype_name, require_dtypes
-from .reduce import check_size, float_or, group_count, normalize_axis, wg_mode_name, wg_size
+from .reduce import check_size, float_or, group_count, normalize_axis, threads_wg, wg_mode_name, wg_size
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 SOFTMAX_PUSH = PushBlock("4I", "softmax")
@@ -73,7 +73,7 @@ class SoftmaxKernel(Kernel):
             name = f"{SHADER[op_type]}_{wg_mode_name(device)}_{dt}"
             groups = group_count(device, rows)
         else:
-            wg = wg_size(device, 256)
+            wg = threads_wg(device)
             name = f"{SHADER[op_type]}_th_{dt}"
             groups = group_count(device, -(-rows // wg))
         p = device.pipeline(name, "rw", SOFTMAX_PUSH.size, (wg,))
