@@ -5,6 +5,7 @@ plain vkCmdCopyBuffer of the same size. The transpose cases also run through the
 strided copy, to show what the tiled shared-memory path buys.
 
     python bench/bench_movement.py [--device N] [--scale 1.0] [--inner 10] [--outer 3] [--check]
+                                   [--only SUBSTRING]
 
 --scale shrinks or grows every tensor (0.01 runs in seconds on lavapipe); --check compares
 each result with NumPy. Prints a table and writes bench/results/movement-<device>.json.
@@ -146,12 +147,15 @@ def main(argv=None) -> int:
     ap.add_argument("--inner", type=int, default=10)
     ap.add_argument("--outer", type=int, default=3)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--only", default="", help="run the cases whose name contains this")
     args = ap.parse_args(argv)
     idx = pick_device() if args.device is None else args.device
     dev = vk.device(idx)
     info = vk.list_devices()[idx]
     rows = [copy_baseline(dev, max(4, int(128 * 2**20 * args.scale)) // 4 * 4, args.inner, args.outer)]
     for name, op, attrs, feeds, ref in cases(args.scale):
+        if args.only not in name:
+            continue
         rows.append(run_case(dev, name, op, attrs, feeds, ref, args.inner, args.outer, args.check))
         if op == "Transpose":
             rows.append(run_case(dev, name, op, attrs, feeds, ref, args.inner, args.outer, args.check, True))

@@ -230,6 +230,18 @@ def test_tile(dev, data):
     same(dev, "Tile", {"x": x, "r": np.array(reps, np.int64)}, {}, 13)
 
 
+def test_tile_high_rank(dev):
+    """Rank 5 with every axis repeated: 10 copy dimensions, so Tile falls back to pad.comp."""
+    from vkml.kernels import pad
+
+    x = np.arange(2 * 3 * 2 * 3 * 2, dtype=np.int16).reshape(2, 3, 2, 3, 2)
+    reps = np.array([2, 2, 3, 2, 2], np.int64)
+    lay = pad.tile_layout(get_kernel("Tile").plan([TensorSpec.of(x), TensorSpec.of(reps, reps)],
+                                                  pad.HostInputs([TensorSpec.of(x), TensorSpec.of(reps, reps)])))
+    assert len(lay.collapsed()[0]) > 8
+    same(dev, "Tile", {"x": x, "r": reps}, {}, 13)
+
+
 # ---------------------------------------------------------------- Pad
 @HYP
 @given(data=st.data())

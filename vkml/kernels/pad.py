@@ -1,6 +1,8 @@
 """GPU kernels for Pad (constant, reflect, edge, wrap; negative pads crop) and Tile, both
 on shaders/pad.comp: each output coordinate maps per dimension to an input coordinate by
-the mode, and Tile is a wrap-mode pad that only grows dimensions to d * repeats.
+the mode, and Tile is a wrap-mode pad that only grows dimensions to d * repeats. (Tile
+runs as a strided copy with a zero-stride repeat dimension per axis when that fits in
+rank 8 after merging: the copy needs no modulo and moves wide words.)
 Elements move as 1/2/4/8-byte words; the pad constant travels as raw bits.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .elem import (
     require_elements,
     specs_of,
 )
-from .movement import UNROLL
+from .movement import UNROLL, Layout, record_copy
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 PAD_PUSH = PushBlock("5I", "pad")  # n, rank, mode, value_lo, value_hi
@@ -200,4 +202,19 @@ class TileKernel(Kernel):
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         specs = specs_of(inputs, consts)
-        record_pad(rec, inputs[0], outputs[0], self.plan(specs, HostInputs(specs, consts)), MODES["wrap"])
+        dims = self.plan(specs, HostInputs(specs, consts))
+        lay = tile_layout(dims)
+        if lay.size and len(lay.collapsed()[0]) <= MAX_RANK:
+            record_copy(rec, inputs[0], outputs[0], lay)  # faster: no modulo, wide words
+        else:
+            record_pad(rec, inputs[0], outputs[0], dims, MODES["wrap"])
+
+
+def tile_layout(dims: PadDims) -> Layout:
+    """Tile as one strided copy: each output dimension d*r splits into (r, d), the repeat
+    index reading with stride 0."""
+    shape, ist = [], []
+    for out, stride, _, _, n in dims.dims:
+        shape += [out // n if n else 0, n]
+        ist += [0, stride]
+    return Layout(shape, ist, contiguous_strides(shape))
