@@ -1,8 +1,10 @@
 #version 450
-// Row normalizations: LayerNormalization, InstanceNormalization, GroupNormalization (18, 21).
+// Row normalizations: LayerNormalization, RMSNormalization, InstanceNormalization,
+// GroupNormalization (18, 21).
 // The input is `rows` contiguous rows of `k` elements (LayerNorm: the dims from axis on;
 // Instance: one (n, c) plane; Group: one (n, g) group of channels). Per row, in float32:
 //   mean = sum(x) / k, var = sum((x - mean)^2) / k            (two passes, as the NumPy operator)
+//   (RMS: mean = 0, so var = sum(x^2) / k, one pass)
 //   norm = (x - mean) * (1 / sqrt(var + eps))   or, with DIV, (x - mean) / sqrt(var + eps)
 //   norm rounded to float16 first with NARROW (LayerNorm and GroupNorm-21 on float16 inputs)
 //   y = norm * scale[i] + bias[i], with i by `pmode`:
@@ -32,7 +34,7 @@ layout(push_constant) uniform Push {
     uint cpg;       // pmode 2: channels per group
     uint spatial;   // pmode 2: elements per channel
     float eps;
-    uint flags;     // 1: DIV, 2: NARROW, 4: has bias, 8: write mean, 16: write inv std
+    uint flags;     // 1: DIV, 2: NARROW, 4: has bias, 8: write mean, 16: write inv std, 32: RMS
 } pc;
 
 layout(std430, binding = 0) readonly buffer BX { SX x[]; };
@@ -95,9 +97,12 @@ void main() {
     float kf = float(pc.k);
     for (uint row = gl_WorkGroupID.x; row < pc.rows; row += gl_NumWorkGroups.x) {
         uint base = row * pc.k;
-        float s = 0.0;
-        for (uint i = lid; i < pc.k; i += wg) s += float(x[base + i]);
-        float mean = wg_sum(s) / kf;
+        float mean = 0.0;
+        if ((pc.flags & 32u) == 0u) {
+            float s = 0.0;
+            for (uint i = lid; i < pc.k; i += wg) s += float(x[base + i]);
+            mean = wg_sum(s) / kf;
+        }
         float q = 0.0;
         for (uint i = lid; i < pc.k; i += wg) { float d = float(x[base + i]) - mean; q += d * d; }
         float sd = sqrt(wg_sum(q) / kf + pc.eps);
@@ -112,9 +117,12 @@ void main() {
     float kf = float(pc.k);
     for (uint row = gl_GlobalInvocationID.x; row < pc.rows; row += stride) {
         uint base = row * pc.k;
-        float s = 0.0;
-        for (uint i = 0u; i < pc.k; ++i) s += float(x[base + i]);
-        float mean = s / kf;
+        float mean = 0.0;
+        if ((pc.flags & 32u) == 0u) {
+            float s = 0.0;
+            for (uint i = 0u; i < pc.k; ++i) s += float(x[base + i]);
+            mean = s / kf;
+        }
         float q = 0.0;
         for (uint i = 0u; i < pc.k; ++i) { float d = float(x[base + i]) - mean; q += d * d; }
         float sd = sqrt(q / kf + pc.eps);

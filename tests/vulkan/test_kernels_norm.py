@@ -1,6 +1,6 @@
 """Normalization kernels against the NumPy operators: BatchNormalization (inference, per-channel
 and the old per-element parameters), LayerNormalization (axis, broadcast scale/bias, optional
-bias, Mean/InvStdDev outputs), InstanceNormalization, GroupNormalization 18 (per-group scale)
+bias, Mean/InvStdDev outputs), RMSNormalization, InstanceNormalization, GroupNormalization 18 (per-group scale)
 and 21 (per-channel scale, float16 rounding of the normalized value), on hypothesis shapes.
 
 Tolerances (vs the CPU operator; statistics are summed in another order):
@@ -113,6 +113,30 @@ def test_layernorm(dev, dtype, data):
     for name, r in zip(outs[1:], ref[1:]):
         assert got[name].dtype == np.float32 and got[name].shape == r.shape
         np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@HYP
+@given(data=st.data())
+def test_rmsnorm(dev, dtype, data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=13))
+    rank = len(shape)
+    axis = data.draw(st.integers(-rank, rank - 1))
+    tail = shape[axis % rank:]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    x = _x(rng, shape, dtype)
+    scale = rng.uniform(-2, 2, tail[data.draw(st.integers(0, len(tail))):]).astype(dtype)
+    attrs = {"axis": axis, "epsilon": data.draw(st.sampled_from([1e-5, 1e-2]))}
+    ref = cpu_op("RMSNormalization", 23, attrs, x, scale)[0]
+    _close(_run("RMSNormalization", attrs, {"x": x, "s": scale})["y"], ref, dtype)
+
+
+def test_rmsnorm_long_rows(dev, path):
+    rng = np.random.default_rng(4)
+    x = _x(rng, (64, 4096), np.float16)
+    scale = rng.uniform(-2, 2, 4096).astype(np.float16)
+    ref = cpu_op("RMSNormalization", 23, {}, x, scale)[0]
+    _close(_run("RMSNormalization", {}, {"x": x, "s": scale})["y"], ref, np.float16)
 
 
 @pytest.mark.parametrize("shape,axis", [((4, 768), -1), ((2, 3, 1000), -1), ((3, 50, 40), 1), ((2, 70000), 1)])

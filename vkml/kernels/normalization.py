@@ -1,6 +1,7 @@
 """GPU kernels for BatchNormalization (inference), LayerNormalization (with its optional Mean
-and InvStdDev outputs), InstanceNormalization and GroupNormalization (18: scale and bias per
-group; 21: per channel, the normalized value rounded to the input type first).
+and InvStdDev outputs), RMSNormalization, InstanceNormalization and GroupNormalization (18:
+scale and bias per group; 21: per channel, the normalized value rounded to the input type
+first).
 
 Statistics are float32 (stash_type 1, the default; other stash types are Unsupported), two
 passes per row as the NumPy operators (mean, then the mean squared deviation). Shaders:
@@ -23,7 +24,7 @@ from .registry import Kernel, TensorSpec, Unsupported, register
 
 NORM_PUSH = PushBlock("8IfI", "norm")        # 40 bytes
 BATCH_PUSH = PushBlock("4If", "batchnorm")   # 20 bytes
-F_DIV, F_NARROW, F_BIAS, F_MEAN, F_INV = 1, 2, 4, 8, 16
+F_DIV, F_NARROW, F_BIAS, F_MEAN, F_INV, F_RMS = 1, 2, 4, 8, 16, 32
 
 
 def _num_outputs(attrs: Mapping[str, Any]) -> int:
@@ -90,6 +91,13 @@ def _layer_rows(attrs, inputs) -> _Rows:
     return _Rows(math.prod(x.shape[:a]), math.prod(tail), 0, sizes[0], sizes[1], flags)
 
 
+def _rms_rows(attrs, inputs) -> _Rows:
+    """RMSNormalization: LayerNorm's geometry without the mean; x / sqrt(mean(x^2) + eps)."""
+    r = _layer_rows(attrs, list(inputs[:2]))
+    r.flags = (r.flags & F_NARROW) | F_RMS | F_DIV
+    return r
+
+
 def _instance_rows(attrs, inputs) -> _Rows:
     x, scale, bias = inputs
     if len(x.shape) < 3:
@@ -134,8 +142,8 @@ def _group_rows(attrs, inputs) -> _Rows:
     return _Rows(rows, k, 1, g, g, F_DIV | F_BIAS)
 
 
-ROWS = {"LayerNormalization": _layer_rows, "InstanceNormalization": _instance_rows,
-        "GroupNormalization": _group_rows}
+ROWS = {"LayerNormalization": _layer_rows, "RMSNormalization": _rms_rows,
+        "InstanceNormalization": _instance_rows, "GroupNormalization": _group_rows}
 
 
 def _view(rec, t, nbytes: int = 4):
@@ -150,9 +158,9 @@ class RowNormKernel(Kernel):
     op_types = tuple(ROWS)
 
     def check(self, device, op_type, attrs, inputs):
-        want = (2, 3) if op_type == "LayerNormalization" else (3,)
-        if len(inputs) not in want or any(t is None for t in inputs[:2]) or (
-                op_type != "LayerNormalization" and inputs[2] is None):
+        want = {"LayerNormalization": (2, 3), "RMSNormalization": (2,)}.get(op_type, (3,))
+        needed = inputs[:2] if op_type == "LayerNormalization" else inputs
+        if len(inputs) not in want or any(t is None for t in needed):
             raise Unsupported(f"{op_type} takes {' or '.join(map(str, want))} inputs")
         _param_types(op_type, inputs[0], inputs[1:])
         require_dtypes(device, *[t.dtype for t in inputs if t is not None])
