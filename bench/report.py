@@ -23,7 +23,7 @@ def _cell(r: dict) -> str:
     if r["benchmark"] == "memory":
         return f"+{r['over_baseline'] / 2**20:.0f} MiB (peak {r['vmhwm'] / 2**20:.0f})"
     if r["benchmark"] == "chain_add_fit":
-        return f"{r['slope_us_per_op']:.3f} µs/op (+{r['intercept_us']:.1f} µs)"
+        return f"{r['slope_us_per_op']:.3f} µs/op ({r['intercept_us']:+.1f} µs)"
     if r["benchmark"] == "threaded":
         return f"{r['throughput']:.1f}/s (median {_fmt_s(r['median'])})" if "median" in r else \
             f"{r['throughput']:.1f}/s"
@@ -147,7 +147,7 @@ def _metric(bench: str, rs: list[dict]):
     if bench == "memory":
         return (lambda r: r["over_baseline"] / 2**20), "peak RSS over python+numpy (MiB)", False
     if bench == "chain_add_fit":
-        return (lambda r: r["slope_us_per_op"]), "µs per Add (least-squares slope)", True
+        return (lambda r: r["slope_us_per_op"]), "µs per Add (least-squares slope)", False
     if bench in ("matmul", "mlp") and all("tflops" in r for r in rs):
         return (lambda r: r["tflops"]), "TFLOPS (higher is better)", True
     return _latency_ms, "median latency (ms), p05–p95 bars", True
