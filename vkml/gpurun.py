@@ -9,6 +9,7 @@ value with the GIL released), wait until the GPUs are done with the slot, hand i
 from __future__ import annotations
 
 import collections
+import gc
 import os
 import threading
 from typing import Any, Mapping, Sequence
@@ -19,7 +20,7 @@ from .executor import NodeFailure
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
-from .slots import ConstCache, RecordError, Slot, SlotPool
+from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
 from .specialize import concretize, device_specs, place_concrete
 from .tensor import Tensor, vulkan_device
 
@@ -362,10 +363,27 @@ class GpuRunner:
         from .specialize import signature_descs
 
         descs = signature_descs(feeds)
+        shrink = 0
         while True:
             cp = self.plan_for(descs, output_device)
             try:
                 return cp.run(feeds)
+            except SlotMemoryError:
+                # The budget was more than the device can give now (other sessions, other
+                # processes): halve what this plan wanted on its GPUs and place again.
+                peaks = {d: cp.placement.peak.get(d, 0) for d in cp.gpu_units}
+                shrink += 1
+                if shrink > 24 or not any(peaks.values()):
+                    raise
+                for d, peak in peaks.items():
+                    self.caps[d] = min(self.caps.get(d, peak), peak // 2)
+                with self._lock:
+                    self._plans.clear()
+                    self.consts = ConstCache()  # (what the failed slot uploaded goes too)
+                del cp
+                gc.collect()  # memory of the failed slot held in reference cycles
+                for d in peaks:
+                    vulkan_device(d).allocator.trim()  # empty blocks another pool could use
             except RecordError as e:
                 # Nothing ran yet (slots are made before the run starts): plan again without it.
                 if e.node in self.broken:

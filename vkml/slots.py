@@ -26,6 +26,10 @@ class RecordError(RuntimeError):
         self.reason = reason
 
 
+class SlotMemoryError(MemoryError):
+    """Not even one run slot fits in GPU memory (nothing has run yet)."""
+
+
 class ConstCache:
     """Constants on the GPUs, uploaded on first use and shared by every slot and plan."""
 
@@ -185,18 +189,19 @@ class SlotPool:
                 self._cond.wait()
         try:
             return self._make()
-        except MemoryError:
-            with self._cond:
-                self._count -= 1
-                if self._count == 0:
-                    raise  # not even one slot fits
-                self._limit = self._count  # no room for more: wait for the ones there are
-            return self.acquire()
+        except MemoryError as e:
+            why = str(e)  # (raised below, outside this block: the traceback holds GPU memory)
         except BaseException:
             with self._cond:
                 self._count -= 1
                 self._cond.notify()
             raise
+        with self._cond:
+            self._count -= 1
+            if self._count == 0:  # not even one slot fits
+                raise SlotMemoryError(f"no room for the GPU memory of one run: {why}")
+            self._limit = self._count  # no room for more: wait for the ones there are
+        return self.acquire()
 
     def release(self, slot: Slot) -> None:
         with self._cond:

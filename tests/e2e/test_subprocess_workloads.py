@@ -52,3 +52,28 @@ def test_split_setting_is_checked(gpu):
     bad = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT, VKML_SPLIT_DEVICE="two"),
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert "VKML_SPLIT_DEVICE must be an integer" in bad.stdout, bad.stdout + bad.stderr
+
+
+OOM = """
+import sys
+sys.path.insert(0, {here!r})
+import numpy as np, vkml, vkml.vulkan as vk
+from _models import mlp
+model = mlp(hidden=1024)
+x = np.random.default_rng(0).standard_normal((512, 16)).astype(np.float32)
+want = vkml.InferenceSession(model).run(None, {{"x": x}})[0]
+dev = vk.device(0)
+hog = dev.alloc(30 << 20)   # the budget (40 MiB) is mostly taken: the plan's slot cannot fit
+sess = vkml.InferenceSession(model, devices=["vulkan:0"])
+got = sess.run(None, {{"x": x}})[0]
+np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+rows = sess.placement()
+assert any(r["device"] == "cpu" and "budget full" in r["reason"] for r in rows), rows
+print("OOM-OK", sum(r["device"] == "vulkan:0" for r in rows))
+"""
+
+
+def test_no_room_for_a_slot_spills_to_the_cpu(gpu):
+    r = subprocess.run([sys.executable, "-c", OOM.format(here=HERE)], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT, VKML_MEMORY_BUDGET="40MiB"))
+    assert r.returncode == 0 and "OOM-OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
