@@ -3,8 +3,9 @@ LRU), each with its pool of run slots, driven by the scheduler.
 
 Per run: take a slot, bind the inputs, run the units (vkml._sched runs independent ones at
 once; a GPU chunk's task only submits its command buffer and returns, so a following chunk of
-the same GPU is submitted at once with a GPU-side wait on it; readbacks wait for the timeline
-value with the GIL released), wait until the GPUs are done with the slot, hand it back.
+the same GPU is submitted at once with a GPU-side wait on it; a readback first waits for its
+producer's timeline value on the device's waiter thread, vkml._gpuwait, or with the GIL
+released when run in order), wait until the GPUs are done with the slot, hand it back.
 """
 from __future__ import annotations
 
