@@ -60,7 +60,8 @@ def markdown(records: list[dict], title: str) -> str:
         lines.append("")
     for bench in _order(r["benchmark"] for r in records if r["benchmark"] != "runtimes"):
         rs = [r for r in records if r["benchmark"] == bench]
-        rts = _order(r["runtime"] for r in rs if r["runtime"] != "-")
+        rts = sorted(_order(r["runtime"] for r in rs if r["runtime"] != "-"),
+                     key=lambda n: not n.startswith("vkml"))  # vkml's columns first (stable)
         rows = _order((r["config"], r["mode"]) for r in rs if r["runtime"] != "-")
         lines += [f"## {bench}", ""]
         if rows:

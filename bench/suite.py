@@ -41,6 +41,10 @@ from bench import timing  # noqa: E402
 from bench.runtimes import Runtime, Unavailable, discover  # noqa: E402
 
 FAMILIES = ("chain_add", "mnist", "matmul", "mlp", "resnet18", "mobilenet_v2", "conv_cnn", "memory", "threaded")
+# Under --time-limit each family gets this share of the time still left (of the families still to
+# run), so one slow family cannot starve the rest; time a family leaves unused goes to the next.
+WEIGHTS = {"chain_add": 3, "mnist": 1.5, "matmul": 2, "mlp": 2, "resnet18": 3, "mobilenet_v2": 2.5,
+           "conv_cnn": 1.5, "memory": 1.5, "threaded": 3}
 
 
 @dataclass
@@ -387,6 +391,9 @@ def run(args: argparse.Namespace) -> dict:
     if bad:
         raise ValueError(f"unknown benchmark(s) {bad}; choose from {list(FAMILIES)}")
     runtimes, missing = discover(args.cpu_threads, args.device)
+    # GPU sessions last within each case: their first run builds a plan (slow for long graphs),
+    # and the cheaper runtimes should not lose their turn to it under a time limit.
+    runtimes.sort(key=lambda rt: rt.name == "vkml" and rt.device != "cpu")
     info = machine_info.describe(runtimes, args.cpu_threads)
     name = args.machine or info["slug"]
     date = _dt.datetime.now().strftime("%Y-%m-%d")
@@ -406,8 +413,10 @@ def run(args: argparse.Namespace) -> dict:
         ctx.emit("runtimes", "present?", m["runtime"], "-", m["status"], reason=m["reason"])
     families = [f for f in FAMILIES if not only or f in only]
     t_start = time.perf_counter()
-    for fam in families:
-        if ctx.deadline.expired():
+    overall = ctx.deadline
+    for i, fam in enumerate(families):
+        ctx.deadline = overall.share(WEIGHTS[fam] / sum(WEIGHTS[f] for f in families[i:]))
+        if overall.expired():
             ctx.emit(fam, "-", "-", "-", "skipped", reason="suite time limit reached")
             continue
         say(f"== {fam}")

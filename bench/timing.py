@@ -20,6 +20,13 @@ class Deadline:
     def expired(self, margin: float = 0.0) -> bool:
         return self.left() <= margin
 
+    def share(self, fraction: float) -> "Deadline":
+        """A deadline `fraction` of the time left from now (never past this one)."""
+        d = Deadline(None)
+        if self.end is not None:
+            d.end = time.monotonic() + max(0.0, self.left()) * fraction
+        return d
+
 
 def stats(samples: list[float]) -> dict[str, float]:
     a = np.asarray(samples, dtype=np.float64)
@@ -30,7 +37,8 @@ def stats(samples: list[float]) -> dict[str, float]:
 def measure(fn: Callable[[], Any], runs: int, drop: int, max_s: float, deadline: Deadline | None = None
             ) -> dict[str, Any]:
     """Time `runs` calls and drop the first `drop`; stop early past `max_s` (or the deadline),
-    keeping proportionally fewer dropped runs. The very first call is reported on its own."""
+    keeping proportionally fewer dropped runs (and at least 3 timed runs). The very first call
+    is reported on its own."""
     t0 = time.perf_counter()
     fn()
     first = time.perf_counter() - t0
@@ -42,7 +50,7 @@ def measure(fn: Callable[[], Any], runs: int, drop: int, max_s: float, deadline:
         fn()
         samples.append(time.perf_counter() - t0)
         spent = time.perf_counter() - start
-        if len(samples) < runs and (spent > max_s or (deadline is not None and deadline.expired())):
+        if min(3, runs) <= len(samples) < runs and (spent > max_s or (deadline is not None and deadline.expired())):
             cut = f"stopped after {len(samples)} of {runs} runs ({spent:.1f} s budget)"
             break
     keep_drop = drop if len(samples) >= runs else min(drop, len(samples) // 6)
