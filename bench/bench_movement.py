@@ -5,7 +5,9 @@ plain vkCmdCopyBuffer of the same size. The transpose cases also run through the
 strided copy, to show what the tiled shared-memory path buys.
 
     python bench/bench_movement.py [--device N] [--scale 1.0] [--inner 10] [--outer 3] [--check]
-                                   [--only SUBSTRING]
+                                   [--only SUBSTRING] [--no-isolate]
+
+Each case runs in a fresh process unless --no-isolate.
 
 --scale shrinks or grows every tensor (0.01 runs in seconds on lavapipe); --check compares
 each result with NumPy. Prints a table and writes bench/results/movement-<device>.json.
@@ -19,6 +21,7 @@ import math
 import os
 import platform
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -148,17 +151,37 @@ def main(argv=None) -> int:
     ap.add_argument("--outer", type=int, default=3)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
+    ap.add_argument("--no-isolate", dest="isolate", action="store_false", help="all cases in this process")
+    ap.add_argument("--json", default=None, help=argparse.SUPPRESS)  # "-": rows as JSON on stdout
     args = ap.parse_args(argv)
     idx = pick_device() if args.device is None else args.device
     dev = vk.device(idx)
     info = vk.list_devices()[idx]
-    rows = [copy_baseline(dev, max(4, int(128 * 2**20 * args.scale)) // 4 * 4, args.inner, args.outer)]
-    for name, op, attrs, feeds, ref in cases(args.scale):
-        if args.only not in name:
-            continue
-        rows.append(run_case(dev, name, op, attrs, feeds, ref, args.inner, args.outer, args.check))
-        if op == "Transpose":
-            rows.append(run_case(dev, name, op, attrs, feeds, ref, args.inner, args.outer, args.check, True))
+    names = [c[0] for c in cases(0.0001) if args.only in c[0]]
+    if args.isolate and len(names) > 1:
+        # One process per case: in one long process later cases ran up to 2x slower on an
+        # H100 (allocation history?), which says nothing about the kernels.
+        rows = []
+        for name in ["vkCmdCopyBuffer"] + names:
+            cmd = [sys.executable, __file__, "--device", str(idx), "--scale", str(args.scale), "--inner",
+                   str(args.inner), "--outer", str(args.outer), "--only", name, "--json", "-"]
+            if args.check:
+                cmd.append("--check")
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            rows += json.loads(out.splitlines()[-1])
+    else:
+        rows = []
+        if "vkCmdCopyBuffer" in args.only or not args.only:
+            rows.append(copy_baseline(dev, max(4, int(128 * 2**20 * args.scale)) // 4 * 4, args.inner, args.outer))
+        for name, op, attrs, feeds, ref in cases(args.scale):
+            if args.only not in name:
+                continue
+            rows.append(run_case(dev, name, op, attrs, feeds, ref, args.inner, args.outer, args.check))
+            if op == "Transpose":
+                rows.append(run_case(dev, name, op, attrs, feeds, ref, args.inner, args.outer, args.check, True))
+    if args.json == "-":
+        print(json.dumps(rows))
+        return 0
     print(f"{info.device_name} ({info.driver_name} {info.driver_info})")
     print(f"{'case':44s} {'MiB':>8s} {'us':>10s} {'GB/s':>8s} check")
     for r in rows:

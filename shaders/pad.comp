@@ -31,13 +31,17 @@ layout(push_constant) uniform Push {
 
 layout(std430, binding = 0) readonly buffer BX { ELEM x[]; };
 layout(std430, binding = 1) writeonly buffer BO { ELEM o[]; };
-layout(std430, binding = 2) readonly buffer BM {
-    uint out_shape[VKML_MAX_RANK];
-    uint in_stride[VKML_MAX_RANK];
-    uint pad_begin[VKML_MAX_RANK];
-    uint lo[VKML_MAX_RANK];
-    uint len[VKML_MAX_RANK];
-} m;
+// Per-dimension parameters: out_shape, in_stride, pad_begin, lo, len (VKML_MAX_RANK each).
+// Copied to shared memory once per workgroup: reading them from the buffer for every
+// element and dimension made the kernel bound by those loads.
+#define META (5 * VKML_MAX_RANK)
+layout(std430, binding = 2) readonly buffer BM { uint meta[META]; };
+shared uint sm[META];
+#define OUT_SHAPE(d) sm[(d)]
+#define IN_STRIDE(d) sm[VKML_MAX_RANK + (d)]
+#define PAD_BEGIN(d) sm[2 * VKML_MAX_RANK + (d)]
+#define LO(d) sm[3 * VKML_MAX_RANK + (d)]
+#define LEN(d) sm[4 * VKML_MAX_RANK + (d)]
 
 // j modulo p (p > 0) for any sign of j. (GLSL leaves % undefined for negative operands.)
 uint pos_mod(int j, uint p) {
@@ -49,11 +53,11 @@ uint source(uint e) {
     uint r = e;
     uint src = 0u;
     for (int d = int(pc.rank) - 1; d >= 0; --d) {
-        uint s = m.out_shape[d];
+        uint s = OUT_SHAPE(d);
         uint q = r / s;
-        int j = int(r - q * s) - int(m.pad_begin[d]);
+        int j = int(r - q * s) - int(PAD_BEGIN(d));
         r = q;
-        uint l = m.len[d];
+        uint l = LEN(d);
         uint k;
         if (j >= 0 && uint(j) < l) {
             k = uint(j);
@@ -72,7 +76,7 @@ uint source(uint e) {
                 if (k >= l) k = p - k;
             }
         }
-        src += (m.lo[d] + k) * m.in_stride[d];
+        src += (LO(d) + k) * IN_STRIDE(d);
     }
     return src;
 }
@@ -86,6 +90,8 @@ ELEM32 constant_value() {
 }
 
 void main() {
+    for (uint i = gl_LocalInvocationID.x; i < META; i += gl_WorkGroupSize.x) sm[i] = meta[i];
+    barrier();
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint base = gl_GlobalInvocationID.x; base < pc.n; base += UNROLL * stride) {
         ELEM32 v[UNROLL];

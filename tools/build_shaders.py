@@ -93,7 +93,28 @@ def _variants() -> list[Variant]:
         add(f"where_{t}", "where.comp", TX=T[t], TY=T[t], TO=T[t])
     _variants_reductions(add)
     _variants_matmul(add)
+    _variants_movement(add)
     return v
+
+
+def _variants_movement(add) -> None:
+    """Data movement: strided copy (copy.comp), tiled transpose (transpose.comp), gather
+    (gather.comp), pad/tile (pad.comp), resize (resize.comp). Movement is dtype-agnostic, so
+    variants go by element size (b1, b2, b4, b8; b16 for widened runs) except linear resize,
+    which computes."""
+    for e in (1, 2, 4, 8):
+        add(f"copy_b{e}", "copy.comp", ESIZE=e)
+        add(f"transpose_b{e}", "transpose.comp", ESIZE=e)
+        add(f"pad_b{e}", "pad.comp", ESIZE=e)
+        add(f"resize_nearest_b{e}", "resize.comp", NEAREST=1, ESIZE=e)
+        for i in (32, 64):
+            add(f"gather_b{e}_i{i}", "gather.comp", ESIZE=e, IDX=i)
+    # 16-byte words: runs of smaller elements contiguous on both sides, moved as uvec4
+    add("copy_b16", "copy.comp", ESIZE=16)
+    for i in (32, 64):
+        add(f"gather_b16_i{i}", "gather.comp", ESIZE=16, IDX=i)
+    for t in ("f32", "f16"):
+        add(f"resize_linear_{t}", "resize.comp", TX=T[t], TO=T[t])
 
 
 def _variants_matmul(add) -> None:
