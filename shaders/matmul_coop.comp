@@ -28,12 +28,12 @@ layout(constant_id = 2) const uint BN = 128;
 layout(constant_id = 3) const uint BK = 32;
 layout(constant_id = 4) const uint WM = 64;
 layout(constant_id = 5) const uint WN = 64;
-layout(constant_id = 6) const uint CM = 16;
-layout(constant_id = 7) const uint CN = 16;
-layout(constant_id = 8) const uint CK = 16;
-layout(constant_id = 9) const bool TRANS_A = false;
-layout(constant_id = 10) const bool TRANS_B = false;
-layout(constant_id = 11) const bool HAS_C = false;
+// The cooperative-matrix shape is fixed per variant (matmul_coop_<M>x<N>x<K>_f16): matrix
+// types sized by specialization constants are optional territory for drivers.
+const uint CM = COOP_M, CN = COOP_N, CK = COOP_K;
+layout(constant_id = 6) const bool TRANS_A = false;
+layout(constant_id = 7) const bool TRANS_B = false;
+layout(constant_id = 8) const bool HAS_C = false;
 
 const uint PAD = 8;                          // halves of padding per shared row
 const uint WARPS_N = BN / WN;

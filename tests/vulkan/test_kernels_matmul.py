@@ -225,7 +225,7 @@ def _spirv_vals():
 def test_coop_shader_is_valid_spirv():
     """The committed cooperative-matrix SPIR-V passes spirv-val (which must know the KHR
     extension: the validators that do not are skipped)."""
-    path = os.path.join(ROOT, "vkml", "spv", "matmul_coop_f16.spv")
+    path = os.path.join(ROOT, "vkml", "spv", "matmul_coop_16x16x16_f16.spv")
     assert os.path.exists(path)
     for tool in _spirv_vals():
         r = subprocess.run([tool, "--target-env", "vulkan1.1", path], capture_output=True, text=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 FEATURES = ("cooperative_matrix", "fp16_arithmetic", "storage_16bit")
 PAD = 8  # halves per shared row (matmul_coop.comp)
+SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))  # the shader variants built (tools/build_shaders.py)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def device_shape(device) -> CoopShape | None:
     cands = [c for c in device.info.cooperative_matrix
              if c.scope == "subgroup" and c.a_type == "f16" and c.b_type == "f16"
              and c.c_type == "f32" and c.result_type == "f32" and not c.saturating
-             and c.m % 8 == 0 and c.n % 8 == 0 and c.k % 8 == 0 and c.m <= 32 and c.n <= 32 and c.k <= 32]
+             and (c.m, c.n, c.k) in SHAPES]
     if not cands:
         return None
     best = min(cands, key=lambda c: ((c.m, c.n, c.k) != (16, 16, 16), -(c.m * c.n * c.k)))
@@ -142,8 +143,8 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     shape, t = chosen
     has_c = g.c_strides is not None
     threads = t.warps * dev.info.subgroup_size
-    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, shape.m, shape.n, shape.k, g.trans_a, g.trans_b, has_c)
-    p = dev.pipeline("matmul_coop_f16", "rrrw", MATMUL_PUSH.size, spec)
+    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c)
+    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_f16", "rrrw", MATMUL_PUSH.size, spec)
     grid = dispatch_grid(dev, g, t.bm, t.bn)
     rec.dispatch(p, [a.view, b.view, c.view if has_c else out.view, out.view], gemm_push(g), grid)
     return True
