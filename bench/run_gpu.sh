@@ -2,14 +2,14 @@
 # The full benchmark suite on a GPU machine (written for the H100 box: Python 3.12, torch with
 # CUDA, onnxruntime CPU, no internet), in about 8 minutes, into bench/results/.
 #   bench/run_gpu.sh                 PYTHON=python3.12 to pick the interpreter
-#   TIME_LIMIT=420 bench/run_gpu.sh  seconds after which no new case starts (default 400)
+#   TIME_LIMIT=420 bench/run_gpu.sh  seconds after which no new case starts (default 420)
 # Expects the extensions built in place (python3 setup.py build_ext --inplace); builds them if not.
 # Writes bench/results/<gpu>-<date>.jsonl/.md (+ .png charts when matplotlib is importable) and
 # bench/results/<gpu>-<date>.log (the console output).
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-LIMIT=${TIME_LIMIT:-400}
+LIMIT=${TIME_LIMIT:-420}
 
 if ! $PY -c "import vkml._sched, vkml.vulkan._device" 2>/dev/null; then
     echo "== building extensions"
@@ -40,7 +40,7 @@ LOG=bench/results/run-gpu-$(date +%Y-%m-%d-%H%M%S).log
 echo "== suite (time limit ${LIMIT} s for starting cases; log: $LOG)"
 # The outer timeout is a backstop: records are appended as they complete, so even a killed run
 # leaves its JSONL; `python -m bench.report FILE.jsonl` then rebuilds the table and charts.
-timeout $((LIMIT + 90)) $PY -m vkml bench --time-limit "$LIMIT" "$@" 2>&1 | tee "$LOG"
+timeout $((LIMIT + 60)) $PY -m vkml bench --time-limit "$LIMIT" "$@" 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
 if [ "$status" = 124 ]; then
     echo "suite hit the outer timeout; rebuilding the report from the JSONL"
