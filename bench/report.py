@@ -91,6 +91,12 @@ def charts(records: list[dict], stem: str) -> tuple[list[str], str]:
     except Exception as e:
         return [], f"charts skipped: matplotlib not importable ({type(e).__name__}: {e})"
     ok = [r for r in records if r["status"] == "ok"]
+    runtimes = _order(r["runtime"] for r in ok)
+    palette = plt.get_cmap("tab10" if len(runtimes) <= 10 else "tab20")
+
+    def color(rt: str):
+        return palette(runtimes.index(rt) % palette.N)
+
     paths = []
     for bench in _order(r["benchmark"] for r in ok):
         rs = [r for r in ok if r["benchmark"] == bench]
@@ -98,14 +104,16 @@ def charts(records: list[dict], stem: str) -> tuple[list[str], str]:
         if bench == "chain_add":
             for key in _order((r["runtime"], r["mode"]) for r in rs):
                 pts = sorted((r["params"]["n"], r["median"]) for r in rs if (r["runtime"], r["mode"]) == key)
-                ax.plot([p[0] for p in pts], [p[1] * 1e6 for p in pts], marker="o", label=" ".join(key))
+                ax.plot([p[0] for p in pts], [p[1] * 1e6 for p in pts], marker="o", label=" ".join(key),
+                        color=color(key[0]), linestyle="--" if key[1] == "resident" else "-")
             ax.set_xscale("log"), ax.set_yscale("log")
             ax.set_xlabel("chained Add nodes (N)"), ax.set_ylabel("median latency (µs)")
         elif bench == "threaded":
             for key in _order((r["runtime"], r["params"]["model"]) for r in rs):
                 pts = sorted((r["params"]["threads"], r["throughput"]) for r in rs
                              if (r["runtime"], r["params"]["model"]) == key)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}",
+                        color=color(key[0]), linestyle="--" if key[1] != "mnist" else "-")
             ax.set_xscale("log", base=2), ax.set_yscale("log")
             ax.set_xlabel("threads on one session"), ax.set_ylabel("runs / s")
         else:
@@ -124,7 +132,8 @@ def charts(records: list[dict], stem: str) -> tuple[list[str], str]:
                         if metric is _latency_ms and "p05" in hit[0]:
                             lo.append(v - hit[0]["p05"] * 1e3), hi.append(hit[0]["p95"] * 1e3 - v)
                 err = [lo, hi] if lo and len(lo) == len(ys) else None
-                ax.bar(xs, ys, width, yerr=err, label=" ".join(key), capsize=2)
+                ax.bar(xs, ys, width, yerr=err, label=" ".join(key), capsize=2, color=color(key[0]),
+                       hatch="//" if key[1] == "resident" else None, edgecolor="white")
             ax.set_xticks(range(len(cfgs)), cfgs, rotation=15)
             ax.set_ylabel(label)
             if log:
