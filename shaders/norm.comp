@@ -100,11 +100,20 @@ void main() {
         float mean = 0.0;
         if ((pc.flags & 32u) == 0u) {
             float s = 0.0;
-            for (uint i = lid; i < pc.k; i += wg) s += float(x[base + i]);
+            uint i = lid;
+            for (; i + 3u * wg < pc.k; i += 4u * wg)  // four loads in flight
+                s += (float(x[base + i]) + float(x[base + i + wg])) + (float(x[base + i + 2u * wg]) + float(x[base + i + 3u * wg]));
+            for (; i < pc.k; i += wg) s += float(x[base + i]);
             mean = wg_sum(s) / kf;
         }
         float q = 0.0;
-        for (uint i = lid; i < pc.k; i += wg) { float d = float(x[base + i]) - mean; q += d * d; }
+        uint j = lid;
+        for (; j + 3u * wg < pc.k; j += 4u * wg) {
+            float d0 = float(x[base + j]) - mean, d1 = float(x[base + j + wg]) - mean;
+            float d2 = float(x[base + j + 2u * wg]) - mean, d3 = float(x[base + j + 3u * wg]) - mean;
+            q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+        }
+        for (; j < pc.k; j += wg) { float d = float(x[base + j]) - mean; q += d * d; }
         float sd = sqrt(wg_sum(q) / kf + pc.eps);
         float inv = 1.0 / sd;
         for (uint i = lid; i < pc.k; i += wg) o[base + i] = SO(normalized(float(x[base + i]), mean, sd, inv, row, i));

@@ -111,7 +111,7 @@ void main() {
         oi[2u * t + 1u] = fi < 0 ? 0xFFFFFFFFu : 0u;
 #endif
 #elif defined(OP_AVG)
-        o[t] = SO(acc / float(count));
+        o[t] = SO(acc * (1.0 / float(max(count, 1u))));  // no tap counted (all padding): 0, as the CPU
 #elif defined(OP_LP1)
         o[t] = SO(acc);
 #else

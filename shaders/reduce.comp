@@ -235,7 +235,15 @@ void main() {
         if (lid == 0u) { o[2u * t] = idx; o[2u * t + 1u] = 0u; }
 #else
         ACC a = identity();
-        for (uint r = r0 + lid; r < r1; r += wg) a = COMBINE(a, load(base + red_offset(r)));
+        uint r = r0 + lid;
+        for (; r + 3u * wg < r1; r += 4u * wg) {  // four loads in flight: latency, not bandwidth, bounds one
+            ACC v0 = load(base + red_offset(r));
+            ACC v1 = load(base + red_offset(r + wg));
+            ACC v2 = load(base + red_offset(r + 2u * wg));
+            ACC v3 = load(base + red_offset(r + 3u * wg));
+            a = COMBINE(a, COMBINE(COMBINE(v0, v1), COMBINE(v2, v3)));
+        }
+        for (; r < r1; r += wg) a = COMBINE(a, load(base + red_offset(r)));
         a = wg_reduce(a);
         if (lid == 0u) store(t, a);
 #endif
@@ -276,7 +284,15 @@ void main() {
         o[2u * t + 1u] = 0u;
 #else
         ACC a = identity();
-        for (uint r = r0; r < n; ++r) a = COMBINE(a, load(base + red_offset(r)));
+        uint r = r0;
+        for (; r + 3u < n; r += 4u) {
+            ACC v0 = load(base + red_offset(r));
+            ACC v1 = load(base + red_offset(r + 1u));
+            ACC v2 = load(base + red_offset(r + 2u));
+            ACC v3 = load(base + red_offset(r + 3u));
+            a = COMBINE(a, COMBINE(COMBINE(v0, v1), COMBINE(v2, v3)));
+        }
+        for (; r < n; ++r) a = COMBINE(a, load(base + red_offset(r)));
         store(t, a);
 #endif
     }

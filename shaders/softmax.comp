@@ -55,10 +55,18 @@ void main() {
         uint base = row_base(r);
         uint end = base + pc.k * pc.inner;
         uint mk = vkml_key_order(0xFF800000u);
-        for (uint i = base + lid * pc.inner; i < end; i += step) mk = max(mk, vkml_key_max(float(x[i])));
+        uint i = base + lid * pc.inner;
+        for (; i + 3u * step < end; i += 4u * step)  // four loads in flight
+            mk = max(max(mk, max(vkml_key_max(float(x[i])), vkml_key_max(float(x[i + step])))),
+                     max(vkml_key_max(float(x[i + 2u * step])), vkml_key_max(float(x[i + 3u * step]))));
+        for (; i < end; i += step) mk = max(mk, vkml_key_max(float(x[i])));
         float shift = shift_of(wg_max(mk));
         float s = 0.0;
-        for (uint i = base + lid * pc.inner; i < end; i += step) s += exp(float(x[i]) - shift);
+        i = base + lid * pc.inner;
+        for (; i + 3u * step < end; i += 4u * step)
+            s += (exp(float(x[i]) - shift) + exp(float(x[i + step]) - shift))
+                 + (exp(float(x[i + 2u * step]) - shift) + exp(float(x[i + 3u * step]) - shift));
+        for (; i < end; i += step) s += exp(float(x[i]) - shift);
         s = wg_sum(s);
         for (uint i = base + lid * pc.inner; i < end; i += step) o[i] = SO(result(float(x[i]), shift, s));
     }

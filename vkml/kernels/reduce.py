@@ -153,7 +153,7 @@ SPLIT_MIN = 16384      # reduce this many elements or more per output in two pas
 SPLIT_OUTPUTS = 128    # ... when there are fewer outputs than this
 CHUNK = 4096           # target elements per first-pass workgroup
 TH_CHUNK = 16          # per-output invocations: at least this many elements per chunk ...
-TH_THREADS = 65536     # ... and chunks until about this many invocations run
+TH_THREADS = 262144    # ... and chunks until about this many invocations run (a GPU full)
 
 
 def _pad4(v: Sequence[int]) -> list[int]:

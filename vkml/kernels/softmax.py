@@ -68,7 +68,7 @@ class SoftmaxKernel(Kernel):
         dt = dtype_name(x.dtype)
         wg = wg_size(device, k)
         whole = rows * k
-        use_wg = k >= 64 and (inner == 1 or rows < 4096) and whole + inner * wg < (1 << 32)
+        use_wg = k >= 64 and (inner == 1 or rows < 4096) and whole + 4 * inner * wg < (1 << 32)
         if use_wg:
             name = f"{SHADER[op_type]}_{wg_mode_name(device)}_{dt}"
             groups = group_count(device, rows)
