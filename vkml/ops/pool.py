@@ -116,7 +116,7 @@ class MaxPool(_Pool):
             # Narrow floats go through float32: max commutes with the exact widening.
             xn = x if x.dtype in _NATIVE_MAX or not is_floating(x.dtype) else x.astype(np.float32)
             if xn.dtype in _NATIVE_MAX:
-                y = _native(_windowed.window_max, xn, w, _lowest(xn.dtype))
+                y = _native(_windowed.window_max, xn, w, _lowest(x.dtype))
                 if y is not None:
                     return (narrow(y, x.dtype),) + (None,) * (self.n_outputs - 1)
         xp = pad_spatial(x, w, _lowest(x.dtype))
