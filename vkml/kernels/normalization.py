@@ -195,7 +195,7 @@ class RowNormKernel(Kernel):
         push = NORM_PUSH.pack(r.rows, r.k, r.pmode, max(r.ps, 1), max(r.pb, 1), r.groups, r.cpg, r.spatial,
                               _eps(attrs), flags)
         if r.k >= 64:
-            wg = wg_size(device, r.k)
+            wg = wg_size(device, r.k, cap=256 if r.rows >= 1024 else 1024)
             name, groups = f"norm_{wg_mode_name(device)}_{suffix}", group_count(device, r.rows)
         else:
             wg = threads_wg(device)

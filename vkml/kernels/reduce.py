@@ -205,7 +205,9 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
                          _push(n_out, chunks, 1, chunks, n_red, flags, [n_out], [chunks], [chunks], [1]),
                          group_count(device, n_out))
             return
-        p = device.pipeline(f"reduce_{op}_{sg}_{dt}", "rw", REDUCE_PUSH.size, (wg_size(device, n_red),))
+        # many outputs: 256-wide workgroups (more of them resident per multiprocessor)
+        wg = wg_size(device, n_red, cap=256 if n_out >= 1024 else 1024)
+        p = device.pipeline(f"reduce_{op}_{sg}_{dt}", "rw", REDUCE_PUSH.size, (wg,))
         rec.dispatch(p, [x.view, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
                      group_count(device, n_out))
         return
