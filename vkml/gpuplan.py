@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .kernels.registry import node_attrs
 from .arena import INF, Storage, layout
 from .graph import Graph, Node, _graphs_in
 from .specialize import Concrete
@@ -237,7 +238,7 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
             where_v = loc[(v, dev)]
             if isinstance(where_v, Storage):
                 where_v.touch(t, oc)
-        outs = kernel.infer(node.op_type, node.attrs, specs)
+        outs = kernel.infer(node.op_type, node_attrs(node), specs)
         out_specs[id(node)] = outs
         for k, spec in enumerate(outs):
             o = node.outputs[k] if k < len(node.outputs) else ""

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .kernels.registry import node_attrs
 from .arena import Storage
 
 
@@ -160,7 +161,7 @@ def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, Ten
                 view = views[id(s)] = arenas[dev][s.arena].sub(s.offset, s.nbytes)
             outs.append(DeviceTensor(view, spec.shape, spec.dtype))
     try:
-        kernel.record(rec, node.op_type, node.attrs, ins, outs, known)
+        kernel.record(rec, node.op_type, node_attrs(node), ins, outs, known)
     except MemoryError:
         raise
     except Exception as e:

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .kernels.registry import node_attrs
 from .graph import UNKNOWN, Graph, Node, TensorDesc, _graphs_in
 from .inference import _merge, _try_fold
 from .placement import DeviceSpec, Placement, place
@@ -124,8 +125,8 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
         if pos < len(node.inputs) and node.inputs[pos] and node.inputs[pos] not in consts:
             return f"input {pos} ({node.inputs[pos]!r}) is computed at run time; the GPU kernel needs its value"
     try:
-        kernel.check(dev, node.op_type, node.attrs, specs)
-        outs = kernel.infer(node.op_type, node.attrs, specs)
+        kernel.check(dev, node.op_type, node_attrs(node), specs)
+        outs = kernel.infer(node.op_type, node_attrs(node), specs)
     except Unsupported as e:
         return str(e)
     except Exception as e:  # a kernel that cannot judge the node must not take it

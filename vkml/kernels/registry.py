@@ -90,3 +90,10 @@ def get_kernel(op_type: str) -> Kernel | None:
 
 def supported_ops() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def node_attrs(node) -> dict[str, Any]:
+    """The attributes a kernel sees for a graph node: its ONNX attributes plus `_opset` (the
+    node's opset, where semantics changed between versions) and `_num_outputs` (how many
+    outputs the node has, for ops whose optional outputs change the work)."""
+    return dict(node.attrs, _opset=node.opset, _num_outputs=len(node.outputs))
