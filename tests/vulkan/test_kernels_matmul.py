@@ -100,7 +100,7 @@ def test_batch_folding_and_batch_loop(dev, monkeypatch):
     assert_close(got, cpu("MatMul", {}, a, b), _abs_product(a, b))
 
 
-@pytest.mark.parametrize("tiling", [mm.SMALL, mm.MEDIUM, mm.Tiling(128, 128, 8, 8, 8), mm.Tiling(64, 32, 8, 8, 4)],
+@pytest.mark.parametrize("tiling", [mm.SMALL, mm.MEDIUM, *mm.BIG, mm.Tiling(128, 128, 8, 8, 8), mm.Tiling(64, 32, 8, 8, 4)],
                          ids=str)
 @pytest.mark.parametrize("trans", [(0, 0), (0, 1), (1, 0), (1, 1)])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -143,7 +143,7 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     shape, t = chosen
     has_c = g.c_strides is not None
     threads = t.warps * dev.info.subgroup_size
-    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c)
+    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size)
     p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_f16", "rrrw", MATMUL_PUSH.size, spec)
     grid = dispatch_grid(dev, g, t.bm, t.bn)
     rec.dispatch(p, [a.view, b.view, c.view if has_c else out.view, out.view], gemm_push(g), grid)
