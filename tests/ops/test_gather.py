@@ -242,7 +242,7 @@ def test_pad(data):
     pads = []
     for a in axes:
         hi = shape[a] - 1 if mode == "reflect" else shape[a]
-        pads.append([data.draw(st.integers(0 if mode != "constant" else -shape[a] // 2, hi)) for _ in range(2)])
+        pads.append([data.draw(st.integers(0 if mode != "constant" else -(shape[a] // 2), hi)) for _ in range(2)])
     pads = np.array([p[0] for p in pads] + [p[1] for p in pads], np.int64)
     ins = {"x": x, "p": pads, "v": np.array(data.draw(st.integers(-5, 5))).astype(x.dtype)
            if mode == "constant" and data.draw(st.booleans()) else None,
