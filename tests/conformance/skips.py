@@ -18,8 +18,6 @@ SKIPS: dict[str, str] = {
     # --- not implemented (yet)
     r"^test_image_decoder_":
         "ImageDecoder needs JPEG/PNG/TIFF/WebP/JPEG 2000 codecs, which are not among vkml's dependencies",
-    r"^test_ai_onnx_ml_tree_ensemble_":
-        "ai.onnx.ml TreeEnsemble is not implemented",
     r"^test_gradient_of_add":
         "ai.onnx.preview.training Gradient differentiates the surrounding graph; not implemented",
     r"^test_loop16_seq_none_":
