@@ -225,9 +225,15 @@ def test_shutdown_joins_every_worker():
                 with open(f"/proc/self/task/{t}/comm") as f:
                     n += f.read().startswith("vkml-sched-")
             return n
+        import time
         S.Plan([0, 1, 1], [1], ["a", "b"], [S.native_noop(), lambda a: None]).run()
         print(workers())
         S._at_exit()
+        # pthread_join returns when the kernel clears the thread's tid, a moment before the
+        # dead thread leaves /proc/self/task: give the kernel up to 2 s to reap it.
+        deadline = time.monotonic() + 2
+        while workers() and time.monotonic() < deadline:
+            time.sleep(0.01)
         print(workers())
     """, env={"VKML_NUM_THREADS": "3"})
     assert r.returncode == 0, r.stderr
