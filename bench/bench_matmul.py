@@ -33,13 +33,6 @@ from vkml.vulkan._commands import CommandRecorder  # noqa: E402
 from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
 
 
-def pick_device() -> int:
-    for d in vk.list_devices():
-        if d.device_type == "discrete" and d.usable:
-            return d.index
-    return 0
-
-
 def describe_path(dev, g, dtype, tiling, coop_tiling, coop: bool) -> str:
     if dtype == np.float16 and coop and tiling is None:
         if coop_tiling is not None:
@@ -113,7 +106,7 @@ def main(argv=None) -> int:
     if reason:
         print("Vulkan unavailable:", reason)
         return 1
-    index = pick_device() if args.device is None else args.device
+    index = vk.preferred_index() if args.device is None else args.device
     dev = vk.device(index)
     info = dev.info
     print(info.summary())

@@ -36,13 +36,6 @@ from vkml.vulkan._commands import CommandRecorder  # noqa: E402
 from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
 
 
-def pick_device() -> int:
-    for d in vk.list_devices():
-        if d.device_type == "discrete" and d.usable:
-            return d.index
-    return 0
-
-
 def _dims(shape, scale):
     """Scale the leading dimension (at least 1)."""
     return (max(1, int(round(shape[0] * scale))),) + tuple(shape[1:])
@@ -154,7 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-isolate", dest="isolate", action="store_false", help="all cases in this process")
     ap.add_argument("--json", default=None, help=argparse.SUPPRESS)  # "-": rows as JSON on stdout
     args = ap.parse_args(argv)
-    idx = pick_device() if args.device is None else args.device
+    idx = vk.preferred_index() if args.device is None else args.device
     dev = vk.device(idx)
     info = vk.list_devices()[idx]
     names = [c[0] for c in cases(0.0001) if args.only in c[0]]

@@ -34,13 +34,6 @@ from vkml.vulkan._commands import CommandRecorder  # noqa: E402
 from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
 
 
-def pick_device() -> int:
-    for d in vk.list_devices():
-        if d.device_type == "discrete" and d.usable:
-            return d.index
-    return 0
-
-
 def cases(scale: float):
     """(name, op, attrs, inputs, torch function or None)."""
     rng = np.random.default_rng(0)
@@ -167,7 +160,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-subgroups", action="store_true", help="use the shared-memory reductions")
     args = ap.parse_args(argv)
     kreduce.FORCE_NO_SUBGROUPS = args.no_subgroups
-    idx = pick_device() if args.device is None else args.device
+    idx = vk.preferred_index() if args.device is None else args.device
     dev = vk.device(idx)
     info = vk.list_devices()[idx]
     rows = []

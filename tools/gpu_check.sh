@@ -37,11 +37,7 @@ else:
 " || status=1
 
 # The device under test: the first usable discrete GPU (else device 0).
-DEV=$($PY -c "
-import vkml.vulkan as vk
-ds = [d for d in vk.list_devices() if d.usable]
-print(next((d.index for d in ds if d.device_type == 'discrete'), 0))
-" 2>/dev/null || echo 0)
+DEV=$($PY -c "import vkml.vulkan as vk; print(vk.preferred_index())" 2>/dev/null || echo 0)
 export VKML_TEST_DEVICE=$DEV
 echo "== tests (VKML_TEST_DEVICE=$DEV)"
 $PY -m pytest tests/vulkan -x -q || status=1

@@ -25,14 +25,6 @@ from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
 MIB = 1 << 20
 
 
-def pick_device() -> int:
-    devs = vk.list_devices()
-    for d in devs:
-        if d.device_type == "discrete" and d.usable:
-            return d.index
-    return 0
-
-
 def transfer(dev, nbytes: int, reps: int = 5) -> tuple[float, float]:
     x = np.random.default_rng(0).integers(0, 255, nbytes, dtype=np.uint8)
     t = DeviceTensor.from_numpy(dev, x)
@@ -49,7 +41,7 @@ def transfer(dev, nbytes: int, reps: int = 5) -> tuple[float, float]:
 
 
 def main() -> None:
-    index = int(sys.argv[1]) if len(sys.argv) > 1 else pick_device()
+    index = int(sys.argv[1]) if len(sys.argv) > 1 else vk.preferred_index()
     dev = vk.device(index)
     print(f"device {dev.name}: {dev.info.device_name}; features: {', '.join(sorted(dev.features))}")
     for kind, p in dev.memory_stats()["pools"].items():

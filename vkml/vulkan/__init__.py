@@ -29,7 +29,7 @@ else:
     _IMPORT_ERROR = None
 
 __all__ = [
-    "available", "unavailable_reason", "list_devices", "device", "close_all",
+    "available", "unavailable_reason", "list_devices", "preferred_index", "device", "close_all",
     "DeviceInfo", "MemoryHeap", "CoopMatrixShape", "format_table",
     "VulkanError", "VulkanUnavailable", "DeviceLost", "ValidationError",
     "OutOfDeviceMemory", "BufferTooLarge",
@@ -48,6 +48,15 @@ def unavailable_reason() -> str | None:
 
 def available() -> bool:
     return unavailable_reason() is None
+
+
+def preferred_index() -> int:
+    """Index of the first usable discrete GPU, else 0: the device a benchmark or probe measures
+    when none is named."""
+    for d in list_devices():
+        if d.device_type == "discrete" and d.usable:
+            return d.index
+    return 0
 
 
 def list_devices() -> list[DeviceInfo]:
