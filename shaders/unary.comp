@@ -43,7 +43,14 @@ CO apply(CX v) {
 #elif defined(OP_SIGN)
     return sign(v);
 #elif defined(OP_RELU)
+#if IS_FLOAT(TX)
+    // On the bits: NVIDIA turns `v < 0 ? 0 : v` into max(v, 0), which drops NaN and -0.
+    // Negative, non-zero and not NaN: above -0 (0x80000000) and at most -inf (0xFF800000).
+    uint b = floatBitsToUint(v);
+    return (b > 0x80000000u && b <= 0xFF800000u) ? CX(0) : v;
+#else
     return v < CX(0) ? CX(0) : v;
+#endif
 #elif defined(OP_CLIP)
 #if IS_FLOAT(TX)
     return vkml_isnan(v) ? v : min(max(v, alpha), beta);
