@@ -34,7 +34,7 @@ ASYNC_WAITS = os.environ.get("VKML_ASYNC_WAIT", "1").strip() not in ("0", "off",
 class RunState:
     """One run's values: host arrays by name, timeline values by unit."""
 
-    __slots__ = ("cp", "slot", "host", "tensors", "tl", "readers", "keep")
+    __slots__ = ("cp", "slot", "host", "tensors", "tl", "readers", "keep", "after")
 
     def __init__(self, cp: "ConcretePlan", slot: Slot | None, feeds: Mapping[str, Any]):
         self.cp = cp
@@ -52,6 +52,7 @@ class RunState:
         self.tl = np.zeros(len(cp.up.units), np.int64)  # timeline value per unit (native_arg)
         self.readers = dict(cp.up.host_readers)
         self.keep: list = []
+        self.after: dict[str, int] = {}  # device -> timeline value of the kept outputs' copies
 
     def get(self, name: str) -> Any:
         v = self.host.get(name)
@@ -265,6 +266,7 @@ class ConcretePlan:
                 else:
                     for f in self.fns:
                         f(state)
+                kept = self._copy_kept(state)
             finally:
                 # An interrupted wait leaves the run going (it may still submit into the
                 # slot): drop the slot rather than hand it to the next run. So does a failed
@@ -272,43 +274,57 @@ class ConcretePlan:
                 if handle is None or handle.done:
                     self._drain(state)
                     reuse = True
-            return self._outputs(state)  # before the slot goes back: it copies out of it
+            return self._outputs(state, kept)
         finally:
             if slot is not None:
                 self.pool.release(slot) if reuse else self.pool.discard(slot)
 
     def _drain(self, state: RunState) -> None:
         """Wait until every GPU is done with the slot (and with the run's one-off copies)."""
+        last = dict(state.after)
         for d, idx in self.gpu_units.items():
-            v = int(max(state.tl[i] for i in idx))
+            last[d] = max(last.get(d, 0), int(max(state.tl[i] for i in idx)))
+        for d, v in last.items():
             if v:
                 vulkan_device(d).wait(v)
 
-    def _outputs(self, state: RunState) -> list[Any]:
+    def _copy_kept(self, state: RunState) -> dict[str, Any]:
+        """Outputs kept on a GPU leave the slot's memory (the next run overwrites it) for
+        buffers of their own: one copy per device, queued behind the run's chunks with a
+        GPU-side wait, so that the drain's one wait covers it (no extra round trip)."""
+        if not self.up.kept:
+            return {}
         from .vulkan._commands import CommandRecorder
         from .vulkan.tensor import DeviceTensor
 
+        fresh: dict[str, Any] = {}
+        pairs: dict[str, list] = {}
+        for name, d in self.up.kept.items():
+            src = state.slot.tensors[(name, d)]
+            fresh[name] = DeviceTensor.empty(src.device, src.shape, src.dtype)
+            pairs.setdefault(d, []).append((src, fresh[name]))
+        for d, todo in pairs.items():
+            rec = CommandRecorder(vulkan_device(d))
+            for src, dst in todo:
+                rec.copy(src.view, dst.view, src.nbytes)
+            cb = rec.finish()
+            state.keep.append(cb)
+            last = int(max((state.tl[i] for i in self.gpu_units.get(d, ())), default=0))
+            state.after[d] = cb.submit([last] if last else [])
+        return fresh
+
+    def _outputs(self, state: RunState, kept: Mapping[str, Any]) -> list[Any]:
         consts = self.concrete.consts
         od = self.output_device
         out: list[Any] = []
-        copies: dict[str, list] = {}
         for name in self.runner.graph.outputs:
-            if name in self.up.kept:
-                src = state.slot.tensors[(name, self.up.kept[name])]
-                fresh = DeviceTensor.empty(src.device, src.shape, src.dtype)
-                copies.setdefault(self.up.kept[name], []).append((src, fresh))
-                out.append(Tensor._wrap(fresh))
+            if name in kept:
+                out.append(Tensor._wrap(kept[name]))
                 continue
             v = np.array(consts[name]) if name in consts else state.get(name)
             if od not in (None, "cpu") and isinstance(v, np.ndarray):
                 v = Tensor.from_numpy(v, od)
             out.append(v)
-        for d, pairs in copies.items():
-            # Kept outputs leave the slot's memory (the next run overwrites it) for their own.
-            rec = CommandRecorder(vulkan_device(d))
-            for src, fresh in pairs:
-                rec.copy(src.view, fresh.view, src.nbytes)
-            rec.finish().run()
         return out
 
 

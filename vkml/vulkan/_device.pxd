@@ -22,6 +22,7 @@ cdef class Device:
     cdef readonly uint32_t queue_family
     cdef VkSemaphore timeline
     cdef uint64_t submitted          # last timeline value handed to a submission
+    cdef uint64_t spin_ns            # how long wait_value polls before blocking
     cdef pthread_mutex_t queue_lock  # the queue is externally synchronised
     cdef bint queue_lock_ready
     cdef VkPipelineCache pipeline_cache

@@ -14,8 +14,27 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from vkml.vulkan.vkapi cimport *
+
+cdef extern from *:
+    """
+    static inline void vkml_cpu_relax(void) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+    #elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+    #endif
+    }
+    """
+    void vkml_cpu_relax() nogil
+
+
+cdef inline uint64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
 from vkml.vulkan._instance cimport Instance, check, check_messages
 
 from vkml.vulkan import config
@@ -66,6 +85,7 @@ cdef class Device:
         if not self.info.usable:
             raise VulkanUnavailable(f"{self.name} ({self.info.device_name}) cannot be used by vkml: "
                                     f"{self.info.unusable_reason}")
+        self.spin_ns = <uint64_t>(config.wait_spin_us(self.info.device_type) * 1000.0)
         self.pipelines = {}
         self.set_layouts = {}
         self.pipeline_lock = threading.RLock()
@@ -454,6 +474,20 @@ cdef class Device:
         if value > self.submitted:
             raise ValueError(f"{self.name}: timeline value {value} was never submitted "
                              f"(last submitted: {self.submitted}); waiting would never end")
+        # Poll first: most waits are for short chunks, and a blocking wait's wake-up costs
+        # more than the chunk (VKML_WAIT_SPIN_US). Bounded: then it blocks in the driver.
+        cdef uint64_t cur = 0, spin_end
+        if self.spin_ns:
+            with nogil:
+                spin_end = _now_ns() + self.spin_ns
+                while True:
+                    r = self.fn.vkGetSemaphoreCounterValue(self.handle, self.timeline, &cur)
+                    if r != VK_SUCCESS or cur >= value or _now_ns() >= spin_end:
+                        break
+                    vkml_cpu_relax()
+            if r == VK_SUCCESS and cur >= value:
+                check_messages()
+                return 0
         memset(&wi, 0, sizeof(wi))
         wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO
         wi.semaphoreCount = 1

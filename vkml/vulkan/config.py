@@ -10,6 +10,11 @@ VKML_DISABLE          comma list of device features to leave off even if support
 VKML_READBACK         auto (map HOST_CACHED memory, stage otherwise), map, staging.
 VKML_CACHE_DIR        where pipeline caches live (default $XDG_CACHE_HOME/vkml or ~/.cache/vkml).
 VKML_PIPELINE_CACHE   0 to neither load nor save pipeline caches.
+VKML_WAIT_SPIN_US     how long a wait polls the timeline before it blocks in the driver
+                      (default 100 µs on GPUs, 0 on CPU devices such as lavapipe, whose own
+                      threads need the cores). Waking from a blocking wait costs tens of
+                      microseconds (an interrupt, a thread wake-up; more inside a VM), which
+                      is most of a small model's run.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import re
 
 DEFAULT_BUDGET_FRACTION = 0.95       # of VK_EXT_memory_budget's heapBudget
 DEFAULT_NO_BUDGET_FRACTION = 0.8     # of the heap size, without the extension
+DEFAULT_WAIT_SPIN_US = 100.0         # on GPUs; CPU devices (lavapipe) do not spin
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
           "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40}
@@ -81,3 +87,17 @@ def cache_dir() -> str | None:
         return explicit
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "vkml")
+
+
+def wait_spin_us(device_type: str) -> float:
+    """Microseconds a wait polls before blocking (VKML_WAIT_SPIN_US, or the default by type)."""
+    text = os.environ.get("VKML_WAIT_SPIN_US", "").strip()
+    if not text:
+        return 0.0 if device_type == "cpu" else DEFAULT_WAIT_SPIN_US
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"VKML_WAIT_SPIN_US must be a number of microseconds, not {text!r}") from None
+    if not v >= 0:
+        raise ValueError(f"VKML_WAIT_SPIN_US must be >= 0, not {text!r}")
+    return v
