@@ -108,6 +108,7 @@ class ConcretePlan:
             if u.kind in ("gpu", "upload"):
                 self.gpu_units.setdefault(u.device, []).append(u.index)
         self.needs_slot = bool(self.gpu_units or self.up.readback_of)
+        self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
         self.pool = SlotPool(lambda: Slot(self, runner.consts), runner.max_slots)
         self.sched = None
         if runner.executor != "sequential" and len(self.up.units) > 1:
@@ -286,7 +287,7 @@ class ConcretePlan:
             last[d] = max(last.get(d, 0), int(max(state.tl[i] for i in idx)))
         for d, v in last.items():
             if v:
-                vulkan_device(d).wait(v)
+                self.devs[d].wait(v)
 
     def _copy_kept(self, state: RunState) -> dict[str, Any]:
         """Outputs kept on a GPU leave the slot's memory (the next run overwrites it) for
@@ -304,7 +305,7 @@ class ConcretePlan:
             fresh[name] = DeviceTensor.empty(src.device, src.shape, src.dtype)
             pairs.setdefault(d, []).append((src, fresh[name]))
         for d, todo in pairs.items():
-            rec = CommandRecorder(vulkan_device(d))
+            rec = CommandRecorder(self.devs[d])
             for src, dst in todo:
                 rec.copy(src.view, dst.view, src.nbytes)
             cb = rec.finish()
@@ -352,6 +353,7 @@ class GpuRunner:
         self.consts = ConstCache()
         self.broken: dict[str, str] = {}  # node -> why its GPU kernel failed to record
         self._plans: collections.OrderedDict = collections.OrderedDict()
+        self._by_sig: dict = {}  # (feed signature, output device) -> plan, see run()
         self._lock = threading.Lock()
         self.last: ConcretePlan | None = None
 
@@ -368,6 +370,7 @@ class GpuRunner:
                     self._plans[key] = cp
                     while len(self._plans) > PLAN_CACHE:
                         self._plans.popitem(last=False)
+                        self._by_sig = {}  # may point at the evicted plan
         else:
             try:
                 self._plans.move_to_end(key)
@@ -376,13 +379,24 @@ class GpuRunner:
         self.last = cp
         return cp
 
-    def run(self, feeds: Mapping[str, Any], output_device: str | None) -> list[Any]:
+    def run(self, feeds: Mapping[str, Any], output_device: str | None, sig: tuple | None = None) -> list[Any]:
+        """sig: the session's (name, dtype, shape) signature of plain-array feeds, a shortcut
+        to the plan used for it last time."""
         from .specialize import signature_descs
 
+        cp = self._by_sig.get((sig, output_device)) if sig is not None else None
+        if cp is not None:
+            self.last = cp
+            try:
+                return cp.run(feeds)
+            except SlotMemoryError:
+                pass  # re-placed below
         descs = signature_descs(feeds)
         shrink = 0
         while True:
             cp = self.plan_for(descs, output_device)
+            if sig is not None:
+                self._by_sig[(sig, output_device)] = cp
             try:
                 return cp.run(feeds)
             except SlotMemoryError:
@@ -396,6 +410,7 @@ class GpuRunner:
                     self.caps[d] = min(self.caps.get(d, peak), peak // 2)
                 with self._lock:
                     self._plans.clear()
+                    self._by_sig = {}
                     self.consts = ConstCache()  # (what the failed slot uploaded goes too)
                 del cp
                 gc.collect()  # memory of the failed slot held in reference cycles
@@ -408,3 +423,4 @@ class GpuRunner:
                 self.broken[e.node] = e.reason
                 with self._lock:
                     self._plans.clear()
+                    self._by_sig = {}

@@ -63,6 +63,7 @@ class InferenceSession:
         self._out_index = {n: i for i, n in enumerate(g.outputs)}
         caps, forced = _check_options(self.devices, g, memory_caps, placement)
         self._gpu = None
+        self._accepted: set = set()  # feed signatures (_signature) already checked once
         if self.devices != ["cpu"]:
             from .gpurun import GpuRunner
 
@@ -108,9 +109,17 @@ class InferenceSession:
             _check_output_device(output_device)
             if output_device == "cpu":
                 output_device = None
-        feeds = self._check_feed(input_feed)
+        sig = _signature(input_feed)
+        if sig is not None and sig in self._accepted:
+            feeds = input_feed  # the same names, dtypes and shapes passed the checks before
+        else:
+            feeds = self._check_feed(input_feed)
+            if sig is not None:
+                if len(self._accepted) >= 64:
+                    self._accepted.clear()
+                self._accepted.add(sig)
         if self._gpu is not None:
-            outs = self._gpu.run(feeds, output_device)
+            outs = self._gpu.run(feeds, output_device, sig)
         else:
             if any(isinstance(v, Tensor) for v in feeds.values()):
                 feeds = {k: v._host() if isinstance(v, Tensor) else v for k, v in feeds.items()}
@@ -209,6 +218,25 @@ def _check_output_device(name: Any) -> None:
         return
     if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
         raise ValueError(f"output_device must be 'cpu' or 'vulkan:N', not {name!r}")
+
+
+def _signature(feed: Any) -> tuple | None:
+    """(name, dtype, shape) of every input when the feed is a dict of plain NumPy arrays,
+    else None: the key under which a feed's checks and its plan are remembered."""
+    if type(feed) is not dict:
+        return None
+    try:
+        return tuple((k, v.dtype, v.shape) for k, v in feed.items() if type(v) is np.ndarray or _no())
+    except _NotPlain:
+        return None
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _no() -> bool:
+    raise _NotPlain
 
 
 def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[str, tuple[int, str]]) -> Any:
