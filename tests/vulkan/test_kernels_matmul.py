@@ -106,6 +106,13 @@ def test_batch_folding_and_batch_loop(dev, monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_tilings_and_layouts(dev, tiling, trans, dtype):
     """Every tiling the kernel may pick, with vec4 and scalar loads in every layout."""
+    if (tiling.tm * tiling.tn > 16 and dev.info.device_type != "cpu"
+            and os.environ.get("VKML_TEST_ALL_TILINGS") != "1"):
+        # Measured on the H100 (tools/matmul_hang_probe.py): NVIDIA's compiler takes 7.5 s per
+        # 64x128x8 8x8 variant and over 30 s per 64x128x16 one, and each shape here is its own
+        # variant: this test alone would take an hour there. The big tiles still run on real
+        # GPUs through the benchmarks' aligned GEMMs; VKML_TEST_ALL_TILINGS=1 runs them here.
+        pytest.skip("8x8 micro-tiles compile for many seconds per variant on this driver")
     from vkml.vulkan._commands import CommandRecorder
     from vkml.vulkan.tensor import DeviceTensor
 
