@@ -61,6 +61,8 @@ def resolve_devices(names: Sequence[str] | None) -> list[str]:
     last (it runs whatever no GPU can). None: every real GPU, then the CPU; a CPU-type
     Vulkan device (lavapipe) only when named, so plain sessions on GPU-less machines stay on
     NumPy."""
+    if names == "cpu" or (names is not None and not isinstance(names, str) and list(names) == ["cpu"]):
+        return ["cpu"]  # no Vulkan: opening it maps every installed driver (lavapipe's LLVM alone is 40 MiB)
     all_devices = devices()
     if names is None:
         return [d.name for d in all_devices if d.kind != "cpu"] + ["cpu"]

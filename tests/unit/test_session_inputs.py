@@ -60,3 +60,22 @@ def test_unknown_device():
 
 def test_devices_lists_cpu():
     assert "cpu" in [d.name for d in vkml.devices()]
+
+
+def test_cpu_sessions_leave_vulkan_closed():
+    """devices=["cpu"] must not start Vulkan: creating an instance maps every installed driver
+    (lavapipe's LLVM alone is ~40 MiB of resident memory)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, vkml\n"
+        "from onnx import TensorProto as T, helper as h\n"
+        "g = h.make_graph([h.make_node('Relu', ['x'], ['y'])], 'g', "
+        "[h.make_tensor_value_info('x', T.FLOAT, [2])], [h.make_tensor_value_info('y', T.FLOAT, [2])])\n"
+        "s = vkml.InferenceSession(h.make_model(g).SerializeToString(), devices=['cpu'])\n"
+        "print(s.run(None, {'x': np.array([-1, 2], np.float32)})[0].tolist())\n"
+        "print(any('libvulkan' in line for line in open('/proc/self/maps')))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["[0.0, 2.0]", "False"], r.stdout
