@@ -66,6 +66,8 @@ def _variants() -> list[Variant]:
         for t in ("i32", "i64"):
             add(f"{op}_{t}", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})
     add("not_bool", "unary.comp", OP_NOT=1, TX=T["bool"], TO=T["bool"])
+    # ---- fused elementwise chains (shaders/fused.comp, vkml/fusion.py)
+    add("fused_f32", "fused.comp", TX=T["f32"], TO=T["f32"])
     for src in T:
         for dst in T:
             if src != dst:

@@ -30,6 +30,7 @@ class Concrete:
     consts: dict[str, np.ndarray]  # known before the run: initializers and folded outputs
     folded: set[str] = field(default_factory=set)  # node outputs evaluated while planning
     live: list[Node] = field(default_factory=list)  # nodes that still have to run
+    fused: dict[str, list[Node]] = field(default_factory=dict)  # fused node -> the nodes it runs
 
 
 def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[str, TensorDesc],
@@ -99,7 +100,7 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
     """None when `dev` (a vkml.vulkan.Device) can run `node` with these shapes, else why not."""
     from .kernels import TensorSpec, Unsupported, get_kernel
 
-    if node.domain not in ("", "ai.onnx"):
+    if node.domain not in ("", "ai.onnx", "ai.vkml"):
         return f"no GPU kernel for {node.domain}::{node.op_type}"
     kernel = get_kernel(node.op_type)
     if kernel is None:
@@ -186,6 +187,8 @@ def place_concrete(graph: Graph, concrete: Concrete, specs: Sequence[DeviceSpec]
     """Place the live nodes; returns the placement (of concrete.live, in order) and a report
     row for every node of the graph."""
     live_names = {n.name for n in concrete.live}
+    for chain in concrete.fused.values():  # forced nodes are never fused (see vkml.fusion)
+        live_names.update(n.name for n in chain)
     forced = dict(forced or {})
     names = {n.name for n in graph.nodes}
     stray = [n for n in forced if n not in names]
@@ -196,6 +199,9 @@ def place_concrete(graph: Graph, concrete: Concrete, specs: Sequence[DeviceSpec]
     p = place(sub, concrete.values, specs, {k: v for k, v in forced.items() if k in live_names})
     rows = []
     where = {id(n): (d, r) for n, d, r in zip(concrete.live, p.devices, p.reasons)}
+    for n, d, r in zip(concrete.live, p.devices, p.reasons):
+        for orig in concrete.fused.get(n.name, ()):
+            where[id(orig)] = (d, f"fused into {n.name}: {r}")
     for node in graph.nodes:
         d, r = where.get(id(node), ("cpu", FOLDED_REASON))
         rows.append({"node": node.name, "op": node.op_type, "device": d, "reason": r})

@@ -12,5 +12,6 @@ from . import elementwise  # noqa: F401  (registers its kernels)
 from . import normalization, pool, reduce, softmax  # noqa: F401  (reductions, pooling, normalizations)
 from . import gather, movement, pad, resize, views  # noqa: F401  (data movement)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
+from . import fused  # noqa: F401  (vkml.fusion's chains)
 
 __all__ = ["Kernel", "TensorSpec", "Unsupported", "get_kernel", "register", "supported_ops"]
