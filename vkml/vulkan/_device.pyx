@@ -474,9 +474,16 @@ cdef class Device:
         if value > self.submitted:
             raise ValueError(f"{self.name}: timeline value {value} was never submitted "
                              f"(last submitted: {self.submitted}); waiting would never end")
-        # Poll first: most waits are for short chunks, and a blocking wait's wake-up costs
-        # more than the chunk (VKML_WAIT_SPIN_US). Bounded: then it blocks in the driver.
         cdef uint64_t cur = 0, spin_end
+        # Already there (a drain after the readback's wait, a chunk long done): return with the
+        # GIL kept. Giving it up and taking it back costs a thread hand-over whenever other
+        # threads are running Python.
+        r = self.fn.vkGetSemaphoreCounterValue(self.handle, self.timeline, &cur)
+        if r == VK_SUCCESS and cur >= value:
+            check_messages()
+            return 0
+        # Then poll: most waits are for short chunks, and a blocking wait's wake-up costs more
+        # than the chunk (VKML_WAIT_SPIN_US). Bounded: then it blocks in the driver.
         if self.spin_ns:
             with nogil:
                 spin_end = _now_ns() + self.spin_ns
