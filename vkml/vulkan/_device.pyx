@@ -17,6 +17,7 @@ from libc.string cimport memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from vkml.vulkan.vkapi cimport *
+from vkml.vulkan._features cimport FeatureChain, feature_chain_init
 
 cdef extern from *:
     """
@@ -124,76 +125,26 @@ cdef class Device:
         enabled = {name for name in supported if on(name)}
         enabled.add("timeline_semaphore")
 
-        cdef VkPhysicalDeviceFeatures2 f2
-        cdef VkPhysicalDevice16BitStorageFeatures f16s
-        cdef VkPhysicalDevice8BitStorageFeatures f8s
-        cdef VkPhysicalDeviceShaderFloat16Int8Features f16a
-        cdef VkPhysicalDeviceTimelineSemaphoreFeatures ftl
-        cdef VkPhysicalDeviceVulkanMemoryModelFeatures fmm
-        cdef VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures fsgx
-        cdef VkPhysicalDeviceSubgroupSizeControlFeatures fsgs
-        cdef VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm
-        memset(&f2, 0, sizeof(f2))
-        memset(&f16s, 0, sizeof(f16s))
-        memset(&f8s, 0, sizeof(f8s))
-        memset(&f16a, 0, sizeof(f16a))
-        memset(&ftl, 0, sizeof(ftl))
-        memset(&fmm, 0, sizeof(fmm))
-        memset(&fsgx, 0, sizeof(fsgx))
-        memset(&fsgs, 0, sizeof(fsgs))
-        memset(&fcm, 0, sizeof(fcm))
-        f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
-        f16s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES
-        f8s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES
-        f16a.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES
-        ftl.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES
-        fmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES
-        fsgx.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES
-        fsgs.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES
-        fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
-        f2.features.shaderInt64 = "int64" in enabled
-        f2.features.shaderInt16 = "int16" in enabled
-        f2.features.shaderFloat64 = "fp64" in enabled
-        f16s.storageBuffer16BitAccess = "storage_16bit" in enabled
-        f16s.storagePushConstant16 = "push_constant_16bit" in enabled and "storage_16bit" in enabled
-        if not f16s.storagePushConstant16:
+        cdef FeatureChain fc
+        feature_chain_init(&fc, dict(structs, coop_matrix=structs["coop_matrix"] and "cooperative_matrix" in enabled))
+        fc.f2.features.shaderInt64 = "int64" in enabled
+        fc.f2.features.shaderInt16 = "int16" in enabled
+        fc.f2.features.shaderFloat64 = "fp64" in enabled
+        fc.f16s.storageBuffer16BitAccess = "storage_16bit" in enabled
+        fc.f16s.storagePushConstant16 = "push_constant_16bit" in enabled and "storage_16bit" in enabled
+        if not fc.f16s.storagePushConstant16:
             enabled.discard("push_constant_16bit")
-        f8s.storageBuffer8BitAccess = "storage_8bit" in enabled
-        f16a.shaderFloat16 = "fp16_arithmetic" in enabled
-        f16a.shaderInt8 = "int8_arithmetic" in enabled
-        ftl.timelineSemaphore = 1
-        fmm.vulkanMemoryModel = "vulkan_memory_model" in enabled
-        fmm.vulkanMemoryModelDeviceScope = ("vulkan_memory_model_device_scope" in enabled
-                                            and fmm.vulkanMemoryModel)
-        fsgx.shaderSubgroupExtendedTypes = "subgroup_extended_types" in enabled
-        fsgs.subgroupSizeControl = "subgroup_size_control" in enabled
-        fsgs.computeFullSubgroups = "compute_full_subgroups" in enabled
-        fcm.cooperativeMatrix = "cooperative_matrix" in enabled
-        cdef void** nxt = &f2.pNext
-        if structs["16bit_storage"]:
-            nxt[0] = &f16s
-            nxt = &f16s.pNext
-        if structs["8bit_storage"]:
-            nxt[0] = &f8s
-            nxt = &f8s.pNext
-        if structs["float16_int8"]:
-            nxt[0] = &f16a
-            nxt = &f16a.pNext
-        if structs["timeline"]:
-            nxt[0] = &ftl
-            nxt = &ftl.pNext
-        if structs["memory_model"]:
-            nxt[0] = &fmm
-            nxt = &fmm.pNext
-        if structs["subgroup_ext_types"]:
-            nxt[0] = &fsgx
-            nxt = &fsgx.pNext
-        if structs["subgroup_size"]:
-            nxt[0] = &fsgs
-            nxt = &fsgs.pNext
-        if structs["coop_matrix"] and fcm.cooperativeMatrix:
-            nxt[0] = &fcm
-            nxt = &fcm.pNext
+        fc.f8s.storageBuffer8BitAccess = "storage_8bit" in enabled
+        fc.f16a.shaderFloat16 = "fp16_arithmetic" in enabled
+        fc.f16a.shaderInt8 = "int8_arithmetic" in enabled
+        fc.ftl.timelineSemaphore = 1
+        fc.fmm.vulkanMemoryModel = "vulkan_memory_model" in enabled
+        fc.fmm.vulkanMemoryModelDeviceScope = ("vulkan_memory_model_device_scope" in enabled
+                                               and fc.fmm.vulkanMemoryModel)
+        fc.fsgx.shaderSubgroupExtendedTypes = "subgroup_extended_types" in enabled
+        fc.fsgs.subgroupSizeControl = "subgroup_size_control" in enabled
+        fc.fsgs.computeFullSubgroups = "compute_full_subgroups" in enabled
+        fc.fcm.cooperativeMatrix = "cooperative_matrix" in enabled
 
         want = []
         if api < API_1_2:
@@ -225,7 +176,7 @@ cdef class Device:
         cdef VkDeviceCreateInfo dci
         memset(&dci, 0, sizeof(dci))
         dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO
-        dci.pNext = &f2
+        dci.pNext = &fc.f2
         dci.queueCreateInfoCount = 1
         dci.pQueueCreateInfos = &qci
         dci.enabledExtensionCount = len(keep)

@@ -14,6 +14,7 @@ from libc.string cimport memset, strcmp
 from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlclose, dlerror, dlopen, dlsym
 
 from vkml.vulkan.vkapi cimport *
+from vkml.vulkan._features cimport FeatureChain, feature_chain_init
 
 from vkml.vulkan.errors import DeviceLost, ValidationError, VulkanError, VulkanUnavailable
 
@@ -430,33 +431,7 @@ cdef class Instance:
             nxt = &pushd.pNext
         self.fn.vkGetPhysicalDeviceProperties2(pd, &props)
 
-        cdef VkPhysicalDeviceFeatures2 f2
-        cdef VkPhysicalDevice16BitStorageFeatures f16s
-        cdef VkPhysicalDevice8BitStorageFeatures f8s
-        cdef VkPhysicalDeviceShaderFloat16Int8Features f16a
-        cdef VkPhysicalDeviceTimelineSemaphoreFeatures ftl
-        cdef VkPhysicalDeviceVulkanMemoryModelFeatures fmm
-        cdef VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures fsgx
-        cdef VkPhysicalDeviceSubgroupSizeControlFeatures fsgs
-        cdef VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm
-        memset(&f2, 0, sizeof(f2))
-        memset(&f16s, 0, sizeof(f16s))
-        memset(&f8s, 0, sizeof(f8s))
-        memset(&f16a, 0, sizeof(f16a))
-        memset(&ftl, 0, sizeof(ftl))
-        memset(&fmm, 0, sizeof(fmm))
-        memset(&fsgx, 0, sizeof(fsgx))
-        memset(&fsgs, 0, sizeof(fsgs))
-        memset(&fcm, 0, sizeof(fcm))
-        f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
-        f16s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES
-        f8s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES
-        f16a.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES
-        ftl.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES
-        fmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES
-        fsgx.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES
-        fsgs.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES
-        fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
+        cdef FeatureChain fc
         chain = {
             "16bit_storage": api >= API_1_1 or "VK_KHR_16bit_storage" in exts,
             "8bit_storage": api >= API_1_2 or "VK_KHR_8bit_storage" in exts,
@@ -467,52 +442,28 @@ cdef class Instance:
             "subgroup_size": has_sgsize,
             "coop_matrix": "VK_KHR_cooperative_matrix" in exts,
         }
-        nxt = &f2.pNext
-        if chain["16bit_storage"]:
-            nxt[0] = &f16s
-            nxt = &f16s.pNext
-        if chain["8bit_storage"]:
-            nxt[0] = &f8s
-            nxt = &f8s.pNext
-        if chain["float16_int8"]:
-            nxt[0] = &f16a
-            nxt = &f16a.pNext
-        if chain["timeline"]:
-            nxt[0] = &ftl
-            nxt = &ftl.pNext
-        if chain["memory_model"]:
-            nxt[0] = &fmm
-            nxt = &fmm.pNext
-        if chain["subgroup_ext_types"]:
-            nxt[0] = &fsgx
-            nxt = &fsgx.pNext
-        if chain["subgroup_size"]:
-            nxt[0] = &fsgs
-            nxt = &fsgs.pNext
-        if chain["coop_matrix"]:
-            nxt[0] = &fcm
-            nxt = &fcm.pNext
-        self.fn.vkGetPhysicalDeviceFeatures2(pd, &f2)
+        feature_chain_init(&fc, chain)
+        self.fn.vkGetPhysicalDeviceFeatures2(pd, &fc.f2)
 
         cdef VkPhysicalDeviceLimits* lim = &props.properties.limits
         features = {
-            "fp16_arithmetic": bool(f16a.shaderFloat16),
-            "int8_arithmetic": bool(f16a.shaderInt8),
-            "storage_16bit": bool(f16s.storageBuffer16BitAccess),
-            "push_constant_16bit": bool(f16s.storagePushConstant16),
-            "storage_8bit": bool(f8s.storageBuffer8BitAccess),
-            "int64": bool(f2.features.shaderInt64),
-            "int16": bool(f2.features.shaderInt16),
-            "fp64": bool(f2.features.shaderFloat64),
-            "timeline_semaphore": bool(ftl.timelineSemaphore),
+            "fp16_arithmetic": bool(fc.f16a.shaderFloat16),
+            "int8_arithmetic": bool(fc.f16a.shaderInt8),
+            "storage_16bit": bool(fc.f16s.storageBuffer16BitAccess),
+            "push_constant_16bit": bool(fc.f16s.storagePushConstant16),
+            "storage_8bit": bool(fc.f8s.storageBuffer8BitAccess),
+            "int64": bool(fc.f2.features.shaderInt64),
+            "int16": bool(fc.f2.features.shaderInt16),
+            "fp64": bool(fc.f2.features.shaderFloat64),
+            "timeline_semaphore": bool(fc.ftl.timelineSemaphore),
             "push_descriptor": has_push,
             "memory_budget": "VK_EXT_memory_budget" in exts,
-            "vulkan_memory_model": bool(fmm.vulkanMemoryModel),
-            "vulkan_memory_model_device_scope": bool(fmm.vulkanMemoryModelDeviceScope),
-            "subgroup_extended_types": bool(fsgx.shaderSubgroupExtendedTypes),
-            "subgroup_size_control": bool(fsgs.subgroupSizeControl),
-            "compute_full_subgroups": bool(fsgs.computeFullSubgroups),
-            "cooperative_matrix": bool(fcm.cooperativeMatrix),
+            "vulkan_memory_model": bool(fc.fmm.vulkanMemoryModel),
+            "vulkan_memory_model_device_scope": bool(fc.fmm.vulkanMemoryModelDeviceScope),
+            "subgroup_extended_types": bool(fc.fsgx.shaderSubgroupExtendedTypes),
+            "subgroup_size_control": bool(fc.fsgs.subgroupSizeControl),
+            "compute_full_subgroups": bool(fc.fsgs.computeFullSubgroups),
+            "cooperative_matrix": bool(fc.fcm.cooperativeMatrix),
         }
 
         coop = []

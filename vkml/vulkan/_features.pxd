@@ -1,0 +1,58 @@
+# cython: language_level=3
+# The chain of VkPhysicalDevice*Features structs vkml queries (Instance.describe) and enables
+# (Device.__init__): one definition, so the two can never disagree on a struct or its sType.
+from libc.string cimport memset
+from vkml.vulkan.vkapi cimport *
+
+
+cdef struct FeatureChain:
+    VkPhysicalDeviceFeatures2 f2
+    VkPhysicalDevice16BitStorageFeatures f16s
+    VkPhysicalDevice8BitStorageFeatures f8s
+    VkPhysicalDeviceShaderFloat16Int8Features f16a
+    VkPhysicalDeviceTimelineSemaphoreFeatures ftl
+    VkPhysicalDeviceVulkanMemoryModelFeatures fmm
+    VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures fsgx
+    VkPhysicalDeviceSubgroupSizeControlFeatures fsgs
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm
+
+
+cdef inline int feature_chain_init(FeatureChain* c, dict linked) except -1:
+    """Zero every struct, set its sType, and link into c.f2.pNext those `linked` marks true
+    (16bit_storage, 8bit_storage, float16_int8, timeline, memory_model, subgroup_ext_types,
+    subgroup_size, coop_matrix): a struct the driver does not know must stay out."""
+    memset(c, 0, sizeof(FeatureChain))
+    c.f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
+    c.f16s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES
+    c.f8s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES
+    c.f16a.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES
+    c.ftl.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES
+    c.fmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES
+    c.fsgx.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES
+    c.fsgs.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES
+    c.fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
+    cdef void** nxt = &c.f2.pNext
+    if linked["16bit_storage"]:
+        nxt[0] = &c.f16s
+        nxt = &c.f16s.pNext
+    if linked["8bit_storage"]:
+        nxt[0] = &c.f8s
+        nxt = &c.f8s.pNext
+    if linked["float16_int8"]:
+        nxt[0] = &c.f16a
+        nxt = &c.f16a.pNext
+    if linked["timeline"]:
+        nxt[0] = &c.ftl
+        nxt = &c.ftl.pNext
+    if linked["memory_model"]:
+        nxt[0] = &c.fmm
+        nxt = &c.fmm.pNext
+    if linked["subgroup_ext_types"]:
+        nxt[0] = &c.fsgx
+        nxt = &c.fsgx.pNext
+    if linked["subgroup_size"]:
+        nxt[0] = &c.fsgs
+        nxt = &c.fsgs.pNext
+    if linked["coop_matrix"]:
+        nxt[0] = &c.fcm
+    return 0
