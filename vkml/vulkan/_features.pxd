@@ -5,6 +5,11 @@ from libc.string cimport memset
 from vkml.vulkan.vkapi cimport *
 
 
+cdef struct _Head:
+    VkStructureType sType
+    void* pNext
+
+
 cdef struct FeatureChain:
     VkPhysicalDeviceFeatures2 f2
     VkPhysicalDevice16BitStorageFeatures f16s
@@ -31,28 +36,21 @@ cdef inline int feature_chain_init(FeatureChain* c, dict linked) except -1:
     c.fsgx.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES
     c.fsgs.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES
     c.fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
-    cdef void** nxt = &c.f2.pNext
-    if linked["16bit_storage"]:
-        nxt[0] = &c.f16s
-        nxt = &c.f16s.pNext
-    if linked["8bit_storage"]:
-        nxt[0] = &c.f8s
-        nxt = &c.f8s.pNext
-    if linked["float16_int8"]:
-        nxt[0] = &c.f16a
-        nxt = &c.f16a.pNext
-    if linked["timeline"]:
-        nxt[0] = &c.ftl
-        nxt = &c.ftl.pNext
-    if linked["memory_model"]:
-        nxt[0] = &c.fmm
-        nxt = &c.fmm.pNext
-    if linked["subgroup_ext_types"]:
-        nxt[0] = &c.fsgx
-        nxt = &c.fsgx.pNext
-    if linked["subgroup_size"]:
-        nxt[0] = &c.fsgs
-        nxt = &c.fsgs.pNext
-    if linked["coop_matrix"]:
-        nxt[0] = &c.fcm
+    # Every Vulkan struct starts with sType and pNext: link through that common head.
+    cdef void* parts[8]
+    parts[0] = &c.f16s
+    parts[1] = &c.f8s
+    parts[2] = &c.f16a
+    parts[3] = &c.ftl
+    parts[4] = &c.fmm
+    parts[5] = &c.fsgx
+    parts[6] = &c.fsgs
+    parts[7] = &c.fcm
+    cdef _Head* tail = <_Head*>&c.f2
+    cdef int i
+    for i, key in enumerate(("16bit_storage", "8bit_storage", "float16_int8", "timeline", "memory_model",
+                             "subgroup_ext_types", "subgroup_size", "coop_matrix")):
+        if linked[key]:
+            tail.pNext = parts[i]
+            tail = <_Head*>parts[i]
     return 0
