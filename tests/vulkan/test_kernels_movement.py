@@ -10,8 +10,6 @@ none is given.)
 """
 import math
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -26,10 +24,10 @@ import vkml
 from vkml import dtypes
 from vkml.kernels import TensorSpec, Unsupported, get_kernel, movement
 from vkml.vulkan.testing import run_ops
+from _validated import run_validated  # noqa: E402
 
 _N = int(os.environ.get("VKML_TEST_EXAMPLES", "15"))
 HYP = settings(max_examples=_N, deadline=None, suppress_health_check=list(HealthCheck))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # One dtype per element size and then some: movement is by element size.
 DTYPES = [np.float32, np.float16, np.int64, np.uint8, np.bool_, np.int32, np.float64, np.int8]
@@ -474,12 +472,4 @@ WORKLOAD = textwrap.dedent("""
 
 
 def test_validation_clean(dev):
-    env = dict(os.environ, PYTHONPATH=ROOT, VKML_VALIDATION="1")
-    probe = subprocess.run([sys.executable, "-c", "import vkml.vulkan as v; print(v.unavailable_reason())"],
-                           env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    if "validation" in probe.stdout and "not installed" in probe.stdout:
-        pytest.skip("the Khronos validation layer is not installed")
-    r = subprocess.run([sys.executable, "-c", WORKLOAD], env=env, capture_output=True, text=True,
-                       timeout=600, cwd=ROOT)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "VALIDATION-CLEAN" in r.stdout
+    run_validated(WORKLOAD)

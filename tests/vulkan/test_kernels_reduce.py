@@ -23,6 +23,7 @@ from vkml.vulkan.testing import run_ops
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _cpu_op import cpu_op  # noqa: E402
+from _validated import run_validated  # noqa: E402
 
 _N = int(os.environ.get("VKML_TEST_EXAMPLES", "12"))
 HYP = settings(max_examples=_N, deadline=None, suppress_health_check=list(HealthCheck))
@@ -288,15 +289,4 @@ print("VALIDATION-CLEAN")
 def test_validation_clean(dev):
     """Every family and shader path under the Khronos validation layer (synchronization
     validation included): no messages (they would raise)."""
-    import subprocess
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root, VKML_VALIDATION="1")
-    probe = subprocess.run([sys.executable, "-c", "import vkml.vulkan as v; print(v.unavailable_reason())"],
-                           env=env, capture_output=True, text=True, timeout=300, cwd=root)
-    if "validation" in probe.stdout and "not installed" in probe.stdout:
-        pytest.skip("the Khronos validation layer is not installed")
-    r = subprocess.run([sys.executable, "-c", VALIDATION_WORKLOAD], env=env, capture_output=True, text=True,
-                       timeout=600, cwd=root)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "VALIDATION-CLEAN" in r.stdout
+    run_validated(VALIDATION_WORKLOAD)
