@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .executor import NodeFailure
-from .fusion import fuse
+from . import fusion
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
@@ -30,8 +30,6 @@ PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
 # Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
 ASYNC_WAITS = os.environ.get("VKML_ASYNC_WAIT", "1").strip() not in ("0", "off", "no", "false")
-# Chains of elementwise ops become one dispatch (vkml/fusion.py); VKML_FUSE=0 turns that off.
-FUSE = os.environ.get("VKML_FUSE", "1").strip() not in ("0", "off", "no", "false")
 
 
 class RunState:
@@ -94,9 +92,9 @@ class ConcretePlan:
         self.runner = runner
         self.output_device = output_device
         self.concrete = concretize(graph, runner.weights, feeds_desc, fed)
-        if FUSE:
+        if fusion.ENABLED:  # chains of elementwise ops become one dispatch
             c = self.concrete
-            c.live, c.fused = fuse(c.live, c.values, c.consts, graph.outputs, frozenset(runner.forced))
+            c.live, c.fused = fusion.fuse(c.live, c.values, c.consts, graph.outputs, frozenset(runner.forced))
         specs = device_specs(runner.devices, self.concrete, runner.caps, runner.broken)
         self.placement, self.report = place_concrete(graph, self.concrete, specs, runner.forced)
         gpus = sorted({d for d in self.placement.devices if d != "cpu"}

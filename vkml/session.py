@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, fusion
 from .devices import resolve_devices
 from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
@@ -55,7 +55,6 @@ class InferenceSession:
         self.model: Model = load_model(model)
         g = self.model.graph
         self._runtime = Runtime(self.model.weights)
-        self._plan = self._runtime.plan(g)
         self._required = [n for n in g.inputs if n not in self.model.overridable]
         self._inputs = [NodeArg.of(n, g.values[n]) for n in self._required]
         self._overridable = [NodeArg.of(n, g.values[n]) for n in g.inputs if n in self.model.overridable]
@@ -73,6 +72,9 @@ class InferenceSession:
             self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, forced, executor, slots)
             self._parallel = None
         else:
+            # GPU plans fuse per input signature (vkml/gpurun.py); the CPU plan fuses once here.
+            fused = fusion.fuse_graph(g, self.model.weights, frozenset(forced)) if fusion.ENABLED else g
+            self._plan = self._runtime.plan(fused)
             self._parallel = _choose_executor(self._plan, executor)
 
     # ------------------------------------------------------------ description

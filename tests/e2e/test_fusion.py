@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import vkml
-import vkml.gpurun
+import vkml.fusion
 
 UNARY = ["Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Reciprocal"]
 BINARY = ["Add", "Sub", "Mul", "Div"]
@@ -42,13 +42,13 @@ def chain_model(steps, shape, extra_outputs=(), twice=None, opset=17) -> bytes:
 
 
 def run(blob, x, devices, fuse=True, placement=None):
-    old = vkml.gpurun.FUSE
-    vkml.gpurun.FUSE = fuse
+    old = vkml.fusion.ENABLED
+    vkml.fusion.ENABLED = fuse
     try:
         s = vkml.InferenceSession(blob, devices=devices, placement=placement)
         return s.run(None, {"x": x}), s
     finally:
-        vkml.gpurun.FUSE = old
+        vkml.fusion.ENABLED = old
 
 
 def test_a_chain_of_adds_is_one_dispatch(gpu):
@@ -117,3 +117,33 @@ def test_fused_matches_unfused(gpu, steps, shape, seed):
     close = np.isclose(fused[0], want, rtol=1e-4, atol=1e-5, equal_nan=True)
     finite = np.isfinite(want)
     assert close[finite].all(), (fused[0], want)
+
+
+def cpu_run(blob, x, fuse=True):
+    old = vkml.fusion.ENABLED
+    vkml.fusion.ENABLED = fuse
+    try:
+        s = vkml.InferenceSession(blob, devices=["cpu"])
+        return s.run(None, {"x": x})[0], s
+    finally:
+        vkml.fusion.ENABLED = old
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.lists(_step, min_size=2, max_size=12), shape=st.sampled_from([(1,), (), (1, 1), (4,), (2, 3)]),
+       seed=st.integers(0, 2**31), special=st.sampled_from([None, 0.0, -0.0, np.nan, np.inf, -np.inf]))
+def test_cpu_fused_is_bit_identical(steps, shape, seed, special):
+    """The CPU's shortcuts (in-place ufuncs, float32 scalars for one element) change nothing."""
+    if any(isinstance(c, np.ndarray) and c.ndim > len(shape) for _, c, _ in steps):
+        return
+    x = (np.random.default_rng(seed).standard_normal(shape) * 2).astype(np.float32)
+    if special is not None:
+        x.reshape(-1)[0] = special
+    blob = chain_model(steps, shape)
+    with np.errstate(all="ignore"):
+        want, _ = cpu_run(blob, x, fuse=False)
+        got, s = cpu_run(blob, x)
+    assert [st.node.op_type for st in s._plan.steps] == ["FusedElementwise"]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert (np.signbit(got) == np.signbit(want)).all()
