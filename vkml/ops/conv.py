@@ -15,7 +15,7 @@ import numpy as np
 from ..graph import TensorDesc
 from . import _quant
 from ._precision import is_floating, narrow, work_dtype
-from ._window import AUTO_PADS, Window, as_planes, infer_out, pad_spatial, resolve, tap_slices
+from ._window import AUTO_PADS, Window, as_planes, infer_out, pad_spatial, resolve, tap_view
 from .registry import Op, register
 
 try:
@@ -43,10 +43,8 @@ def conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Window, cdtype: np.
     if pointwise:
         cols = x.astype(cdtype, copy=False).reshape(n_batch, group, cg, npos)
     else:
-        xp = pad_spatial(x, win, 0)
-        cols = np.empty((n_batch, chans, taps) + win.out, cdtype)
-        for t, (_, idx) in enumerate(tap_slices(win, 2)):
-            cols[:, :, t] = xp[idx]
+        cols = np.empty((n_batch, chans) + win.kernel + win.out, cdtype)
+        np.copyto(cols, tap_view(pad_spatial(x, win, 0), win, 2), casting="unsafe")  # one C-level copy
         cols = cols.reshape(n_batch, group, cg * taps, npos)
     y = np.matmul(wm, cols).reshape((n_batch, m) + win.out)  # (N, G, Mg, O)
     if bias is not None:

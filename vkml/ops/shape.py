@@ -151,6 +151,9 @@ def _fmt(shape) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+_RESHAPE_DIMS: dict[tuple, tuple] = {}  # (input shape, target, allowzero) -> output shape
+
+
 class _ReshapeBase(Op):
     op_type = "Reshape"
     allowzero = 0
@@ -170,7 +173,12 @@ class _ReshapeBase(Op):
         return [TensorDesc(x.dtype, reshape_target(self, x.shape, target, bool(self.allowzero)))]
 
     def _run(self, x, target):
-        dims = reshape_target(self, x.shape, target, bool(self.allowzero))
+        key = (x.shape, target, bool(self.allowzero))
+        dims = _RESHAPE_DIMS.get(key)
+        if dims is None:  # worked out (and checked) once per input shape and target
+            dims = reshape_target(self, x.shape, target, bool(self.allowzero))
+            if len(_RESHAPE_DIMS) < 4096:
+                _RESHAPE_DIMS[key] = dims
         return (x.reshape(dims),)
 
 
