@@ -90,6 +90,8 @@ class Slot:
             for name in names:
                 t[(name, dev)] = const(dev, name)
         self.tensors = t
+        # (upload unit, source view id) -> recorded device-to-device copy (see gpurun's uploads)
+        self.copy_in: dict[tuple[int, int], Any] = {}
 
         # Readback staging (host-cached where the device has it), written by the producer chunk.
         self.staging: dict[int, Any] = {}

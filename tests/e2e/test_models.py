@@ -90,6 +90,16 @@ def test_tensors_stay_on_the_gpu(gpu):
     # Later runs of the same slot do not disturb tensors handed out before.
     sess.run(None, {"x": np.zeros_like(x)}, output_device=gpu)
     np.testing.assert_allclose(y1.numpy(), w1, rtol=1e-4, atol=1e-4)
+    # The same input tensor, rewritten between runs: its copy into the slot is recorded once
+    # and picks up the new contents every run.
+    x2 = (x * -0.5).astype(np.float32)
+    for k in range(3):
+        t.device_tensor.write(x if k % 2 == 0 else x2)
+        y, = sess.run(None, {"x": t}, output_device=gpu)
+        np.testing.assert_allclose(y.numpy(), ort_run(model, {"x": x if k % 2 == 0 else x2})[0],
+                                   rtol=1e-4, atol=1e-4)
+    copies = [len(s.copy_in) for s in sess._gpu.last.pool._free]  # every slot is back
+    assert copies and max(copies) <= 2, copies  # one per source fed (t, y1), not one per run
     # CPU-only sessions take and give Tensors too.
     cpu = vkml.InferenceSession(model, devices=["cpu"])
     y3, = cpu.run(None, {"x": t}, output_device=gpu)
