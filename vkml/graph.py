@@ -29,6 +29,11 @@ class TensorDesc:
     kind: str = "tensor"
     elem: "TensorDesc | None" = None
 
+    def __post_init__(self) -> None:
+        # Ops may give a scalar type (np.int32) where a dtype belongs: one form for everyone.
+        if self.dtype is not None and not isinstance(self.dtype, np.dtype):
+            object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
     @property
     def rank(self) -> int | None:
         return None if self.shape is None else len(self.shape)

@@ -1,6 +1,11 @@
 """Runs onnx's backend test cases (node suite by default) through vkml and reports per case.
 
     python tests/conformance/node_suite.py [--kind node] [-k SUBSTRING] [--failures] [--json OUT]
+                                           [--device vulkan:0]
+
+--device runs each case on that GPU (the CPU takes what the GPU cannot) and counts the passing
+cases whose every computed node ran on the GPU ("gpu") apart from those that needed the CPU
+("mixed"); nodes evaluated while planning (constants for the input shapes) do not count.
 
 The pytest module beside this file runs the same cases through onnx.backend.test.BackendTest;
 this script exists to triage quickly (one process, a summary by cause, no pytest overhead).
@@ -27,8 +32,9 @@ def load_cases(kind: str):
             return load_model_tests(kind=kind)
 
 
-def run_case(case, backend) -> tuple[str, str]:
-    """('pass'|'fail'|'error'|'unsupported'|'model', detail)."""
+def run_case(case, backend, device: str | None = None) -> tuple[str, str]:
+    """('pass'|'fail'|'error'|'unsupported'|'model', detail); with a GPU `device`, a pass is
+    'gpu' (every computed node on it) or 'mixed' (detail: the ops that ran on the CPU)."""
     import onnx
     from onnx.backend.test.runner import Runner, _normalize_tensor
 
@@ -44,14 +50,19 @@ def run_case(case, backend) -> tuple[str, str]:
             data_sets = _read_data(case.model_dir)
         else:
             data_sets = case.data_sets
-        rep = backend.prepare(model, "CPU")
+        rep = backend.prepare(model, "CPU") if device is None else \
+            backend.VkmlRep(vkml.InferenceSession(model, devices=[device]))
         for inputs, refs in data_sets:
             ins = [_normalize_tensor(x) for x in inputs]
             refs = [_normalize_tensor(x) for x in refs]
             with np.errstate(all="ignore"):
                 outs = rep.run(ins)
             Runner.assert_similar_outputs(refs, outs, rtol=case.rtol, atol=case.atol)
-        return "pass", ""
+        if device is None:
+            return "pass", ""
+        on_cpu = sorted({r["op"] for r in rep.session.placement()
+                         if r["device"] == "cpu" and not r["reason"].startswith("constant")})
+        return ("mixed", ", ".join(on_cpu)) if on_cpu else ("gpu", "")
     except vkml.UnsupportedOpsError as e:
         return "unsupported", str(e).splitlines()[1].strip()
     except vkml.ModelError as e:
@@ -100,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--failures", action="store_true", help="print every non-passing case")
     ap.add_argument("--json", help="write {case: [status, detail]} here")
     ap.add_argument("--timeout", type=int, default=60)
+    ap.add_argument("--device", default=None, help="a GPU (vulkan:N) to run the cases on")
     args = ap.parse_args(argv)
     from vkml import backend
 
@@ -110,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     for c in cases:
         signal.alarm(args.timeout)
         try:
-            results[c.name] = run_case(c, backend)
+            results[c.name] = run_case(c, backend, args.device)
         finally:
             signal.alarm(0)
     counts = collections.Counter(s for s, _ in results.values())
@@ -121,7 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     unsupported = collections.Counter(d.split(" (")[0] for s, d in results.values() if s == "unsupported")
     if unsupported:
         print("unsupported ops by cases:", ", ".join(f"{k} {v}" for k, v in unsupported.most_common()))
-    print(f"{args.kind}: {counts['pass']} of {len(cases)} pass ({dict(counts)}) in {time.time() - t0:.1f}s")
+    if args.device:
+        mixed = collections.Counter(op for s, d in results.values() if s == "mixed" for op in d.split(", "))
+        print("ops on the CPU in passing cases:", ", ".join(f"{k} {v}" for k, v in mixed.most_common(40)))
+        passed = counts["gpu"] + counts["mixed"]
+        print(f"{args.kind} on {args.device}: {passed} of {len(cases)} pass, {counts['gpu']} of them entirely "
+              f"on the GPU ({dict(counts)}) in {time.time() - t0:.1f}s")
+    else:
+        print(f"{args.kind}: {counts['pass']} of {len(cases)} pass ({dict(counts)}) in {time.time() - t0:.1f}s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=0, sort_keys=True)
