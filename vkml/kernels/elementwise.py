@@ -226,25 +226,35 @@ def _onnx_to_dtype(to) -> np.dtype:
 
 @register
 class CastKernel(Kernel):
-    op_types = ("Cast",)
+    """Cast, and CastLike (the target type is its second input's dtype; that input's values
+    are not read)."""
+
+    op_types = ("Cast", "CastLike")
+
+    @staticmethod
+    def _to(op_type, attrs, inputs) -> np.dtype:
+        if op_type == "CastLike":
+            return np.dtype(inputs[1].dtype)
+        return _onnx_to_dtype(attrs["to"])
 
     def check(self, device, op_type, attrs, inputs):
-        if len(inputs) != 1 or inputs[0] is None:
-            raise Unsupported("Cast takes one input")
+        want = 2 if op_type == "CastLike" else 1
+        if len(inputs) != want or any(i is None for i in inputs):
+            raise Unsupported(f"{op_type} takes {want} input(s)")
         try:
-            to = _onnx_to_dtype(attrs["to"])
+            to = self._to(op_type, attrs, inputs)
         except KeyError:
             raise Unsupported(f"Cast to ONNX type {attrs.get('to')!r}") from None
         try:
             dtype_name(inputs[0].dtype)
             dtype_name(to)
         except Unsupported as e:
-            raise Unsupported(f"Cast from {inputs[0].dtype} to {to}: {e}") from None
+            raise Unsupported(f"{op_type} from {inputs[0].dtype} to {to}: {e}") from None
         require_dtypes(device, inputs[0].dtype, to)
         element_count(inputs[0].shape)
 
     def infer(self, op_type, attrs, inputs):
-        return [TensorSpec(inputs[0].shape, _onnx_to_dtype(attrs["to"]))]
+        return [TensorSpec(inputs[0].shape, self._to(op_type, attrs, inputs))]
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         x, out = inputs[0], outputs[0]
