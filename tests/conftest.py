@@ -1,6 +1,7 @@
 """Shared pytest set-up: the slow/gpu markers and the ONNX node-suite tally."""
 import collections
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -44,6 +45,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         f"node suite: {passed} of {total} cases pass ({_tally['failed']} failed, "
         f"{_tally['skipped']} skipped by tests/conformance/skips.py); bar {NODE_SUITE_BAR}"
     )
+    mod = next((m for n, m in list(sys.modules.items()) if n.endswith("test_gpu_node_suite")), None)
+    gpu = getattr(mod, "TALLY", None)
+    if gpu:
+        terminalreporter.write_line(
+            f"node suite through GPU sessions on {gpu['device']}: {gpu['gpu'] + gpu['mixed']} of "
+            f"{gpu['total']} run cases pass, {gpu['gpu']} entirely on the GPU")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -87,11 +87,11 @@ class ConcretePlan:
     """One input signature of one session: values, placement, units, slots, scheduler plan."""
 
     def __init__(self, runner: "GpuRunner", feeds_desc: Mapping[str, TensorDesc], fed: frozenset[str],
-                 output_device: str | None):
+                 output_device: str | None, known: Mapping[str, np.ndarray] | None = None):
         graph = runner.graph
         self.runner = runner
         self.output_device = output_device
-        self.concrete = concretize(graph, runner.weights, feeds_desc, fed)
+        self.concrete = concretize(graph, runner.weights, feeds_desc, fed, known)
         if fusion.ENABLED:  # chains of elementwise ops become one dispatch
             c = self.concrete
             c.live, c.fused = fusion.fuse(c.live, c.values, c.consts, graph.outputs, frozenset(runner.forced))
@@ -340,6 +340,28 @@ class ConcretePlan:
         return out
 
 
+VALUE_INPUT_MAX = 64  # elements: larger inputs are data, never shape-like
+
+
+def _value_inputs(graph) -> tuple[str, ...]:
+    """Graph inputs that GPU kernels need the values of (a Reshape's shape, a Resize's scales,
+    a Reduce's axes: Kernel.host_inputs) when a caller feeds them. Plans are made per value of
+    these, so the nodes can go to the GPU instead of staying on the CPU."""
+    from .kernels import get_kernel
+
+    inputs = set(graph.inputs) - set(graph.constants)
+    out = []
+    for node in graph.nodes:
+        kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if kernel is None:
+            continue
+        for pos in kernel.host_inputs.get(node.op_type, ()):
+            name = node.inputs[pos] if pos < len(node.inputs) else ""
+            if name in inputs and name not in out:
+                out.append(name)
+    return tuple(out)
+
+
 def _width(up: UnitPlan) -> int:
     level = [0] * len(up.units)
     for u in up.units:
@@ -367,17 +389,29 @@ class GpuRunner:
         self._by_sig: dict = {}  # (feed signature, output device) -> plan, see run()
         self._lock = threading.Lock()
         self.last: ConcretePlan | None = None
+        self.value_inputs = _value_inputs(self.graph)
 
-    def plan_for(self, descs: Mapping[str, TensorDesc], output_device: str | None) -> ConcretePlan:
+    def _known(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], tuple]:
+        """The small shape-like inputs of this run (see _value_inputs): copies, and a key."""
+        known, key = {}, []
+        for name in self.value_inputs:
+            v = feeds.get(name)
+            if type(v) is np.ndarray and v.size <= VALUE_INPUT_MAX:
+                known[name] = np.array(v)
+                key.append((name, v.dtype.str, v.shape, v.tobytes()))
+        return known, tuple(key)
+
+    def plan_for(self, descs: Mapping[str, TensorDesc], output_device: str | None,
+                 known: tuple[dict, tuple] = ({}, ())) -> ConcretePlan:
         key = (tuple((n, d.dtype.str if d.dtype is not None else None, d.shape) for n, d in sorted(descs.items())),
-               output_device)
+               output_device, known[1])
         cp = self._plans.get(key)
         if cp is None:
             with self._lock:
                 cp = self._plans.get(key)
                 if cp is None:
                     fed = frozenset(n for n in descs if n in self.graph.constants)
-                    cp = ConcretePlan(self, descs, fed, output_device)
+                    cp = ConcretePlan(self, descs, fed, output_device, known[0])
                     self._plans[key] = cp
                     while len(self._plans) > PLAN_CACHE:
                         self._plans.popitem(last=False)
@@ -395,6 +429,9 @@ class GpuRunner:
         to the plan used for it last time."""
         from .specialize import signature_descs
 
+        known = self._known(feeds) if self.value_inputs else ({}, ())
+        if sig is not None:
+            sig = (sig, known[1])
         cp = self._by_sig.get((sig, output_device)) if sig is not None else None
         if cp is not None:
             self.last = cp
@@ -405,7 +442,7 @@ class GpuRunner:
         descs = signature_descs(feeds)
         shrink = 0
         while True:
-            cp = self.plan_for(descs, output_device)
+            cp = self.plan_for(descs, output_device, known)
             if sig is not None:
                 self._by_sig[(sig, output_device)] = cp
             try:

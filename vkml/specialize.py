@@ -34,9 +34,11 @@ class Concrete:
 
 
 def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[str, TensorDesc],
-               fed: set[str] | frozenset[str] = frozenset()) -> Concrete:
+               fed: set[str] | frozenset[str] = frozenset(),
+               known: Mapping[str, np.ndarray] | None = None) -> Concrete:
     """Infer every value of `graph` for concrete input types. `fed`: overridable initializers
-    the caller feeds (they are inputs, not constants, in this signature)."""
+    the caller feeds (they are inputs, not constants, in this signature). `known`: inputs whose
+    values this plan is for (small shape-like inputs: a Resize's scales, a Reshape's shape)."""
     declared = graph.values
     values: dict[str, TensorDesc] = dict(declared)
     symbols: dict[str, int] = {}
@@ -48,6 +50,7 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
                 if isinstance(s, str) and isinstance(n, int):
                     symbols.setdefault(s, n)
     consts = {c: weights[graph.weight_key(c)] for c in graph.constants if c not in fed}
+    consts.update(known or {})
     out = Concrete(values, consts)
     for node in graph.nodes:
         ins = [values.get(i, UNKNOWN) if i else UNKNOWN for i in node.inputs]
@@ -90,6 +93,11 @@ def _fold(node: Node, ins: list[TensorDesc], cin: list) -> list | None:
             return list(node.op.run(np.broadcast_to(np.zeros((), dt), ins[0].shape)))
         except Exception:
             return None
+    if (node.op_type == "CastLike" and node.domain in ("", "ai.onnx") and len(cin) == 2
+            and cin[0] is not None and cin[1] is None and ins[1].dtype is not None and ins[1].kind == "tensor"):
+        # Only the second input's type matters: functions' expansions cast constants "like" a
+        # run-time input, and the constant chains behind them fold on.
+        return _try_fold(node, [cin[0], np.zeros((0,), ins[1].dtype)])
     if _graphs_in(node.attrs):
         return None
     return _try_fold(node, cin)

@@ -208,3 +208,27 @@ def test_shape_arithmetic_is_planned_away(gpu):
         rows = {r["node"]: r for r in sess.placement()}
         assert all(rows[k]["device"] == gpu for k in ("relu", "flatten", "neg")), rows
         assert all(rows[k]["reason"].startswith("constant for these input shapes") for k in ("shape", "batch", "target"))
+
+
+def test_shape_like_inputs_fed_at_run_time_go_to_the_gpu(gpu):
+    """A Reshape target fed by the caller: the plan is made for its value, so the Reshape and
+    what follows run on the GPU; another value gets its own plan and the right answer."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    g = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="relu"),
+                      h.make_node("Reshape", ["r", "shape"], ["y0"], name="reshape"),
+                      h.make_node("Softmax", ["y0"], ["y"], name="softmax", axis=-1)], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 6]),
+                      h.make_tensor_value_info("shape", T.INT64, [2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    blob = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    sess = vkml.InferenceSession(blob, devices=[gpu])
+    x = np.random.default_rng(3).standard_normal((2, 6)).astype(np.float32)
+    for shape in ([3, 4], [4, 3], [3, 4], [12, 1]):
+        s = np.array(shape, np.int64)
+        got, = sess.run(None, {"x": x, "shape": s})
+        want, = ort_run(blob, {"x": x, "shape": s})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert {r["node"]: r["device"] for r in sess.placement()} == {"relu": gpu, "reshape": gpu, "softmax": gpu}
+    assert len(sess._gpu._plans) == 3  # one plan per value, reused when a value comes back

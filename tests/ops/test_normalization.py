@@ -97,7 +97,9 @@ def test_groupnorm(seed, n, groups, per, spatial, dtype, opset):
     pc = c if opset >= 21 else groups  # scale/bias per channel from 21, per group before
     ins = {"x": _rand(rng, (n, c, *spatial), dtype), "s": _rand(rng, pc, dtype), "b": _rand(rng, pc, dtype)}
     # The reference keeps float32 statistics (stash_type) even for float64; vkml keeps float64.
-    t = _t(dtype) if dtype == np.float16 else {"rtol": 1e-4, "atol": 1e-5}
+    # Its float32 mean and variance of a two-element group can be off by a few ulps of the
+    # inputs, which normalising turns into ~3e-5 absolute (seed 10532, n=3, groups=2, per=2).
+    t = _t(dtype) if dtype == np.float16 else {"rtol": 1e-4, "atol": 1e-4}
     _check("GroupNormalization", ins, {"num_groups": groups, "epsilon": 1e-3}, opset, dtype, **t)
 
 

@@ -1,0 +1,40 @@
+"""The ONNX node suite through GPU sessions (the first usable Vulkan device: lavapipe in CI):
+every case that passes on the CPU must pass with the GPU taking what it can, and the number of
+cases that run entirely on the GPU must not fall (tests/conformance/node_suite.py --device
+gives the same run with a report)."""
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import vkml.vulkan as vk
+from vkml import backend
+
+from .node_suite import load_cases, run_case
+from .skips import SKIPS
+
+GPU_BAR = 700  # cases entirely on the GPU (lavapipe, 2026-11-22: 737 of 1884)
+TALLY: dict[str, int] = {}  # printed by tests/conftest.py
+
+
+def test_node_suite_on_the_gpu():
+    usable = [d.name for d in vk.list_devices() if d.usable]
+    if not usable:
+        pytest.skip(f"no usable Vulkan device ({vk.unavailable_reason()})")
+    skip = [re.compile(p) for p in SKIPS]
+    results = {}
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        for case in load_cases("node"):
+            if any(p.search(case.name + "_cpu") for p in skip):
+                continue
+            results[case.name] = run_case(case, backend, usable[0])
+    TALLY.update(device=usable[0], total=len(results),
+                 gpu=sum(s == "gpu" for s, _ in results.values()),
+                 mixed=sum(s == "mixed" for s, _ in results.values()))
+    bad = {n: r for n, r in results.items() if r[0] not in ("gpu", "mixed")}
+    assert not bad, f"{len(bad)} cases fail through a GPU session: {dict(list(bad.items())[:10])}"
+    assert TALLY["gpu"] >= GPU_BAR, f"only {TALLY['gpu']} cases ran entirely on the GPU (bar {GPU_BAR})"
