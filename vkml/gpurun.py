@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import gc
 import os
+import sys
 import threading
 from typing import Any, Mapping, Sequence
 
@@ -25,8 +26,10 @@ from .plan import Runtime, Scope
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
 from .specialize import concretize, device_specs, place_concrete
 from .tensor import Tensor, vulkan_device
+from .vulkan.config import gpu_timeout
 
 PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
+GPU_TIMEOUT = gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TIMEOUT)
 # Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
 ASYNC_WAITS = os.environ.get("VKML_ASYNC_WAIT", "1").strip() not in ("0", "off", "no", "false")
@@ -216,7 +219,7 @@ class ConcretePlan:
 
         def run(state: RunState) -> None:
             if wait:
-                dev.wait(int(state.tl[prod]))
+                dev.wait(int(state.tl[prod]), GPU_TIMEOUT)
             arr = np.empty(shape, dtype)
             if arr.nbytes:
                 state.slot.staging[k].read_into(arr.reshape(-1).view(np.uint8))
@@ -279,17 +282,39 @@ class ConcretePlan:
                     for f in self.fns:
                         f(state)
                 kept = self._copy_kept(state)
+            except TimeoutError as e:
+                # The GPU did not finish (VKML_GPU_TIMEOUT): say so, and drop the slot below
+                # without waiting for it again.
+                raise TimeoutError(f"{e}: the GPU work of this run did not finish in time (a hung GPU "
+                                   f"or driver?); the session stays usable, VKML_GPU_TIMEOUT sets the "
+                                   f"limit") from None
             finally:
                 # An interrupted wait leaves the run going (it may still submit into the
                 # slot): drop the slot rather than hand it to the next run. So does a failed
-                # drain (the GPU state is unknown).
-                if handle is None or handle.done:
+                # drain (the GPU state is unknown), and a GPU that timed out.
+                if (handle is None or handle.done) and not isinstance(sys.exc_info()[1], TimeoutError):
                     self._drain(state)
                     reuse = True
             return self._outputs(state, kept)
         finally:
             if slot is not None:
-                self.pool.release(slot) if reuse else self.pool.discard(slot)
+                if reuse:
+                    self.pool.release(slot)
+                else:
+                    def ready(h=handle, state=state) -> bool:  # the run has stopped and its GPU work is done
+                        return (h is None or h.done) and all(
+                            dev.completed() >= v for dev, v in self._pending(state).items())
+
+                    self.pool.discard(slot, ready)
+
+    def _pending(self, state: RunState) -> dict:
+        """{device: the last timeline value this run submitted there}."""
+        last = {self.devs[d]: v for d, v in state.after.items() if d in self.devs}
+        for d, idx in self.gpu_units.items():
+            v = int(max(state.tl[i] for i in idx))
+            if v:
+                last[self.devs[d]] = max(last.get(self.devs[d], 0), v)
+        return last
 
     def _drain(self, state: RunState) -> None:
         """Wait until every GPU is done with the slot (and with the run's one-off copies)."""
@@ -298,7 +323,7 @@ class ConcretePlan:
             last[d] = max(last.get(d, 0), int(max(state.tl[i] for i in idx)))
         for d, v in last.items():
             if v:
-                self.devs[d].wait(v)
+                self.devs[d].wait(v, GPU_TIMEOUT)
 
     def _copy_kept(self, state: RunState) -> dict[str, Any]:
         """Outputs kept on a GPU leave the slot's memory (the next run overwrites it) for

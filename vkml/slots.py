@@ -9,7 +9,7 @@ device (ConstCache) and bound by every slot.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -180,9 +180,12 @@ class SlotPool:
         self._free: list[Slot] = []
         self._count = 0
         self._cond = threading.Condition()
+        self._retired: list[tuple[Slot, Callable[[], bool]]] = []  # see discard()
 
     def acquire(self) -> Slot:
         with self._cond:
+            if self._retired:
+                self._prune()
             while True:
                 if self._free:
                     return self._free.pop()
@@ -211,11 +214,28 @@ class SlotPool:
             self._free.append(slot)
             self._cond.notify()
 
-    def discard(self, slot: Slot) -> None:
-        """Forget a slot whose GPU work could not be waited for."""
+    def discard(self, slot: Slot, ready: Callable[[], bool] | None = None) -> None:
+        """Retire a slot whose GPU work could not be waited for (an interrupted or timed-out
+        wait). `ready()` says when nothing can touch its memory any more; until then the slot
+        (memory, command buffers) is kept, never reused: for a hung GPU it leaks rather than
+        being freed under the GPU's feet."""
         with self._cond:
             self._count -= 1
+            if ready is not None:
+                self._retired.append((slot, ready))
+            self._prune()
             self._cond.notify()
+
+    def _prune(self) -> None:
+        keep = []
+        for slot, ready in self._retired:
+            try:
+                done = ready()
+            except Exception:  # a lost device: nothing will run any more
+                done = True
+            if not done:
+                keep.append((slot, ready))
+        self._retired = keep
 
     @property
     def size(self) -> int:

@@ -232,3 +232,32 @@ def test_shape_like_inputs_fed_at_run_time_go_to_the_gpu(gpu):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         assert {r["node"]: r["device"] for r in sess.placement()} == {"relu": gpu, "reshape": gpu, "softmax": gpu}
     assert len(sess._gpu._plans) == 3  # one plan per value, reused when a value comes back
+
+
+def test_a_gpu_that_does_not_finish_in_time_is_an_error_not_a_hang(gpu, monkeypatch):
+    """VKML_GPU_TIMEOUT: the run raises TimeoutError naming the device; its slot is retired
+    (kept until the GPU is done with it) and the session goes on working."""
+    import vkml.gpurun
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    n = 384
+    w = np.random.default_rng(4).standard_normal((n, n)).astype(np.float32)
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y0"]), h.make_node("MatMul", ["y0", "w"], ["y"])], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [n, n])], [h.make_tensor_value_info("y", T.FLOAT, [n, n])],
+                     [numpy_helper.from_array(w, "w")])
+    blob = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    sess = vkml.InferenceSession(blob, devices=[gpu], executor="sequential")
+    x = np.random.default_rng(5).standard_normal((n, n)).astype(np.float32)
+    want = (x.astype(np.float64) @ w @ w).astype(np.float32)
+    sess.run(None, {"x": x})  # plan and pipelines first
+    monkeypatch.setattr(vkml.gpurun, "GPU_TIMEOUT", 1e-9)
+    with pytest.raises(TimeoutError, match="did not finish in time"):
+        for _ in range(20):  # (a run the GPU finishes before the first look does not time out)
+            sess.run(None, {"x": x})
+    monkeypatch.setattr(vkml.gpurun, "GPU_TIMEOUT", None)
+    got, = sess.run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-2)
+    sess.run(None, {"x": x})
+    assert not sess._gpu.last.pool._retired  # the timed-out slot was let go once its GPU work ended

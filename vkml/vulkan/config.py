@@ -10,6 +10,9 @@ VKML_DISABLE          comma list of device features to leave off even if support
 VKML_READBACK         auto (map HOST_CACHED memory, stage otherwise), map, staging.
 VKML_CACHE_DIR        where pipeline caches live (default $XDG_CACHE_HOME/vkml or ~/.cache/vkml).
 VKML_PIPELINE_CACHE   0 to neither load nor save pipeline caches.
+VKML_GPU_TIMEOUT      seconds a session run waits for its GPU work before it gives up with a
+                      TimeoutError naming the device (default 300; 0 waits forever): a hung
+                      GPU or driver must not hang the caller.
 VKML_WAIT_SPIN_US     how long a wait polls the timeline before it blocks in the driver
                       (default 100 µs on GPUs, 0 on CPU devices such as lavapipe, whose own
                       threads need the cores). Waking from a blocking wait costs tens of
@@ -23,6 +26,7 @@ import re
 
 DEFAULT_BUDGET_FRACTION = 0.95       # of VK_EXT_memory_budget's heapBudget
 DEFAULT_NO_BUDGET_FRACTION = 0.8     # of the heap size, without the extension
+DEFAULT_GPU_TIMEOUT = 300.0         # seconds; a run's GPU work that takes longer is reported
 DEFAULT_WAIT_SPIN_US = 100.0         # on GPUs; CPU devices (lavapipe) do not spin
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
@@ -101,3 +105,15 @@ def wait_spin_us(device_type: str) -> float:
     if not v >= 0:
         raise ValueError(f"VKML_WAIT_SPIN_US must be >= 0, not {text!r}")
     return v
+
+
+def gpu_timeout() -> float | None:
+    """Seconds a session run waits for the GPU (VKML_GPU_TIMEOUT), None for no limit."""
+    text = os.environ.get("VKML_GPU_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_GPU_TIMEOUT
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"VKML_GPU_TIMEOUT must be a number of seconds, not {text!r}") from None
+    return None if v <= 0 else v
