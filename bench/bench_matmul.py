@@ -14,10 +14,7 @@ writes bench/results/matmul-<device>.json. Not a test: numbers depend on the mac
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import re
 import sys
 import time
 
@@ -27,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import vkml.vulkan as vk  # noqa: E402
+from bench.kernel_bench import add_common_args, open_device, write_results  # noqa: E402
 from vkml.kernels import matmul as mm  # noqa: E402
 from vkml.kernels import matmul_coop  # noqa: E402
 from vkml.vulkan._commands import CommandRecorder  # noqa: E402
@@ -90,15 +88,12 @@ def _tilings(values, cls):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=int, default=None)
+    add_common_args(ap, inner=0, outer=5)  # inner 0: by size
     ap.add_argument("--sizes", default="4096,1024")
     ap.add_argument("--dtypes", default="float32,float16")
-    ap.add_argument("--inner", type=int, default=0, help="dispatches per submission (default: by size)")
-    ap.add_argument("--outer", type=int, default=5)
     ap.add_argument("--tiles", nargs="*", help="SIMT tilings BM,BN,BK,TM,TN to sweep")
     ap.add_argument("--coop-tiles", nargs="*", help="cooperative-matrix tilings BM,BN,BK,WM,WN to sweep")
     ap.add_argument("--no-coop", action="store_true", help="float16 on the SIMT shader")
-    ap.add_argument("--check", action="store_true", help="compare with NumPy")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/matmul-<device>.json)")
     args = ap.parse_args(argv)
 
@@ -106,9 +101,7 @@ def main(argv=None) -> int:
     if reason:
         print("Vulkan unavailable:", reason)
         return 1
-    index = vk.preferred_index() if args.device is None else args.device
-    dev = vk.device(index)
-    info = dev.info
+    _, dev, info = open_device(args.device)
     print(info.summary())
     shapes = sorted({f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type}" for c in info.cooperative_matrix
                      if c.scope == "subgroup"})
@@ -134,15 +127,7 @@ def main(argv=None) -> int:
                 print(f"{n:5d} {dt:8s} {r['tflops']:8.3f} TFLOPS (wall {r['tflops_wall']:7.3f})  "
                       f"{r['gpu_s'] * 1e3:8.3f} ms  {r['path']}{err}", flush=True)
     os.environ.pop("VKML_COOP_TILE", None)
-    out = args.out or os.path.join(HERE, "results", "matmul-" + re.sub(r"[^A-Za-z0-9]+", "-",
-                                                                       info.device_name).strip("-").lower() + ".json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"device": info.device_name, "driver": f"{info.driver_name} {info.driver_version}",
-                   "host": platform.node(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-                   "results": results}, f, indent=1)
-        f.write("\n")
-    print("wrote", out)
+    print("wrote", write_results("matmul", info, {"results": results}, args.out))
     return 0
 
 

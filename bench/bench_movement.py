@@ -19,8 +19,6 @@ import argparse
 import json
 import math
 import os
-import platform
-import re
 import subprocess
 import sys
 
@@ -29,7 +27,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import vkml.vulkan as vk  # noqa: E402
+from bench.kernel_bench import add_common_args, open_device, write_results  # noqa: E402
 from vkml.kernels import TensorSpec, get_kernel, movement  # noqa: E402
 from vkml.kernels.common import pad8  # noqa: E402
 from vkml.vulkan._commands import CommandRecorder  # noqa: E402
@@ -138,18 +136,13 @@ def copy_baseline(dev, nbytes, inner, outer) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=int, default=None)
+    add_common_args(ap)
     ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--inner", type=int, default=10)
-    ap.add_argument("--outer", type=int, default=3)
-    ap.add_argument("--check", action="store_true")
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
     ap.add_argument("--no-isolate", dest="isolate", action="store_false", help="all cases in this process")
     ap.add_argument("--json", default=None, help=argparse.SUPPRESS)  # "-": rows as JSON on stdout
     args = ap.parse_args(argv)
-    idx = vk.preferred_index() if args.device is None else args.device
-    dev = vk.device(idx)
-    info = vk.list_devices()[idx]
+    idx, dev, info = open_device(args.device)
     names = [c[0] for c in cases(0.0001) if args.only in c[0]]
     if args.isolate and len(names) > 1:
         # One process per case: in one long process later cases ran up to 2x slower on an
@@ -180,12 +173,7 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"{r['case']:44s} {r['bytes'] / 2**20:8.1f} {r['seconds'] * 1e6:10.1f} {r['GBps']:8.1f} "
               f"{'' if r['check'] is None else r['check']}")
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    tag = re.sub(r"[^A-Za-z0-9]+", "-", info.device_name).strip("-").lower()
-    path = os.path.join(HERE, "results", f"movement-{tag}.json")
-    with open(path, "w") as f:
-        json.dump({"device": info.device_name, "driver": f"{info.driver_name} {info.driver_info}",
-                   "host": platform.node(), "scale": args.scale, "inner": args.inner, "rows": rows}, f, indent=1)
+    path = write_results("movement", info, {"scale": args.scale, "inner": args.inner, "rows": rows})
     print("wrote", path)
     return 0 if all(r["check"] is not False for r in rows) else 1
 

@@ -14,11 +14,8 @@ bench/results/reductions-<device>.json. Numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import platform
-import re
 import sys
 
 import numpy as np
@@ -26,7 +23,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import vkml.vulkan as vk  # noqa: E402
+from bench.kernel_bench import add_common_args, open_device, write_results  # noqa: E402
 import vkml.kernels  # noqa: E402,F401  (registers the kernels)
 import vkml.kernels.reduce as kreduce  # noqa: E402
 from vkml.kernels import TensorSpec, get_kernel  # noqa: E402
@@ -152,17 +149,12 @@ def torch_time(fn, arrays, inner, outer) -> float | None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=int, default=None)
+    add_common_args(ap)
     ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--inner", type=int, default=10)
-    ap.add_argument("--outer", type=int, default=3)
-    ap.add_argument("--check", action="store_true")
     ap.add_argument("--no-subgroups", action="store_true", help="use the shared-memory reductions")
     args = ap.parse_args(argv)
     kreduce.FORCE_NO_SUBGROUPS = args.no_subgroups
-    idx = vk.preferred_index() if args.device is None else args.device
-    dev = vk.device(idx)
-    info = vk.list_devices()[idx]
+    _, dev, info = open_device(args.device)
     rows = []
     all_cases = cases(args.scale)
     # warm-up: clocks ramp up from idle, and the first runs compile pipelines
@@ -181,13 +173,9 @@ def main(argv=None) -> int:
         tcol = f"{ts * 1e6:9.1f} {r['bytes'] / ts / 1e9:10.1f}" if ts else f"{'':9s} {'':10s}"
         print(f"{r['case']:42s} {r['bytes'] / 2**20:8.1f} {r['seconds'] * 1e6:9.1f} {r['GBps']:7.1f} {tcol} "
               f"{'' if r['check'] is None else r['check']}")
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    tag = re.sub(r"[^A-Za-z0-9]+", "-", info.device_name).strip("-").lower()
-    path = os.path.join(HERE, "results", f"reductions-{tag}{'-nosg' if args.no_subgroups else ''}.json")
-    with open(path, "w") as f:
-        json.dump({"device": info.device_name, "driver": f"{info.driver_name} {info.driver_info}",
-                   "host": platform.node(), "scale": args.scale, "inner": args.inner,
-                   "subgroups": kreduce.subgroup_arith(dev), "rows": rows}, f, indent=1)
+    path = write_results("reductions-nosg" if args.no_subgroups else "reductions", info,
+                         {"scale": args.scale, "inner": args.inner, "subgroups": kreduce.subgroup_arith(dev),
+                          "rows": rows})
     print("wrote", path)
     return 0 if all(r["check"] is not False for r in rows) else 1
 
