@@ -24,6 +24,7 @@ import vkml
 from vkml import dtypes
 from vkml.kernels import TensorSpec, Unsupported, get_kernel, movement
 from vkml.vulkan.testing import run_ops
+from _cpu_op import cpu_op  # noqa: E402
 from _validated import run_validated  # noqa: E402
 
 _N = int(os.environ.get("VKML_TEST_EXAMPLES", "15"))
@@ -473,3 +474,32 @@ WORKLOAD = textwrap.dedent("""
 
 def test_validation_clean(dev):
     run_validated(WORKLOAD)
+
+
+@pytest.mark.parametrize("opset", [7, 10, 12, 13])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64"])
+@pytest.mark.parametrize("training", [None, False, True])
+def test_dropout_inference(dev, opset, dtype, training):
+    """Dropout's data and mask outputs against the NumPy operator; training with a non-zero
+    ratio is random and stays off the GPU."""
+    if dtype == "int64" and opset < 12:
+        return  # (integer inputs came with opset 12)
+    rng = np.random.default_rng(opset)
+    x = (rng.standard_normal((3, 5, 2)) * 10).astype(dtype)
+    feeds, ins = {"x": x}, ["x"]
+    if opset >= 12:
+        feeds["r"] = np.array(0.0 if training else 0.3, np.float32)
+        ins.append("r")
+        if training is not None:
+            feeds["t"] = np.array(training)
+            ins.append("t")
+    attrs = {"_opset": opset, "_num_outputs": 2}
+    out = run_ops(dev, [("Dropout", attrs, ins, ["y", "m"])], feeds)
+    want = cpu_op("Dropout", opset, {}, *[feeds[n] for n in ins], outputs=2)
+    for got, w in zip((out["y"], out["m"]), want):
+        assert got.dtype == w.dtype and got.shape == w.shape
+        np.testing.assert_array_equal(got, w)
+    if opset >= 12 and training:
+        feeds["r"] = np.array(0.5, np.float32)
+        with pytest.raises(Unsupported, match="random"):
+            run_ops(dev, [("Dropout", attrs, ins, ["y", "m"])], feeds)

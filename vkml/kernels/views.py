@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from vkml.ops.shape import reshape_target
 
 from .elem import HostInputs, require_elements
@@ -97,3 +99,38 @@ class ViewKernel(Kernel):
         if out.view is x.view or not x.nbytes:
             return  # aliased (the normal case) or nothing to move
         rec.copy(x.view, out.view, x.nbytes)
+
+
+@register
+class DropoutKernel(Kernel):
+    """Dropout at inference (and training with ratio 0): the data unchanged, the optional mask
+    all ones (bool from opset 10, the input's type before). Training with a ratio draws random
+    numbers: that stays on the CPU."""
+
+    op_types = ("Dropout",)
+    host_inputs = {"Dropout": (1, 2)}
+
+    def check(self, device, op_type, attrs, inputs):
+        if not inputs or inputs[0] is None:
+            raise Unsupported("Dropout needs its data input")
+        require_elements(device, inputs[0].dtype)
+        if attrs.get("_opset", 1) >= 12:
+            hi = HostInputs(inputs)
+            ratio = hi.array(1, "ratio")
+            training = hi.array(2, "training_mode")
+            if training is not None and bool(training.reshape(-1)[0]) and \
+                    (ratio is None or float(ratio.reshape(-1)[0]) != 0.0):
+                raise Unsupported("training-mode Dropout draws random numbers: it runs on the CPU")
+
+    def infer(self, op_type, attrs, inputs):
+        x = inputs[0]
+        mask = x.dtype if attrs.get("_opset", 1) < 10 else np.dtype(np.bool_)
+        return [TensorSpec(x.shape, x.dtype), TensorSpec(x.shape, mask)][: max(1, attrs.get("_num_outputs", 1))]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x = inputs[0]
+        if outputs[0] is not None and x.nbytes:
+            rec.copy(x.view, outputs[0].view, x.nbytes)
+        if len(outputs) > 1 and outputs[1] is not None and outputs[1].nbytes:
+            ones = np.ones(outputs[1].shape, outputs[1].dtype)
+            rec.copy(rec.constants(ones.reshape(-1).view(np.uint8)), outputs[1].view, outputs[1].nbytes)
