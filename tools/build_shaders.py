@@ -66,6 +66,9 @@ def _variants() -> list[Variant]:
         for t in ("i32", "i64"):
             add(f"{op}_{t}", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})
     add("not_bool", "unary.comp", OP_NOT=1, TX=T["bool"], TO=T["bool"])
+    # ---- Trilu (shaders/trilu.comp)
+    for t in ("f32", "f16", "i32", "i64", "bool"):
+        add(f"trilu_{t}", "trilu.comp", TX=T[t], TO=T[t])
     # ---- fused elementwise chains (shaders/fused.comp, vkml/fusion.py)
     add("fused_f32", "fused.comp", TX=T["f32"], TO=T["f32"])
     for src in T:

@@ -503,3 +503,18 @@ def test_dropout_inference(dev, opset, dtype, training):
         feeds["r"] = np.array(0.5, np.float32)
         with pytest.raises(Unsupported, match="random"):
             run_ops(dev, [("Dropout", attrs, ins, ["y", "m"])], feeds)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(shape=st.lists(st.integers(1, 6), min_size=2, max_size=4), k=st.one_of(st.none(), st.integers(-8, 8)),
+       upper=st.sampled_from([0, 1]), dtype=st.sampled_from(["float32", "float16", "int32", "int64", "bool"]))
+def test_trilu(dev, shape, k, upper, dtype):
+    x = (np.random.default_rng(len(shape)).standard_normal(shape) * 5).astype(dtype)
+    feeds, ins = {"x": x}, ["x"]
+    if k is not None:
+        feeds["k"] = np.array(k, np.int64)
+        ins.append("k")
+    got = run_ops(dev, [("Trilu", {"upper": upper}, ins, ["y"])], feeds)["y"]
+    want, = cpu_op("Trilu", 14, {"upper": upper}, *[feeds[n] for n in ins])
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

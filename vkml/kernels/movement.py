@@ -18,7 +18,7 @@ import numpy as np
 
 from vkml.ops.shape import slice_bounds, slice_len, split_sizes
 
-from .common import MAX_RANK, PushBlock, broadcast_strides, collapse, pad8
+from .common import MAX_RANK, PushBlock, broadcast_strides, collapse, dtype_name, element_count, pad8, require_dtypes
 from .elem import (
     HostInputs,
     attr_str,
@@ -351,3 +351,45 @@ class BlockKernel(_MoveKernel):
             lay = permuted(six, (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
             out = (b, c * k * k, h // k, w // k)
         return [TensorSpec(out, x.dtype)], [(0, 0, lay)]
+
+
+# ---------------------------------------------------------------------------- Trilu
+TRILU_PUSH = PushBlock("IIIiI", "trilu")  # n, rows, cols, k, upper
+
+
+@register
+class TriluKernel(Kernel):
+    """Trilu over contiguous matrices in the last two dims; the diagonal k is a host value."""
+
+    op_types = ("Trilu",)
+    host_inputs = {"Trilu": (1,)}
+
+    def _k(self, inputs, hi: HostInputs) -> int:
+        k = hi.ints(1, "k") if len(inputs) > 1 else None
+        if k is not None and len(k) != 1:
+            raise Unsupported(f"Trilu's k must be one value, got {len(k)}")
+        rows, cols = inputs[0].shape[-2:]
+        return max(-rows - 1, min(cols + 1, k[0] if k else 0))  # beyond the matrix: all or none
+
+    def check(self, device, op_type, attrs, inputs):
+        if not inputs or inputs[0] is None or len(inputs[0].shape) < 2:
+            raise Unsupported("Trilu needs a tensor of rank 2 or more")
+        dtype_name(inputs[0].dtype)
+        require_dtypes(device, inputs[0].dtype)
+        element_count(inputs[0].shape)
+        self._k(inputs, HostInputs(inputs))
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(inputs[0].shape, inputs[0].dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, out = inputs[0], outputs[0]
+        n = element_count(out.shape)
+        if n == 0:
+            return
+        specs = specs_of(inputs, consts)
+        k = self._k(specs, HostInputs(specs, consts))
+        rows, cols = out.shape[-2:]
+        p = rec.device.pipeline(f"trilu_{dtype_name(x.dtype)}", "rw", TRILU_PUSH.size)
+        rec.dispatch(p, [x.view, out.view], TRILU_PUSH.pack(n, rows, cols, k, int(attrs.get("upper", 1))),
+                     p.groups_for(n))
