@@ -118,6 +118,9 @@ def _variants_movement(add) -> None:
     add("copy_b16", "copy.comp", ESIZE=16)
     for i in (32, 64):
         add(f"gather_b16_i{i}", "gather.comp", ESIZE=16, IDX=i)
+    for e in (1, 2, 4, 8):
+        for i in (32, 64):
+            add(f"gather_elements_b{e}_i{i}", "gather_elements.comp", ESIZE=e, IDX=i)
     for t in ("f32", "f16"):
         add(f"resize_linear_{t}", "resize.comp", TX=T[t], TO=T[t])
 

@@ -518,3 +518,33 @@ def test_trilu(dev, shape, k, upper, dtype):
     want, = cpu_op("Trilu", 14, {"upper": upper}, *[feeds[n] for n in ins])
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), data=st.data(),
+       dtype=st.sampled_from(["float32", "float16", "int64", "int32", "bool", "uint8"]),
+       index_dtype=st.sampled_from(["int32", "int64"]))
+def test_gather_elements(dev, shape, data, dtype, index_dtype):
+    rank = len(shape)
+    axis = data.draw(st.integers(-rank, rank - 1))
+    a = axis % rank
+    # indices: any size along the axis, at most the data's size elsewhere
+    ishape = [data.draw(st.integers(1, 6)) if d == a else data.draw(st.integers(1, n)) for d, n in enumerate(shape)]
+    rng = np.random.default_rng(rank * 7 + a)
+    x = (rng.standard_normal(shape) * 9).astype(dtype)
+    idx = rng.integers(-shape[a], shape[a], ishape).astype(index_dtype)
+    got = run_ops(dev, [("GatherElements", {"axis": axis}, ["x", "i"], ["y"])], {"x": x, "i": idx})["y"]
+    want, = cpu_op("GatherElements", 13, {"axis": axis}, x, idx)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_gather_elements_out_of_range(dev):
+    """Known indices out of range stay on the CPU (which raises); indices computed on the GPU
+    that fall out of range give zeros (a shader cannot raise)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    idx = np.array([[0, 3, -4], [1, 2, -1]], np.int64)
+    with pytest.raises(Unsupported, match="outside"):
+        run_ops(dev, [("GatherElements", {"axis": 1}, ["x", "i"], ["y"])], {"x": x, "i": idx})
+    got = run_ops(dev, [("GatherElements", {"axis": 1}, ["x", "i"], ["y"])], {"x": x, "i": idx}, consts=False)["y"]
+    np.testing.assert_array_equal(got, [[0, 0, 0], [4, 5, 5]])

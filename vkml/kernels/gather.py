@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .common import PushBlock
-from .elem import HostInputs, require_bindable, require_elements, specs_of
+from .elem import HostInputs, contiguous_strides, require_bindable, require_elements, specs_of
 from .movement import UNROLL, widen_factor
 from .registry import Kernel, TensorSpec, Unsupported, register
 
@@ -70,3 +70,63 @@ class GatherKernel(Kernel):
         p = rec.device.pipeline(f"gather_b{es}_i{INDEX_BITS[idx.dtype]}", "rrw", GATHER_PUSH.size)
         rec.dispatch(p, [data.view, idx.view, out.view], GATHER_PUSH.pack(n, inner, count, data.shape[a]),
                      p.groups_for(-(-n // UNROLL)))
+
+
+GATHER_ELEMENTS_PUSH = PushBlock("4I8I8I", "gather_elements")  # n, rank, axis, axis_len, shape, x strides
+
+
+@register
+class GatherElementsKernel(Kernel):
+    """GatherElements (rank <= 8): each output element reads x at its own coordinates with the
+    axis coordinate from the indices (shaders/gather_elements.comp). Range checks as Gather's."""
+
+    op_types = ("GatherElements",)
+
+    def _axis(self, attrs, inputs) -> int:
+        if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
+            raise Unsupported("GatherElements takes data and indices")
+        data, idx = inputs
+        rank = len(data.shape)
+        if len(idx.shape) != rank or rank == 0:
+            raise Unsupported(f"GatherElements: indices of rank {len(idx.shape)} for data of rank {rank}")
+        if rank > 8:
+            raise Unsupported(f"GatherElements of rank {rank} (8 at most on the GPU)")
+        a = int(attrs.get("axis", 0))
+        if not -rank <= a < rank:
+            raise Unsupported(f"GatherElements: axis {a} out of range for rank {rank}")
+        return a + rank if a < 0 else a
+
+    def check(self, device, op_type, attrs, inputs):
+        a = self._axis(attrs, inputs)
+        data, idx = inputs
+        if idx.dtype not in INDEX_BITS:
+            raise Unsupported(f"GatherElements indices of dtype {idx.dtype} (int32 and int64 run on the GPU)")
+        if any(i > k for ax, (i, k) in enumerate(zip(idx.shape, data.shape)) if ax != a):
+            raise Unsupported(f"GatherElements: indices {idx.shape} larger than data {data.shape} off the axis")
+        require_elements(device, data.dtype)
+        require_bindable(device, data, idx, TensorSpec(idx.shape, data.dtype))
+        d = data.shape[a]
+        if d == 0 and math.prod(idx.shape):
+            raise Unsupported("GatherElements from an empty axis (every index is out of range)")
+        if getattr(idx, "value", None) is not None:
+            v = HostInputs(inputs).array(1, "GatherElements' indices")
+            if v.size and (v.min() < -d or v.max() >= d):
+                raise Unsupported(f"GatherElements: indices outside [-{d}, {d - 1}] (the CPU operator reports it)")
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(tuple(inputs[1].shape), inputs[0].dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        data, idx = inputs
+        out = outputs[0]
+        n = math.prod(out.shape)
+        if n == 0:
+            return
+        a = self._axis(attrs, specs_of(inputs, consts))
+        rank = len(out.shape)
+        pad = [0] * (8 - rank)
+        p = rec.device.pipeline(f"gather_elements_b{data.dtype.itemsize}_i{INDEX_BITS[idx.dtype]}", "rrw",
+                                GATHER_ELEMENTS_PUSH.size)
+        push = GATHER_ELEMENTS_PUSH.pack(n, rank, a, data.shape[a], *out.shape, *pad,
+                                         *contiguous_strides(data.shape), *pad)
+        rec.dispatch(p, [data.view, idx.view, out.view], push, p.groups_for(n))
