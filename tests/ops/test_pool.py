@@ -77,8 +77,12 @@ def _has_padding_only_window(c) -> bool:
 @given(c=pool_case(), dtype=st.sampled_from(DTYPES + [np.dtype(np.uint8), np.dtype(np.int8)]), seed=seeds,
        indices=st.booleans(), order=st.sampled_from([0, 1]))
 def test_maxpool(c, dtype, seed, indices, order):
-    if dtype == np.float16 and _has_padding_only_window(c):
-        return  # its max is the lowest value: float16's, where onnxruntime (run in float32) has float32's
+    if (dtype == np.float16 or indices) and _has_padding_only_window(c):
+        # A window of padding only has no max element. Its value is the lowest one (float16's,
+        # where onnxruntime, run in float32, gives float32's), and its index has no meaning:
+        # vkml's CPU and GPU give the first tap's (tests/vulkan/test_kernels_pool.py), while
+        # onnxruntime gives coordinate -1 in every dim.
+        return
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         x = np.random.default_rng(seed).integers(info.min, info.max, [c["n"], c["c"]] + c["spatial"]).astype(dtype)

@@ -150,23 +150,10 @@ class MaxPool(_Pool):
             grid = (np.arange(w.out[i]) * w.strides[i] - w.pad_begin[i]).reshape(
                 (1, 1) + tuple(-1 if j == i else 1 for j in range(n)))
             pos.append(grid + coords[i] * w.dilations[i])
-        order = list(range(n - 1, -1, -1) if getattr(self, "storage_order", 0) else range(n))
+        order = range(n - 1, -1, -1) if getattr(self, "storage_order", 0) else range(n)
         inner = np.zeros(tap.shape, np.int64)
         for i in order:
             inner = inner * shape[2 + i] + pos[i]
-        # A window that holds only padding has no max element: onnxruntime reports the index
-        # of coordinate -1 in every dim (-W - 1 in 2-D), which is the convention kept here.
-        empty = np.zeros(tap.shape, bool)
-        for i in range(n):
-            start = np.arange(w.out[i]) * w.strides[i] - w.pad_begin[i]
-            taps = start[:, None] + np.arange(w.kernel[i])[None, :] * w.dilations[i]
-            none = ~((taps >= 0) & (taps < shape[2 + i])).any(axis=1)
-            empty |= none.reshape((1, 1) + tuple(-1 if j == i else 1 for j in range(n)))
-        if empty.any():
-            nowhere = 0
-            for i in order:
-                nowhere = nowhere * shape[2 + i] - 1
-            inner = np.where(empty, nowhere, inner)
         return flat + inner
 
 
