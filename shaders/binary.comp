@@ -55,6 +55,15 @@ CO apply(CX u, CY v) {
 #else
     return u / v;
 #endif
+#elif defined(OP_FMOD) || defined(OP_MOD)
+    // Integers (the host keeps float Mod on the CPU): C's remainder (sign of the dividend);
+    // OP_MOD then moves it to the divisor's sign (floor division). x % 0 gives 0, as NumPy.
+    if (v == CY(0) || v == CY(-1)) return CX(0);
+    CX r = u - (u / v) * v;
+#if defined(OP_MOD)
+    if (r != CX(0) && ((r < CX(0)) != (v < CY(0)))) r += v;
+#endif
+    return r;
 #elif defined(OP_POW)
 #if IS_INT(TX)
     return ipow(u, v);

@@ -80,6 +80,9 @@ def _variants() -> list[Variant]:
     for op in ("add", "sub", "mul", "div", "max", "min", "prelu"):
         for t in ("f32", "f16", "i32", "i64"):
             add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T[t]})
+    for op in ("mod", "fmod"):
+        for t in ("i32", "i64"):
+            add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T[t]})
     for x in ("f32", "f16"):
         for y in ("f32", "f16", "i32", "i64"):
             add(f"pow_{x}_{y}", "binary.comp", OP_POW=1, TX=T[x], TY=T[y], TO=T[x])

@@ -472,3 +472,26 @@ def test_unsupported_is_reported(dev):
         run_ops(dev, [("NonMaxSuppression", {}, ["x"], ["y"])], {"x": np.zeros(3, np.float32)})
     for op in ("Add", "Where", "Cast", "Relu", "Clip", "Pow", "PRelu", "Not", "Identity", "Sum"):
         assert op in supported_ops()
+
+
+@HYP_BIN
+@given(data=st.data(), dtype=st.sampled_from(["int32", "int64"]), fmod=st.sampled_from([0, 1]))
+def test_mod_integers(dev, data, dtype, fmod):
+    """Integer Mod (both signs conventions, broadcasting, zero and -1 divisors, extreme values)
+    against NumPy's mod/fmod, which the CPU operator uses."""
+    info = np.iinfo(dtype)
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=5))
+    edge = st.sampled_from([0, 1, -1, 2, -2, 7, -7, int(info.max), int(info.min)])
+    elem = st.one_of(edge, st.integers(int(info.min), int(info.max)), st.integers(-50, 50))
+    a = data.draw(hnp.arrays(dtype, shapes.input_shapes[0], elements=elem))
+    b = data.draw(hnp.arrays(dtype, shapes.input_shapes[1], elements=elem))
+    got = run_ops(dev, [("Mod", {"fmod": fmod}, ["a", "b"], ["y"])], {"a": a, "b": b})["y"]
+    with np.errstate(all="ignore"):
+        want = (np.fmod if fmod else np.mod)(a, b)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_float_mod_stays_on_the_cpu(dev):
+    k = get_kernel("Mod")
+    f32 = TensorSpec((3,), np.dtype(np.float32))
+    assert "int32 or int64" in k.supports(dev, "Mod", {"fmod": 1}, [f32, f32])

@@ -291,7 +291,7 @@ def _record_binary(rec, shader_op: str, dx: str, dy: str, a, b, out) -> None:
 
 @register
 class BinaryKernel(Kernel):
-    op_types = tuple(ARITH) + tuple(VARIADIC) + tuple(COMPARE) + tuple(LOGIC) + ("Pow", "PRelu")
+    op_types = tuple(ARITH) + tuple(VARIADIC) + tuple(COMPARE) + tuple(LOGIC) + ("Pow", "PRelu", "Mod")
 
     def _types(self, op_type, inputs):
         if op_type in VARIADIC:
@@ -310,6 +310,10 @@ class BinaryKernel(Kernel):
         elif op_type in LOGIC:
             if dts != ["bool", "bool"]:
                 raise Unsupported(f"{op_type} takes bool inputs")
+        elif op_type == "Mod":
+            if dts[0] != dts[1] or dts[0] not in I:
+                raise Unsupported(f"Mod on the GPU takes int32 or int64 (float fmod needs exact "
+                                  f"arithmetic), not {inputs[0].dtype}, {inputs[1].dtype}")
         else:
             if len(set(dts)) != 1:
                 raise Unsupported(f"{op_type} with mixed dtypes {dts}")
@@ -350,7 +354,7 @@ class BinaryKernel(Kernel):
                 _record_binary(rec, op, dts[0], dts[0], out, t, out)
             return
         op = (ARITH.get(op_type) or COMPARE.get(op_type) or LOGIC.get(op_type)
-              or {"Pow": "pow", "PRelu": "prelu"}[op_type])
+              or {"Pow": "pow", "PRelu": "prelu", "Mod": "fmod" if attrs.get("fmod", 0) else "mod"}[op_type])
         _record_binary(rec, op, dts[0], dts[1], inputs[0], inputs[1], out)
 
 
