@@ -13,6 +13,7 @@ device, started on first use, stopped when the device closes.
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from vkml._sched cimport (NativeTask, SCHED_ASYNC, SCHED_DONE, make_native_task, run_arg, sched_run,
                           task_complete)
@@ -43,12 +44,14 @@ cdef extern from "<pthread.h>" nogil:
 cdef enum:
     SLICE_NS = 200000        # re-check for newly queued smaller values this often
     WAIT_FAILED = -2         # task status when the device could not be waited on (lost)
+    WAIT_TIMEOUT = -110      # task status when the value was not reached in time (-ETIMEDOUT)
 
 
 cdef struct Pending:
     sched_run *run
     int32_t task
     uint64_t value
+    uint64_t deadline        # CLOCK_MONOTONIC ns after which the task fails; 0: none
 
 
 cdef struct WaiterState:
@@ -59,6 +62,7 @@ cdef struct WaiterState:
     int cap
     int stop
     int failed               # the device could not be waited on: fail everything queued
+    uint64_t timeout_ns      # per wait (Waiter.timeout); 0: wait forever
     VkDevice device
     VkSemaphore timeline
     PFN_vkWaitSemaphores wait
@@ -68,6 +72,12 @@ cdef struct WaiterState:
 cdef struct WaitArg:
     WaiterState *w
     int32_t slot             # index of the timeline value in the run's int64 native argument
+
+
+cdef inline uint64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
 
 
 cdef int _push(WaiterState *w, sched_run *run, int32_t task, uint64_t value) noexcept nogil:
@@ -86,6 +96,7 @@ cdef int _push(WaiterState *w, sched_run *run, int32_t task, uint64_t value) noe
     w.items[w.n].run = run
     w.items[w.n].task = task
     w.items[w.n].value = value
+    w.items[w.n].deadline = _now_ns() + w.timeout_ns if w.timeout_ns else 0
     w.n += 1
     pthread_cond_signal(&w.cond)
     pthread_mutex_unlock(&w.lock)
@@ -112,6 +123,7 @@ cdef void *_waiter_main(void *p) noexcept nogil:
     cdef uint64_t target, cur
     cdef VkResult r
     cdef int i, k, status
+    cdef uint64_t now
     cdef Pending *done = NULL
     cdef int ndone = 0, capdone = 0
     memset(&wi, 0, sizeof(wi))
@@ -149,9 +161,15 @@ cdef void *_waiter_main(void *p) noexcept nogil:
             done = <Pending *>malloc(sizeof(Pending) * capdone)
         ndone = 0
         k = 0
+        now = _now_ns()
         for i in range(w.n):
-            if done != NULL and (status or w.items[i].value <= cur):
+            if done != NULL and (status or w.items[i].value <= cur
+                                 or (w.items[i].deadline and now >= w.items[i].deadline)):
                 done[ndone] = w.items[i]
+                if not status and w.items[i].value > cur:
+                    done[ndone].deadline = 1  # marks a timeout for the completion below
+                else:
+                    done[ndone].deadline = 0
                 ndone += 1
             else:
                 w.items[k] = w.items[i]
@@ -159,7 +177,7 @@ cdef void *_waiter_main(void *p) noexcept nogil:
         w.n = k
         pthread_mutex_unlock(&w.lock)
         for i in range(ndone):
-            task_complete(done[i].run, done[i].task, status)
+            task_complete(done[i].run, done[i].task, WAIT_TIMEOUT if done[i].deadline else status)
     free(done)
     return NULL
 
@@ -211,6 +229,21 @@ cdef class Waiter:
     @property
     def running(self) -> bool:
         return self._running
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds a wait may take before its task fails with WAIT_TIMEOUT (None: forever);
+        applies to waits queued after it is set."""
+        return self.state.timeout_ns / 1e9 if self.state != NULL and self.state.timeout_ns else None
+
+    @timeout.setter
+    def timeout(self, value) -> None:
+        if self.state == NULL:
+            return
+        cdef uint64_t ns = 0 if value is None or value <= 0 else <uint64_t>(float(value) * 1e9)
+        pthread_mutex_lock(&self.state.lock)
+        self.state.timeout_ns = ns
+        pthread_mutex_unlock(&self.state.lock)
 
     def _release(self) -> None:
         """Stop the thread: it completes what is queued (the device is idle by now) first."""

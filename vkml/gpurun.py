@@ -30,6 +30,7 @@ from .vulkan.config import gpu_timeout
 
 PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
 GPU_TIMEOUT = gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TIMEOUT)
+WAIT_TIMEOUT = -110  # vkml._gpuwait's task status for a wait that ran out of time
 # Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
 ASYNC_WAITS = os.environ.get("VKML_ASYNC_WAIT", "1").strip() not in ("0", "off", "no", "false")
@@ -117,6 +118,7 @@ class ConcretePlan:
         self.needs_slot = bool(self.gpu_units or self.up.readback_of)
         self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
         self.pool = SlotPool(lambda: Slot(self, runner.consts), runner.max_slots)
+        self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
         self.sched = None
         if runner.executor != "sequential" and len(self.up.units) > 1:
             try:
@@ -142,7 +144,9 @@ class ConcretePlan:
             first.append(len(tasks))
             if u.kind == "readback" and waiter is not None:
                 prod = next(iter(u.deps)).index
-                tasks.append(waiter.waiter(vulkan_device(u.device)).task(prod))
+                w = waiter.waiter(vulkan_device(u.device))
+                self.waiters.append(w)
+                tasks.append(w.task(prod))
                 names.append(f"wait:{u.name}")
                 fn = self._readback_task(u, wait=False)
             tasks.append(lambda st, f=fn: f(st))
@@ -276,8 +280,16 @@ class ConcretePlan:
         try:
             try:
                 if self.sched is not None:
+                    for w in self.waiters:
+                        w.timeout = GPU_TIMEOUT
                     handle = self.sched.start(state, native_arg=state.tl)
-                    handle.wait()
+                    try:
+                        handle.wait()
+                    except Exception as e:
+                        if getattr(e, "status", None) == WAIT_TIMEOUT:  # the waiter gave up
+                            raise TimeoutError(f"{e.task_name}: GPU timeline value not reached within "
+                                               f"{GPU_TIMEOUT} s") from None
+                        raise
                 else:
                     for f in self.fns:
                         f(state)

@@ -234,7 +234,8 @@ def test_shape_like_inputs_fed_at_run_time_go_to_the_gpu(gpu):
     assert len(sess._gpu._plans) == 3  # one plan per value, reused when a value comes back
 
 
-def test_a_gpu_that_does_not_finish_in_time_is_an_error_not_a_hang(gpu, monkeypatch):
+@pytest.mark.parametrize("executor", ["sequential", "parallel"])  # parallel: the waiter thread's deadline
+def test_a_gpu_that_does_not_finish_in_time_is_an_error_not_a_hang(gpu, monkeypatch, executor):
     """VKML_GPU_TIMEOUT: the run raises TimeoutError naming the device; its slot is retired
     (kept until the GPU is done with it) and the session goes on working."""
     import vkml.gpurun
@@ -248,10 +249,11 @@ def test_a_gpu_that_does_not_finish_in_time_is_an_error_not_a_hang(gpu, monkeypa
                      [h.make_tensor_value_info("x", T.FLOAT, [n, n])], [h.make_tensor_value_info("y", T.FLOAT, [n, n])],
                      [numpy_helper.from_array(w, "w")])
     blob = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
-    sess = vkml.InferenceSession(blob, devices=[gpu], executor="sequential")
+    sess = vkml.InferenceSession(blob, devices=[gpu], executor=executor)
     x = np.random.default_rng(5).standard_normal((n, n)).astype(np.float32)
     want = (x.astype(np.float64) @ w @ w).astype(np.float32)
     sess.run(None, {"x": x})  # plan and pipelines first
+    assert (sess._gpu.last.sched is not None) == (executor == "parallel")
     monkeypatch.setattr(vkml.gpurun, "GPU_TIMEOUT", 1e-9)
     with pytest.raises(TimeoutError, match="did not finish in time"):
         for _ in range(20):  # (a run the GPU finishes before the first look does not time out)
