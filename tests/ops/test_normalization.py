@@ -179,6 +179,13 @@ def test_lpnormalization(shape, dtype, seed, data, p):
        axes=st.sampled_from([None, [0, 2, 3], [1], [2, 3], [-1]]))
 def test_mvn(shape, dtype, seed, axes):
     x = _rand(np.random.default_rng(seed), shape, dtype)
+    # For a group of nearly equal values, the variance (E[x²] - E[x]² in MVN's definition) is
+    # a difference of nearly equal numbers, and the result depends on how each side rounds it.
+    # Seed 60791 (float64; a pair with std 5e-5) gave ±0.99998 here and ±0.99886 in
+    # onnxruntime. Groups with a standard deviation under 1e-3 are left out.
+    red = tuple(a % x.ndim for a in (axes if axes is not None else [0, 2, 3]))
+    if np.std(x.astype(np.float64), axis=red).min() < 1e-3:
+        return
     vs_ort("MeanVarianceNormalization", {"x": x}, {} if axes is None else {"axes": axes}, 13, rtol=1e-4, atol=1e-5)
 
 
