@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian 12 / Ubuntu 24.04 machine, from a clean clone:
 #   bash tools/dev.sh run [ARGS]   set up, then `python -m vkml run ARGS` (the shipped model by default)
-#   bash tools/dev.sh test [ARGS]  set up, then the test suite (pytest ARGS)
+#   bash tools/dev.sh test [ARGS]  set up, then the test suite (pytest ARGS; fixed hypothesis examples)
 # Set-up is idempotent: system packages (when root), a virtual environment in .venv, and vkml
 # installed editable with its test extras. It is skipped when nothing it depends on changed.
 set -euo pipefail
@@ -43,7 +43,8 @@ setup() {
 
 case "$cmd" in
   run)  setup; exec .venv/bin/python -m vkml run "$@" ;;
-  test) setup; exec .venv/bin/python -m pytest -q "$@" ;;
+  # The same hypothesis examples on every run (tests/conftest.py's "ci" profile); plain pytest searches afresh.
+  test) setup; VKML_HYPOTHESIS_PROFILE=${VKML_HYPOTHESIS_PROFILE:-ci} exec .venv/bin/python -m pytest -q "$@" ;;
   setup) setup ;;
   *) echo "usage: bash tools/dev.sh run|test|setup [ARGS]" >&2; exit 2 ;;
 esac
