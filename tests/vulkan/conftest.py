@@ -31,3 +31,15 @@ def info():
     if reason is not None:
         pytest.skip(f"no Vulkan: {reason}")
     return vk.list_devices()[_index()]
+
+
+@pytest.fixture(params=["subgroups", "shared"])
+def path(request, dev, monkeypatch):
+    """Both workgroup reductions: subgroup arithmetic (where the device has it) and the tree."""
+    import vkml.kernels.reduce as kreduce
+
+    if request.param == "shared":
+        monkeypatch.setattr(kreduce, "FORCE_NO_SUBGROUPS", True)
+    elif not kreduce.subgroup_arith(dev):
+        pytest.skip("the device has no subgroup arithmetic in compute shaders")
+    return request.param

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import vkml.kernels.normalization  # noqa: F401  (registers the kernels)
-import vkml.kernels.reduce as kreduce
 from vkml.kernels import TensorSpec, get_kernel
 from vkml.vulkan.testing import run_ops
 
@@ -47,14 +46,6 @@ def _run(op, attrs, feeds, outputs=("y",)):
     return run_ops(0, [(op, attrs, [n if feeds[n] is not None else "" for n in names], list(outputs))],
                    {k: v for k, v in feeds.items() if v is not None})
 
-
-@pytest.fixture(params=["subgroups", "shared"])
-def path(request, dev, monkeypatch):
-    if request.param == "shared":
-        monkeypatch.setattr(kreduce, "FORCE_NO_SUBGROUPS", True)
-    elif not kreduce.subgroup_arith(dev):
-        pytest.skip("the device has no subgroup arithmetic in compute shaders")
-    return request.param
 
 
 # ---------------------------------------------------------------- BatchNormalization

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import vkml.kernels.pool  # noqa: F401  (registers the kernels)
-import vkml.kernels.reduce as kreduce
 from vkml.kernels import TensorSpec, get_kernel
 from vkml.vulkan.testing import run_ops
 
@@ -132,14 +131,6 @@ def test_averagepool_ceil_overhang(dev, include):
     got = run_ops(0, [("AveragePool", attrs, ["x"], ["y"])], {"x": x})["y"]
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
 
-
-@pytest.fixture(params=["subgroups", "shared"])
-def path(request, dev, monkeypatch):
-    if request.param == "shared":
-        monkeypatch.setattr(kreduce, "FORCE_NO_SUBGROUPS", True)
-    elif not kreduce.subgroup_arith(dev):
-        pytest.skip("the device has no subgroup arithmetic in compute shaders")
-    return request.param
 
 
 GLOBAL_SHAPES = [(2, 3), (2, 3, 1), (1, 4, 7), (2, 3, 5, 5), (1, 2, 3, 4, 5), (2, 3, 64, 64), (1, 3, 300, 300)]

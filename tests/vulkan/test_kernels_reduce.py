@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import vkml.kernels.reduce as kreduce
 from vkml.kernels import TensorSpec, get_kernel
 from vkml.vulkan.testing import run_ops
 
@@ -86,15 +85,6 @@ def _gpu(op, attrs, x, axes_in=None, opset=None):
         names.append("axes")
     return run_ops(0, [(op, attrs, names, ["y"])], feeds)["y"]
 
-
-@pytest.fixture(params=["subgroups", "shared"])
-def path(request, dev, monkeypatch):
-    """Both workgroup reductions: subgroup arithmetic (where the device has it) and the tree."""
-    if request.param == "shared":
-        monkeypatch.setattr(kreduce, "FORCE_NO_SUBGROUPS", True)
-    elif not kreduce.subgroup_arith(dev):
-        pytest.skip("the device has no subgroup arithmetic in compute shaders")
-    return request.param
 
 
 # ---------------------------------------------------------------- hypothesis: Reduce*

@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import vkml.kernels.reduce as kreduce
 import vkml.kernels.softmax  # noqa: F401  (registers the kernels)
 from vkml.kernels import TensorSpec, get_kernel
 from vkml.vulkan.testing import run_ops
@@ -29,14 +28,6 @@ HYP = settings(max_examples=_N, deadline=None, suppress_health_check=list(Health
 TOL = {("Softmax", "float32"): (2e-5, 1e-7), ("LogSoftmax", "float32"): (1e-5, 2e-5),
        ("Softmax", "float16"): (2e-3, 1e-4), ("LogSoftmax", "float16"): (2e-3, 1e-4)}
 
-
-@pytest.fixture(params=["subgroups", "shared"])
-def path(request, dev, monkeypatch):
-    if request.param == "shared":
-        monkeypatch.setattr(kreduce, "FORCE_NO_SUBGROUPS", True)
-    elif not kreduce.subgroup_arith(dev):
-        pytest.skip("the device has no subgroup arithmetic in compute shaders")
-    return request.param
 
 
 def _check(op, x, attrs, opset):
