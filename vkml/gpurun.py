@@ -321,7 +321,7 @@ class ConcretePlan:
 
     def _pending(self, state: RunState) -> dict:
         """{device: the last timeline value this run submitted there}."""
-        last = {self.devs[d]: v for d, v in state.after.items() if d in self.devs}
+        last = {self.devs[d]: v for d, v in state.after.items()}
         for d, idx in self.gpu_units.items():
             v = int(max(state.tl[i] for i in idx))
             if v:
@@ -330,12 +330,8 @@ class ConcretePlan:
 
     def _drain(self, state: RunState) -> None:
         """Wait until every GPU is done with the slot (and with the run's one-off copies)."""
-        last = dict(state.after)
-        for d, idx in self.gpu_units.items():
-            last[d] = max(last.get(d, 0), int(max(state.tl[i] for i in idx)))
-        for d, v in last.items():
-            if v:
-                self.devs[d].wait(v, GPU_TIMEOUT)
+        for dev, v in self._pending(state).items():
+            dev.wait(v, GPU_TIMEOUT)
 
     def _copy_kept(self, state: RunState) -> dict[str, Any]:
         """Outputs kept on a GPU leave the slot's memory (the next run overwrites it) for
