@@ -119,16 +119,6 @@ def test_fused_matches_unfused(gpu, steps, shape, seed):
     assert close[finite].all(), (fused[0], want)
 
 
-def cpu_run(blob, x, fuse=True):
-    old = vkml.fusion.ENABLED
-    vkml.fusion.ENABLED = fuse
-    try:
-        s = vkml.InferenceSession(blob, devices=["cpu"])
-        return s.run(None, {"x": x})[0], s
-    finally:
-        vkml.fusion.ENABLED = old
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=st.lists(_step, min_size=2, max_size=12), shape=st.sampled_from([(1,), (), (1, 1), (4,), (2, 3)]),
        seed=st.integers(0, 2**31), special=st.sampled_from([None, 0.0, -0.0, np.nan, np.inf, -np.inf]))
@@ -141,8 +131,8 @@ def test_cpu_fused_is_bit_identical(steps, shape, seed, special):
         x.reshape(-1)[0] = special
     blob = chain_model(steps, shape)
     with np.errstate(all="ignore"):
-        want, _ = cpu_run(blob, x, fuse=False)
-        got, s = cpu_run(blob, x)
+        (want,), _ = run(blob, x, ["cpu"], fuse=False)
+        (got,), s = run(blob, x, ["cpu"])
     assert [st.node.op_type for st in s._plan.steps] == ["FusedElementwise"]
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
