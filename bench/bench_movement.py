@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -27,10 +26,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from bench.kernel_bench import add_common_args, open_device, write_results  # noqa: E402
+from bench.kernel_bench import add_common_args, best_seconds, open_device, write_results  # noqa: E402
 from vkml.kernels import TensorSpec, get_kernel, movement  # noqa: E402
 from vkml.kernels.common import pad8  # noqa: E402
-from vkml.vulkan._commands import CommandRecorder  # noqa: E402
 from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
 
 
@@ -95,16 +93,7 @@ def run_case(dev, name, op, attrs, feeds, ref, inner, outer, check, strided=Fals
     kernel.check(dev, op, attrs, specs)
     out_specs = kernel.infer(op, attrs, specs)
     outs = [DeviceTensor.empty(dev, s.shape, s.dtype) for s in out_specs]
-    rec = CommandRecorder(dev)
-    rec.timestamp("start")
-    for _ in range(inner):
-        _record(rec, kernel, op, attrs, tensors, outs, host, strided)
-    rec.timestamp("end")
-    cb = rec.finish()
-    best = math.inf
-    for _ in range(outer):
-        cb.run(timeout=600)
-        best = min(best, cb.timestamps()[-1][1] / inner)
+    best = best_seconds(dev, lambda rec: _record(rec, kernel, op, attrs, tensors, outs, host, strided), inner, outer)
     # distinct bytes read (host parameters aside; for Gather only the rows it reads) + written
     params = set(kernel.host_inputs.get(op, ()))
     read = sum(t.nbytes for i, t in enumerate(tensors) if t is not None and i not in params)
@@ -120,16 +109,7 @@ def run_case(dev, name, op, attrs, feeds, ref, inner, outer, check, strided=Fals
 
 def copy_baseline(dev, nbytes, inner, outer) -> dict:
     a, b = dev.alloc(nbytes), dev.alloc(nbytes)
-    rec = CommandRecorder(dev)
-    rec.timestamp("start")
-    for _ in range(inner):
-        rec.copy(a, b, nbytes)
-    rec.timestamp("end")
-    cb = rec.finish()
-    best = math.inf
-    for _ in range(outer):
-        cb.run(timeout=600)
-        best = min(best, cb.timestamps()[-1][1] / inner)
+    best = best_seconds(dev, lambda rec: rec.copy(a, b, nbytes), inner, outer)
     return {"case": "vkCmdCopyBuffer (baseline)", "op": "copy", "seconds": best, "bytes": 2 * nbytes,
             "GBps": 2 * nbytes / best / 1e9, "check": None}
 

@@ -23,11 +23,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from bench.kernel_bench import add_common_args, open_device, write_results  # noqa: E402
+from bench.kernel_bench import add_common_args, best_seconds, open_device, write_results  # noqa: E402
 import vkml.kernels  # noqa: E402,F401  (registers the kernels)
 import vkml.kernels.reduce as kreduce  # noqa: E402
 from vkml.kernels import TensorSpec, get_kernel  # noqa: E402
-from vkml.vulkan._commands import CommandRecorder  # noqa: E402
 from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
 
 
@@ -103,16 +102,7 @@ def run_case(dev, name, op, attrs, arrays, inner, outer, check) -> dict:
     kernel = get_kernel(op)
     kernel.check(dev, op, attrs, specs)
     outs = [DeviceTensor.empty(dev, s.shape, s.dtype) for s in kernel.infer(op, attrs, specs)]
-    rec = CommandRecorder(dev)
-    rec.timestamp("start")
-    for _ in range(inner):
-        kernel.record(rec, op, attrs, tensors, outs, {})
-    rec.timestamp("end")
-    cb = rec.finish()
-    best = math.inf
-    for _ in range(outer):
-        cb.run(timeout=600)
-        best = min(best, cb.timestamps()[-1][1] / inner)
+    best = best_seconds(dev, lambda rec: kernel.record(rec, op, attrs, tensors, outs, {}), inner, outer)
     moved = sum(t.nbytes for t in tensors) + sum(o.nbytes for o in outs)
     ok = None
     if check:

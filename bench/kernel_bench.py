@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 import vkml.vulkan as vk
 
@@ -38,3 +39,21 @@ def write_results(kind: str, info, payload: dict[str, Any], path: str | None = N
                    "host": platform.node(), "time": time.strftime("%Y-%m-%d %H:%M:%S"), **payload}, f, indent=1)
         f.write("\n")
     return path
+
+
+def best_seconds(dev, record_once: Callable[[Any], None], inner: int, outer: int) -> float:
+    """GPU seconds of one `record_once(rec)`, from timestamps around `inner` of them in one
+    command buffer; the best of `outer` submissions."""
+    from vkml.vulkan._commands import CommandRecorder
+
+    rec = CommandRecorder(dev)
+    rec.timestamp("start")
+    for _ in range(inner):
+        record_once(rec)
+    rec.timestamp("end")
+    cb = rec.finish()
+    best = math.inf
+    for _ in range(outer):
+        cb.run(timeout=600)
+        best = min(best, cb.timestamps()[-1][1] / inner)
+    return best
