@@ -227,18 +227,12 @@ def _signature(feed: Any) -> tuple | None:
     else None: the key under which a feed's checks and its plan are remembered."""
     if type(feed) is not dict:
         return None
-    try:
-        return tuple((k, v.dtype, v.shape) for k, v in feed.items() if type(v) is np.ndarray or _no())
-    except _NotPlain:
-        return None
-
-
-class _NotPlain(Exception):
-    pass
-
-
-def _no() -> bool:
-    raise _NotPlain
+    sig = []
+    for k, v in feed.items():
+        if type(v) is not np.ndarray:
+            return None
+        sig.append((k, v.dtype, v.shape))
+    return tuple(sig)
 
 
 def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[str, tuple[int, str]]) -> Any:
