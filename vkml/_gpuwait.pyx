@@ -47,6 +47,9 @@ cdef enum:
     WAIT_TIMEOUT = -110      # task status when the value was not reached in time (-ETIMEDOUT)
 
 
+TIMEOUT_STATUS = WAIT_TIMEOUT  # a wait task's status past its deadline (vkml.gpurun reports a TimeoutError)
+
+
 cdef struct Pending:
     sched_run *run
     int32_t task

@@ -30,7 +30,6 @@ from .vulkan.config import gpu_timeout
 
 PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
 GPU_TIMEOUT = gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TIMEOUT)
-WAIT_TIMEOUT = -110  # vkml._gpuwait's task status for a wait that ran out of time
 # Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
 ASYNC_WAITS = os.environ.get("VKML_ASYNC_WAIT", "1").strip() not in ("0", "off", "no", "false")
@@ -286,7 +285,9 @@ class ConcretePlan:
                     try:
                         handle.wait()
                     except Exception as e:
-                        if getattr(e, "status", None) == WAIT_TIMEOUT:  # the waiter gave up
+                        from . import _gpuwait  # (its wait tasks are the only ones that time out)
+
+                        if getattr(e, "status", None) == _gpuwait.TIMEOUT_STATUS:
                             raise TimeoutError(f"{e.task_name}: GPU timeline value not reached within "
                                                f"{GPU_TIMEOUT} s") from None
                         raise
