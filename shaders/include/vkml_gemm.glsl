@@ -79,9 +79,13 @@ void gemm_store_b(uint buf, uint k, uint n, bool along_n, vec4 v) {
 #define GEMM_ACC_DECL float acc[TM * TN]
 #define GEMM_ACC_ZERO [[unroll]] for (uint i_ = 0u; i_ < TM * TN; ++i_) acc[i_] = 0.0
 
+// The k loop is deliberately not [[unroll]]ed: fully unrolled (BK x TM x TN FMAs) it took
+// NVIDIA's compiler 0.5 s (64x64x16, 4x4) to 4 s (64x128x8, 8x8) and over 15 s (64x128x16,
+// 8x8) per pipeline; left to the driver it compiles in 0.08-0.3 s and runs as fast on big
+// GEMMs (H100, bench/results/checks/h100-2026-11-23-compile-probe.md).
 #define GEMM_TILE(buf, tx, ty) { \
     uint abase_ = (buf) * BK * BM4, bbase_ = (buf) * BK * BN4; \
-    [[unroll]] for (uint kk_ = 0u; kk_ < BK; ++kk_) { \
+    for (uint kk_ = 0u; kk_ < BK; ++kk_) { \
         vec4 ra_[TM4]; vec4 rb_[TN4]; \
         [[unroll]] for (uint i_ = 0u; i_ < TM4; ++i_) ra_[i_] = As[abase_ + kk_ * BM4 + i_ * WGY + (ty)]; \
         [[unroll]] for (uint j_ = 0u; j_ < TN4; ++j_) rb_[j_] = Bs[bbase_ + kk_ * BN4 + j_ * WGX + (tx)]; \

@@ -35,6 +35,26 @@ def test_one_dispatch(dev):
     assert np.array_equal(o.numpy(), np.maximum(x, 0))
 
 
+def test_deferred_recording_compiles_once_at_finish(dev):
+    """defer=True: commands are checked when recorded, their pipelines compiled together at
+    finish(); the command buffer is the same (results, barriers) as an immediate recording."""
+    x = _rand(4096, seed=3)
+    a, b, c = (DeviceTensor.from_numpy(dev, x) for _ in range(3))
+    p = dev.pipeline("neg_f32", "rw", 16, (96,))
+    q = dev.pipeline("abs_f32", "rw", 16, (96,))
+    rec = CommandRecorder(dev, defer=True)
+    rec.dispatch(p, [a.view, b.view], _push(x.size), p.groups_for(x.size))
+    rec.copy(b.view, c.view)
+    rec.dispatch(q, [c.view, a.view], _push(x.size), q.groups_for(x.size))
+    assert set(rec.pending_pipelines()) == {pp for pp in (p, q) if not pp.compiled}
+    with pytest.raises(ValueError, match="takes 2 buffers"):  # checked at record time
+        rec.dispatch(p, [a.view], _push(x.size), 1)
+    cb = rec.finish()
+    assert p.compiled and q.compiled and cb.barriers == 2 and cb.dispatches == 2
+    cb.run()
+    assert np.array_equal(b.numpy(), -x) and np.array_equal(a.numpy(), np.abs(x))
+
+
 def test_barriers_only_on_hazards(dev):
     x = _rand(4096)
     a, b, c, d = (DeviceTensor.from_numpy(dev, x) for _ in range(4))

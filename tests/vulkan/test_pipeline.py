@@ -47,6 +47,20 @@ def test_pipeline_cached_and_specialized(dev):
     assert p2.groups_for(1000) == 16 and p1.groups_for(0) == 1
 
 
+def test_pipelines_described_then_compiled(dev):
+    """Device.pipeline() only describes (layout, local size); compiling is separate, once per
+    pipeline, and compile_pipelines() does many on threads."""
+    from vkml.vulkan._pipeline import compile_pipelines
+
+    ps = [dev.pipeline(f"{op}_f32", "rw", 16, (32 + i,)) for i, op in enumerate(("exp", "log", "sin", "cos"))]
+    fresh = [p for p in ps if not p.compiled]
+    assert fresh and all(p.create_seconds == 0 for p in fresh)
+    seconds = compile_pipelines(ps + ps, threads=4)
+    assert seconds >= 0 and all(p.compiled and p.create_seconds > 0 for p in fresh)
+    assert compile_pipelines(ps) == 0.0  # nothing left to do
+    ps[0].compile()  # a no-op
+
+
 def test_pipeline_errors(dev):
     with pytest.raises(ValueError, match="r/w/x"):
         dev.pipeline("relu_f32", "rq", 16)
@@ -70,8 +84,8 @@ def test_pipeline_cache_file(dev, tmp_path, monkeypatch):
     first = Device(_instance.instance(), dev.index)
     try:
         assert first.loaded_cache_bytes == 0
-        first.pipeline("exp_f32", "rw", 16)
-        first.pipeline("add_f32", "rrw", 104)
+        first.pipeline("exp_f32", "rw", 16).compile()
+        first.pipeline("add_f32", "rrw", 104).compile()
         path = first.save_pipeline_cache()
     finally:
         first.close()

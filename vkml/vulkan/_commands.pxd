@@ -3,6 +3,7 @@ from libc.stdint cimport uint32_t, uint64_t
 from vkml.vulkan.vkapi cimport *
 from vkml.vulkan._device cimport Device
 from vkml.vulkan._pipeline cimport Pipeline
+from vkml.vulkan._memory cimport BufferView
 
 
 cdef class CommandBuffer:
@@ -32,8 +33,16 @@ cdef class CommandRecorder:
     cdef list pending_reads             # (block id, start, end) since the last barrier
     cdef list pending_writes
     cdef Pipeline bound
+    cdef list deferred                  # commands waiting for their pipelines (defer=True), else None
 
     cdef int _hazard_barrier(self, list reads, list writes) except -1
     cdef int _emit_barrier(self) except -1
+    cdef int _issue_barrier(self) except -1
+    cdef int _issue_dispatch(self, Pipeline pipeline, list views, bytes push_b, uint32_t gx, uint32_t gy,
+                             uint32_t gz) except -1
+    cdef int _issue_copy(self, BufferView src, BufferView dst, uint64_t n, uint64_t so, uint64_t do) except -1
+    cdef int _issue_fill(self, BufferView view, uint32_t value) except -1
+    cdef int _issue_timestamp(self, str label) except -1
+    cdef int _replay(self) except -1
     cdef int _check_recording(self) except -1
     cdef VkDescriptorSet _alloc_set(self, Pipeline p) except? 0

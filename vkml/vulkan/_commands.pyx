@@ -11,6 +11,11 @@ submission signalling the next value of the device's timeline semaphore.
 Every command buffer starts with a barrier against all earlier work on the queue (so chunks
 submitted back to back see each other's results) and ends with one that makes its writes
 visible to the host (so reading after Device.wait(value) is correct).
+
+A recorder made with defer=True checks each command when it is recorded but holds the Vulkan
+calls back until finish(): the pipelines they use are then compiled together, on threads
+(compile_pipelines), instead of one by one in the middle of recording. Several recorders can
+share one such batch: pending_pipelines() of each, compiled at once, then finish() each.
 """
 from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -21,6 +26,7 @@ from vkml.vulkan._device cimport Device
 from vkml.vulkan._instance cimport check, check_messages
 from vkml.vulkan._memory cimport Block, BufferView
 from vkml.vulkan._pipeline cimport Pipeline
+from vkml.vulkan._pipeline import compile_pipelines
 
 from vkml.vulkan.errors import VulkanError
 
@@ -148,10 +154,11 @@ cdef class CommandRecorder:
     """Records one command buffer; see the module docstring. Not thread-safe: one recorder
     per thread (each has its own VkCommandPool, so threads record in parallel)."""
 
-    def __init__(self, Device device, bint auto_barriers=True):
+    def __init__(self, Device device, bint auto_barriers=True, bint defer=False):
         device.ensure_open()
         self.device = device
         self.auto_barriers = auto_barriers
+        self.deferred = [] if defer else None
         self.pending_reads = []
         self.pending_writes = []
         self.bound = None
@@ -178,7 +185,7 @@ cdef class CommandRecorder:
         check(device.fn.vkBeginCommandBuffer(cb.cmd, &bi), b"vkBeginCommandBuffer")
         cb.recording = True
         # Against everything earlier on the queue.
-        self._emit_barrier()
+        self._issue_barrier()
         cb.barriers = 0
 
     cdef int _check_recording(self) except -1:
@@ -188,14 +195,21 @@ cdef class CommandRecorder:
         return 0
 
     cdef int _emit_barrier(self) except -1:
+        self.pending_reads = []
+        self.pending_writes = []
+        if self.deferred is not None:
+            self.deferred.append((1,))
+        else:
+            self._issue_barrier()
+        return 0
+
+    cdef int _issue_barrier(self) except -1:
         cdef VkMemoryBarrier mb
         memset(&mb, 0, sizeof(mb))
         mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER
         mb.srcAccessMask = WORK_WRITES
         mb.dstAccessMask = WORK_ACCESS
         self.device.fn.vkCmdPipelineBarrier(self.cb.cmd, WORK_STAGES, WORK_STAGES, 0, 1, &mb, 0, NULL, 0, NULL)
-        self.pending_reads = []
-        self.pending_writes = []
         self.cb.barriers += 1
         return 0
 
@@ -263,16 +277,12 @@ cdef class CommandRecorder:
         (an int for x, or an (x, y, z) tuple)."""
         self._check_recording()
         cdef Device dev = self.device
-        cdef CommandBuffer cb = self.cb
         if pipeline.device is not dev:
             raise ValueError(f"pipeline {pipeline.shader} belongs to another device")
-        if pipeline.handle == 0:
-            raise VulkanError(f"pipeline {pipeline.shader} was released")
         views = list(buffers)
         cdef uint32_t n = len(views)
         if n != pipeline.nbindings:
             raise ValueError(f"{pipeline.shader} takes {pipeline.nbindings} buffers, got {n}")
-        cdef const unsigned char[::1] pc
         cdef bytes push_b = bytes(push)
         if len(push_b) != pipeline.push_size:
             raise ValueError(f"{pipeline.shader} takes {pipeline.push_size} bytes of push constants, "
@@ -285,8 +295,6 @@ cdef class CommandRecorder:
             if g < 1 or g > dev.max_group_count[axis]:
                 raise ValueError(f"group count {g} on axis {axis} is outside 1..{dev.max_group_count[axis]}")
 
-        cdef VkDescriptorBufferInfo infos[32]
-        cdef VkWriteDescriptorSet writes[32]
         cdef BufferView v
         cdef uint32_t i
         reads = []
@@ -310,6 +318,27 @@ cdef class CommandRecorder:
                 reads.append(span)
             if pipeline.access[i] & 2:
                 wr.append(span)
+        self._hazard_barrier(reads, wr)
+        if self.deferred is not None:
+            self.deferred.append((0, pipeline, views, push_b, gx, gy, gz))
+        else:
+            pipeline.compile()  # (a no-op once compiled)
+            self._issue_dispatch(pipeline, views, push_b, gx, gy, gz)
+
+    cdef int _issue_dispatch(self, Pipeline pipeline, list views, bytes push_b, uint32_t gx, uint32_t gy,
+                             uint32_t gz) except -1:
+        cdef Device dev = self.device
+        cdef CommandBuffer cb = self.cb
+        cdef uint32_t n = len(views)
+        cdef const unsigned char[::1] pc
+        cdef VkDescriptorBufferInfo infos[32]
+        cdef VkWriteDescriptorSet writes[32]
+        cdef BufferView v
+        cdef uint32_t i
+        if pipeline.handle == 0:
+            raise VulkanError(f"pipeline {pipeline.shader} was released")
+        for i in range(n):
+            v = views[i]
             infos[i].buffer = v.block.buffer
             infos[i].offset = v.offset
             infos[i].range = v.size
@@ -319,8 +348,6 @@ cdef class CommandRecorder:
             writes[i].descriptorCount = 1
             writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
             writes[i].pBufferInfo = &infos[i]
-        self._hazard_barrier(reads, wr)
-
         cdef VkDescriptorSet ds
         if self.bound is not pipeline:
             dev.fn.vkCmdBindPipeline(cb.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
@@ -343,6 +370,7 @@ cdef class CommandRecorder:
         cb.keep.extend(views)
         cb.dispatches += 1
         check_messages()
+        return 0
 
     def copy(self, BufferView src, BufferView dst, size=None, uint64_t src_offset=0,
              uint64_t dst_offset=0) -> None:
@@ -360,15 +388,22 @@ cdef class CommandRecorder:
             raise ValueError("copy between devices is not a Vulkan copy; go through the host")
         self._hazard_barrier([(src.block.id, src.offset + src_offset, src.offset + src_offset + n)],
                              [(dst.block.id, dst.offset + dst_offset, dst.offset + dst_offset + n)])
+        if self.deferred is not None:
+            self.deferred.append((2, src, dst, n, src_offset, dst_offset))
+        else:
+            self._issue_copy(src, dst, n, src_offset, dst_offset)
+
+    cdef int _issue_copy(self, BufferView src, BufferView dst, uint64_t n, uint64_t so, uint64_t do) except -1:
         cdef VkBufferCopy region
-        region.srcOffset = src.offset + src_offset
-        region.dstOffset = dst.offset + dst_offset
+        region.srcOffset = src.offset + so
+        region.dstOffset = dst.offset + do
         region.size = n
         self.device.fn.vkCmdCopyBuffer(self.cb.cmd, src.block.buffer, dst.block.buffer, 1, &region)
         self.cb.keep.append(src)
         self.cb.keep.append(dst)
         self.cb.copies += 1
         check_messages()
+        return 0
 
     def fill(self, BufferView view, uint32_t value=0) -> None:
         """Set every 32-bit word of the view to `value` (its size must be a multiple of 4)."""
@@ -379,10 +414,17 @@ cdef class CommandRecorder:
         if view.size == 0:
             return
         self._hazard_barrier([], [(view.block.id, view.offset, view.offset + view.size)])
+        if self.deferred is not None:
+            self.deferred.append((3, view, value))
+        else:
+            self._issue_fill(view, value)
+
+    cdef int _issue_fill(self, BufferView view, uint32_t value) except -1:
         self.device.fn.vkCmdFillBuffer(self.cb.cmd, view.block.buffer, view.offset, view.size, value)
         self.cb.keep.append(view)
         self.cb.copies += 1
         check_messages()
+        return 0
 
     def constants(self, data) -> BufferView:
         """A read-only storage buffer holding `data` (bytes-like), alive as long as the
@@ -399,6 +441,12 @@ cdef class CommandRecorder:
     def timestamp(self, str label) -> None:
         """Record a GPU timestamp after all earlier commands; read with CommandBuffer.timestamps()."""
         self._check_recording()
+        if self.deferred is not None:
+            self.deferred.append((4, label))
+        else:
+            self._issue_timestamp(label)
+
+    cdef int _issue_timestamp(self, str label) except -1:
         cdef CommandBuffer cb = self.cb
         cdef Device dev = self.device
         cdef VkQueryPoolCreateInfo qci
@@ -417,10 +465,39 @@ cdef class CommandRecorder:
         dev.fn.vkCmdWriteTimestamp(cb.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, cb.query_pool, cb.query_count)
         cb.timestamp_labels.append(label)
         cb.query_count += 1
+        return 0
+
+    def pending_pipelines(self) -> list:
+        """The pipelines that deferred dispatches wait for (not compiled yet)."""
+        if not self.deferred:
+            return []
+        return [c[1] for c in self.deferred if c[0] == 0 and not (<Pipeline>c[1]).compiled]
+
+    cdef int _replay(self) except -1:
+        todo = self.deferred
+        if not todo:
+            return 0
+        compile_pipelines(self.pending_pipelines())
+        self.deferred = []
+        for c in todo:
+            k = c[0]
+            if k == 0:
+                self._issue_dispatch(c[1], c[2], c[3], c[4], c[5], c[6])
+            elif k == 1:
+                self._issue_barrier()
+            elif k == 2:
+                self._issue_copy(c[1], c[2], c[3], c[4], c[5])
+            elif k == 3:
+                self._issue_fill(c[1], c[2])
+            else:
+                self._issue_timestamp(c[1])
+        return 0
 
     def finish(self) -> CommandBuffer:
-        """End recording; returns the CommandBuffer to submit."""
+        """End recording (compiling what deferred commands wait for); returns the CommandBuffer
+        to submit."""
         self._check_recording()
+        self._replay()
         cdef VkMemoryBarrier mb
         memset(&mb, 0, sizeof(mb))
         mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER

@@ -590,20 +590,22 @@ cdef class Device:
         self.allocator.set_budget(value)
 
     def pipeline(self, str shader, str bindings, int push_size=0, tuple spec=()):
-        """The compute pipeline for SPIR-V `shader` (vkml/spv/<shader>.spv), created on first
+        """The compute pipeline for SPIR-V `shader` (vkml/spv/<shader>.spv), described on first
         use and cached by (shader, bindings, push_size, spec). `bindings` has one letter per
         storage-buffer binding: r (read), w (write), x (read+write); `spec` gives the
-        specialization constants by constant_id (0 = local_size_x by vkml convention)."""
+        specialization constants by constant_id (0 = local_size_x by vkml convention).
+        It may not be compiled yet: recorders compile on first use, or defer (see
+        vkml.vulkan._pipeline.compile_pipelines)."""
         self.ensure_open()
         key = (shader, bindings, push_size, spec)
         p = self.pipelines.get(key)
         if p is not None:
             return p
-        from vkml.vulkan._pipeline import create_pipeline
+        from vkml.vulkan._pipeline import describe_pipeline
         with self.pipeline_lock:
             p = self.pipelines.get(key)
             if p is None:
-                p = create_pipeline(self, shader, bindings, push_size, spec)
+                p = describe_pipeline(self, shader, bindings, push_size, spec)
                 self.pipelines[key] = p
         return p
 

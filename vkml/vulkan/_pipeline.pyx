@@ -1,14 +1,22 @@
 # cython: language_level=3
-"""Compute pipelines: created lazily, cached per (shader, bindings, push size, spec
-constants) on the Device, compiled through the device's persistent VkPipelineCache.
+"""Compute pipelines: described cheaply, compiled apart, cached per (shader, bindings, push
+size, spec constants) on the Device, compiled through the device's persistent VkPipelineCache.
+
+Compiling (vkCreateComputePipelines) is the expensive part of a model's first run on NVIDIA, so
+it is split from describing: Device.pipeline() returns a Pipeline whose layout is ready and
+whose code is compiled by Pipeline.compile(), by compile_pipelines() for many at once on
+threads (the driver call runs without the GIL), or on first use by a recorder.
 
 Every vkml pipeline has one descriptor set (set 0) of storage buffers at bindings
 0..n-1 and at most one push-constant range at offset 0. With VK_KHR_push_descriptor the
 set layout is a push-descriptor layout (bindings are pushed at record time); otherwise the
 recorder allocates descriptor sets from its own pool.
 """
+import os
 import struct
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from libc.stdint cimport uint32_t
 from libc.string cimport memset
@@ -38,6 +46,23 @@ cdef class Pipeline:
     @property
     def alive(self) -> bool:
         return self.handle != 0
+
+    @property
+    def compiled(self) -> bool:
+        return self.handle != 0
+
+    cpdef int compile(self) except -1:
+        """Compile this pipeline (once; later calls and other threads waiting on it return
+        when it is done). The driver's compiler runs without the GIL."""
+        if self.handle:
+            return 0
+        with self.lock:
+            if self.handle:
+                return 0
+            if self.code is None:
+                raise RuntimeError(f"pipeline {self.shader} was released")
+            _compile(self)
+        return 0
 
     def groups_for(self, size_t n) -> int:
         """Workgroups along x to cover n invocations (at least 1, capped by the device)."""
@@ -110,7 +135,14 @@ cdef tuple _layouts(Device dev, uint32_t nbindings, uint32_t push_size):
 
 
 def create_pipeline(Device dev, str shader, str bindings, int push_size, tuple spec) -> Pipeline:
-    """Build one pipeline (Device.pipeline() caches; call that instead)."""
+    """Describe and compile one pipeline (Device.pipeline() caches; call that instead)."""
+    cdef Pipeline p = describe_pipeline(dev, shader, bindings, push_size, spec)
+    p.compile()
+    return p
+
+
+def describe_pipeline(Device dev, str shader, str bindings, int push_size, tuple spec) -> Pipeline:
+    """A pipeline with its layout made and its SPIR-V checked, not yet compiled (cheap)."""
     dev.ensure_open()
     cdef uint32_t nb = len(bindings)
     if not bindings or any(c not in "rwx" for c in bindings):
@@ -134,6 +166,8 @@ def create_pipeline(Device dev, str shader, str bindings, int push_size, tuple s
         raise ValueError(f"{shader}: workgroup {local} exceeds {dev.name}'s "
                          f"{dev.limits['max_compute_work_group_invocations']} invocations")
 
+    if len(spec) > 64:
+        raise ValueError("at most 64 specialization constants")
     cdef Pipeline p = Pipeline.__new__(Pipeline)
     p.device = dev
     p.shader = shader
@@ -146,6 +180,17 @@ def create_pipeline(Device dev, str shader, str bindings, int push_size, tuple s
         p.access[i] = 1 if c == "r" else (2 if c == "w" else 3)
     p.set_layout, p.layout = _layouts(dev, nb, push_size)
 
+    p.code = code
+    p.spec_data = spec_data
+    p.lock = threading.Lock()
+    return p
+
+
+cdef int _compile(Pipeline p) except -1:
+    cdef Device dev = p.device
+    cdef bytes code = p.code
+    cdef bytes spec_data = p.spec_data
+    spec = p.spec
     cdef const unsigned char* code_p = code
     cdef const unsigned char* spec_p = spec_data
     cdef VkShaderModuleCreateInfo mci
@@ -159,8 +204,6 @@ def create_pipeline(Device dev, str shader, str bindings, int push_size, tuple s
     cdef VkSpecializationMapEntry entries[64]
     cdef VkSpecializationInfo si
     cdef uint32_t k
-    if len(spec) > 64:
-        raise ValueError("at most 64 specialization constants")
     for k in range(len(spec)):
         entries[k].constantID = k
         entries[k].offset = 4 * k
@@ -181,12 +224,39 @@ def create_pipeline(Device dev, str shader, str bindings, int push_size, tuple s
     ci.layout = p.layout
     ci.basePipelineIndex = -1
     cdef VkResult r
+    cdef VkPipeline handle = 0
     t0 = time.perf_counter()
     with nogil:
-        r = dev.fn.vkCreateComputePipelines(dev.handle, dev.pipeline_cache, 1, &ci, NULL, &p.handle)
+        r = dev.fn.vkCreateComputePipelines(dev.handle, dev.pipeline_cache, 1, &ci, NULL, &handle)
     p.create_seconds = time.perf_counter() - t0
     dev.fn.vkDestroyShaderModule(dev.handle, module, NULL)
-    if r != VK_SUCCESS:
-        p.handle = 0
     check(r, b"vkCreateComputePipelines")
-    return p
+    p.handle = handle  # published last: readers test it without the lock
+    p.code = None
+    p.spec_data = None
+    return 0
+
+
+def compile_pipelines(pipelines, threads: int | None = None) -> float:
+    """Compile every pipeline of `pipelines` not compiled yet, on up to `threads` threads at
+    once (default: the CPU count; the driver compiles each on the calling thread). Returns the
+    wall seconds. The first failure is raised after the others finished."""
+    todo = []
+    seen = set()
+    for p in pipelines:
+        if not (<Pipeline>p).handle and id(p) not in seen:
+            seen.add(id(p))
+            todo.append(p)
+    if not todo:
+        return 0.0
+    t0 = time.perf_counter()
+    n = min(len(todo), threads or os.cpu_count() or 1)
+    if n <= 1:
+        for p in todo:
+            (<Pipeline>p).compile()
+    else:
+        with ThreadPoolExecutor(n, thread_name_prefix="vkml-compile") as ex:
+            futures = [ex.submit(Pipeline.compile, p) for p in todo]
+        for f in futures:
+            f.result()
+    return time.perf_counter() - t0
