@@ -86,6 +86,12 @@ class RunState:
                 self.host.pop(n, None)
 
 
+def pipeline_info(p) -> dict:
+    """A pipeline as the session reports it: shader variant, specialization constants, and
+    the seconds the driver took to compile it (0 when it came from an earlier plan)."""
+    return {"shader": p.shader, "spec": p.spec, "compile_s": round(p.create_seconds, 4)}
+
+
 class ConcretePlan:
     """One input signature of one session: values, placement, units, slots, scheduler plan."""
 
@@ -116,7 +122,8 @@ class ConcretePlan:
                 self.gpu_units.setdefault(u.device, []).append(u.index)
         self.needs_slot = bool(self.gpu_units or self.up.readback_of)
         self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
-        self.pool = SlotPool(lambda: Slot(self, runner.consts), runner.max_slots)
+        self.pool = SlotPool(self._make_slot, runner.max_slots)
+        self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
         self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
         self.sched = None
         if runner.executor != "sequential" and len(self.up.units) > 1:
@@ -126,6 +133,16 @@ class ConcretePlan:
                 _sched = None
             if _sched is not None and (runner.executor == "parallel" or _width(self.up) > 1):
                 self.sched = self._sched_plan(_sched)
+
+    def _make_slot(self) -> Slot:
+        slot = Slot(self, self.runner.consts)
+        if not self.pipelines and slot.pipelines:
+            self.pipelines = slot.pipelines
+            for row in self.report:
+                ps = slot.node_pipelines.get(row["node"])
+                if ps:
+                    row["pipelines"] = [pipeline_info(p) for p in ps]
+        return slot
 
     def _sched_plan(self, _sched):
         """The units as scheduler tasks. With the GPU waiter (vkml._gpuwait) a readback is two
@@ -474,13 +491,30 @@ class GpuRunner:
             except SlotMemoryError:
                 pass  # re-placed below
         descs = signature_descs(feeds)
+
+        def attempt(cp):
+            if sig is not None:
+                self._by_sig[(sig, output_device)] = cp
+            return cp.run(feeds)
+        return self._placed(descs, output_device, known, attempt)
+
+    def warmup(self, descs: Mapping[str, TensorDesc], output_device: str | None = None) -> "ConcretePlan":
+        """Plan this input signature and make its first run slot (recording its command
+        buffers, compiling every pipeline they use) without running anything."""
+        def attempt(cp):
+            if cp.needs_slot:
+                cp.pool.release(cp.pool.acquire())
+            return cp
+        return self._placed(descs, output_device, ({}, ()), attempt)
+
+    def _placed(self, descs, output_device, known, attempt):
+        """attempt(plan) for this signature's plan, placed again when the plan's GPU memory
+        does not fit after all or a GPU kernel cannot record a node."""
         shrink = 0
         while True:
             cp = self.plan_for(descs, output_device, known)
-            if sig is not None:
-                self._by_sig[(sig, output_device)] = cp
             try:
-                return cp.run(feeds)
+                return attempt(cp)
             except SlotMemoryError:
                 # The budget was more than the device can give now (other sessions, other
                 # processes): halve what this plan wanted on its GPUs and place again.
@@ -490,6 +524,19 @@ class GpuRunner:
                     raise
                 for d, peak in peaks.items():
                     self.caps[d] = min(self.caps.get(d, peak), peak // 2)
+                with self._lock:
+                    self._plans.clear()
+                    self._by_sig = {}
+                    self.consts = ConstCache()  # (what the failed slot uploaded goes too)
+                del cp
+                gc.collect()  # memory of the failed slot held in reference cycles
+                for d in peaks:
+                    vulkan_device(d).allocator.trim()  # empty blocks another pool could use
+            except RecordError as e:
+                # Nothing ran yet (slots are made before the run starts): plan again without it.
+                if e.node in self.broken:
+                    raise
+                self.broken[e.node] = e.reason
                 with self._lock:
                     self._plans.clear()
                     self._by_sig = {}

@@ -37,7 +37,8 @@ class InferenceSession:
 
     def __init__(self, model: str | bytes | os.PathLike | Any, devices: Sequence[str] | None = None,
                  *, executor: str = "auto", memory_caps: Mapping[str, int] | None = None,
-                 placement: Mapping[str, str] | None = None, max_slots: int | None = None):
+                 placement: Mapping[str, str] | None = None, max_slots: int | None = None,
+                 warmup: bool | None = None):
         """devices: in order of preference; None means every real GPU, then the CPU (a CPU-type
         Vulkan device such as lavapipe is used only when named). The CPU is always last and
         runs what no GPU can.
@@ -48,7 +49,11 @@ class InferenceSession:
         activations and constants); nodes that do not fit go to the next device.
         placement: {"node name": "cpu"} forces nodes onto devices (for tests and tuning).
         max_slots: runs in flight at once per input signature on the GPUs (each with its own
-        activation memory); more concurrent runs wait for a slot."""
+        activation memory); more concurrent runs wait for a slot.
+        warmup: prepare the GPU plan now (placement, recording, every pipeline compiled, in
+        parallel) rather than at the first run. None (the default) does it when a GPU takes part
+        and every input's shape is fixed; True insists (ValueError for symbolic shapes: call
+        warmup(input_shapes) instead); False leaves it to the first run."""
         if executor not in ("auto", "parallel", "sequential"):
             raise ValueError(f"executor must be 'auto', 'parallel' or 'sequential', not {executor!r}")
         self.devices = resolve_devices(devices)
@@ -71,6 +76,8 @@ class InferenceSession:
                 raise ValueError(f"max_slots must be at least 1, not {max_slots!r}")
             self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, forced, executor, slots)
             self._parallel = None
+            if warmup or (warmup is None and self._static_shapes() is not None):
+                self.warmup()
         else:
             # GPU plans fuse per input signature (vkml/gpurun.py); the CPU plan fuses once here.
             fused = fusion.fuse_graph(g, self.model.weights, frozenset(forced)) if fusion.ENABLED else g
@@ -89,6 +96,63 @@ class InferenceSession:
 
     def get_providers(self) -> list[str]:
         return list(self.devices)
+
+    # ------------------------------------------------------------ preparing
+    def _static_shapes(self) -> dict[str, tuple[int, ...]] | None:
+        """Every required input's shape when all are fixed (and no input's value steers the
+        plan), else None."""
+        g = self.model.graph
+        if self._gpu is None or self._gpu.value_inputs:
+            return None
+        shapes = {}
+        for name in self._required:
+            d = g.values.get(name)
+            if d is None or d.kind != "tensor" or d.dtype is None or d.shape is None \
+                    or not all(isinstance(x, int) for x in d.shape):
+                return None
+            shapes[name] = tuple(d.shape)
+        return shapes
+
+    def warmup(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[dict]:
+        """Plan the GPU work for these input shapes (default: the model's fixed shapes) and
+        compile every pipeline it needs, on threads, so that the first run() for them is as
+        fast as any. Returns the pipelines: [{"shader", "spec", "compile_s"}]. A session on the
+        CPU alone has nothing to prepare and returns []."""
+        if self._gpu is None:
+            return []
+        if input_shapes is None:
+            shapes = self._static_shapes()
+            if shapes is None:
+                raise ValueError("the model's inputs have symbolic shapes (or shape-like inputs fed at run "
+                                 "time): give warmup(input_shapes={name: shape})")
+        else:
+            shapes = dict(input_shapes)
+        descs = self._descs(shapes)
+        from .gpurun import pipeline_info
+
+        return [pipeline_info(p) for p in self._gpu.warmup(descs).pipelines]
+
+    def pipelines(self) -> list[dict]:
+        """The GPU pipelines of the most recent plan (run or warmup): [{"shader", "spec",
+        "compile_s"}]; compile_s is what the driver took to compile it in this process."""
+        if self._gpu is None or self._gpu.last is None:
+            return []
+        from .gpurun import pipeline_info
+
+        return [pipeline_info(p) for p in self._gpu.last.pipelines]
+
+    def _descs(self, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, TensorDesc]:
+        g = self.model.graph
+        descs = {}
+        for name, shape in input_shapes.items():
+            d = g.values.get(name)
+            if name not in g.inputs or d is None or d.dtype is None:
+                raise ValueError(f"input_shapes: {name!r} is not a tensor input of the model")
+            descs[name] = TensorDesc(d.dtype, tuple(int(x) for x in shape))
+        missing = [n for n in self._required if n not in descs]
+        if missing:
+            raise ValueError(f"input_shapes: missing {missing}")
+        return descs
 
     # ------------------------------------------------------------ running
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
@@ -141,16 +205,7 @@ class InferenceSession:
             if self._gpu.last is None:
                 raise ValueError("no run yet: give input_shapes={name: shape} to see the placement")
             return [dict(r) for r in self._gpu.last.report]
-        descs = {}
-        for name, shape in input_shapes.items():
-            d = g.values.get(name)
-            if name not in g.inputs or d is None or d.dtype is None:
-                raise ValueError(f"input_shapes: {name!r} is not a tensor input of the model")
-            descs[name] = TensorDesc(d.dtype, tuple(int(x) for x in shape))
-        missing = [n for n in self._required if n not in descs]
-        if missing:
-            raise ValueError(f"input_shapes: missing {missing}")
-        return [dict(r) for r in self._gpu.plan_for(descs, None).report]
+        return [dict(r) for r in self._gpu.plan_for(self._descs(input_shapes), None).report]
 
     def _check_feed(self, feed: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(feed, Mapping):

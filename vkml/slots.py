@@ -8,7 +8,9 @@ device (ConstCache) and bound by every slot.
 """
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -117,18 +119,78 @@ class Slot:
             rec.copy(stage, dst.view, dst.nbytes)
             self.upload[u.index] = (stage, rec.finish())
 
-        self.cbs: dict[int, Any] = {}
+        # Chunks are recorded with their Vulkan calls held back, so that every pipeline the
+        # slot needs is compiled in one batch on threads (compile_ahead) before any is issued.
+        recs: dict[int, Any] = {}
+        self.node_pipelines: dict[str, list] = {}  # node -> the pipelines it dispatches
         for u in up.units:
             if u.kind != "gpu":
                 continue
             dev = self.devices[u.device]
-            rec = CommandRecorder(dev)
+            rec = recs[u.index] = CommandRecorder(dev, defer=True)
             for node in u.nodes:
+                n0 = len(rec.deferred)
                 _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec)
+                self.node_pipelines[node.name] = [c[1] for c in rec.deferred[n0:] if c[0] == 0]
                 for src, stage, n in copy_after.get(id(node), ()):
                     rec.copy(src, stage, n)
-            self.cbs[u.index] = rec.finish()
+        self.pipelines = compile_ahead(recs.values())
+        self.cbs: dict[int, Any] = {i: rec.finish() for i, rec in recs.items()}
         self.arenas = arenas  # keep the memory alive (views hold it too)
+
+
+def compile_ahead(recorders) -> list:
+    """Compile the pipelines that deferred recorders wait for, all at once on threads, save
+    the pipeline caches that grew, and return every pipeline the recorders dispatch (for the
+    session's report). A batch that takes more than a second says so on a terminal."""
+    from .vulkan._pipeline import compile_pipelines
+
+    used: dict[int, Any] = {}
+    for rec in recorders:
+        for p in rec.dispatch_pipelines():
+            used.setdefault(id(p), p)
+    todo = [p for p in used.values() if not p.compiled]
+    if todo:
+        with _progress(f"compiling {len(todo)} GPU pipeline(s) for a new input shape (once: later "
+                       "processes load them from the pipeline cache)"):
+            compile_pipelines(todo)
+        for dev in {id(p.device): p.device for p in todo}.values():
+            dev.save_pipeline_cache()
+    return list(used.values())
+
+
+class _progress:
+    """Says `what` on stderr if it is a terminal and the work takes more than `after` seconds:
+    a silent minute reads as a hang."""
+
+    def __init__(self, what: str, after: float = 1.0):
+        self.what = what
+        self.after = after
+        self.timer = None
+        self.shown = False
+
+    def _show(self) -> None:
+        self.shown = True
+        print(f"vkml: {self.what}...", file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        try:
+            tty = sys.stderr.isatty()
+        except (AttributeError, ValueError):  # a replaced or closed stderr
+            tty = False
+        if tty:
+            self.timer = threading.Timer(self.after, self._show)
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.shown:
+            print(f"vkml: done in {time.perf_counter() - self.t0:.1f} s", file=sys.stderr, flush=True)
+        return False
 
 
 def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, TensorSpec) -> None:

@@ -55,6 +55,52 @@ def cnn(seed: int = 1) -> bytes:
                   [h.make_tensor_value_info("y", T.FLOAT, ["N", 5])], inits, "cnn")
 
 
+def resnet_like(width: int = 8, blocks: tuple[int, ...] = (2, 2, 2), size: int = 32, seed: int = 4) -> bytes:
+    """A ResNet v1 of basic blocks, torchvision-shaped (7x7/2 stem, BatchNorm, MaxPool, 3x3
+    blocks, strided stages with a 1x1 projection, GlobalAveragePool, Gemm) on x[1,3,size,size],
+    narrow so that lavapipe runs it quickly: the mix of GEMM/conv shapes is a real ResNet's."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], {}
+    count = [0]
+
+    def conv_bn(x, cin, cout, k, stride, relu):
+        count[0] += 1
+        i = count[0]
+        inits[f"w{i}"] = _w(rng, cout, cin, k, k, scale=np.sqrt(2.0 / (cin * k * k)))
+        for nm, v in (("g", 1 + 0.1 * _w(rng, cout, scale=1)), ("b", 0.1 * _w(rng, cout, scale=1)),
+                      ("m", 0.1 * _w(rng, cout, scale=1)), ("v", 1 + np.abs(_w(rng, cout, scale=0.1)))):
+            inits[f"{nm}{i}"] = v.astype(np.float32)
+        nodes.append(h.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", kernel_shape=[k, k],
+                                 strides=[stride, stride], pads=[k // 2] * 4))
+        nodes.append(h.make_node("BatchNormalization", [f"c{i}", f"g{i}", f"b{i}", f"m{i}", f"v{i}"], [f"n{i}"],
+                                 name=f"bn{i}"))
+        if not relu:
+            return f"n{i}"
+        nodes.append(h.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}"))
+        return f"r{i}"
+
+    x = conv_bn("x", 3, width, 7, 2, True)
+    nodes.append(h.make_node("MaxPool", [x], ["p0"], name="pool0", kernel_shape=[3, 3], strides=[2, 2],
+                             pads=[1, 1, 1, 1]))
+    x, cin = "p0", width
+    for stage, n in enumerate(blocks):
+        cout = width * 2 ** stage
+        for b in range(n):
+            stride = 2 if stage and b == 0 else 1
+            y = conv_bn(x, cin, cout, 3, stride, True)
+            y = conv_bn(y, cout, cout, 3, 1, False)
+            short = conv_bn(x, cin, cout, 1, stride, False) if stride != 1 or cin != cout else x
+            nodes.append(h.make_node("Add", [y, short], [f"s{stage}_{b}"], name=f"add{stage}_{b}"))
+            nodes.append(h.make_node("Relu", [f"s{stage}_{b}"], [f"o{stage}_{b}"], name=f"out{stage}_{b}"))
+            x, cin = f"o{stage}_{b}", cout
+    inits["fw"], inits["fb"] = _w(rng, 10, cin), _w(rng, 10)
+    nodes += [h.make_node("GlobalAveragePool", [x], ["gap"], name="gap"),
+              h.make_node("Flatten", ["gap"], ["flat"], name="flat"),
+              h.make_node("Gemm", ["flat", "fw", "fb"], ["y"], name="fc", transB=1)]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 3, size, size])],
+                  [h.make_tensor_value_info("y", T.FLOAT, [1, 10])], inits, "resnet_like")
+
+
 def transformer_block(d: int = 16, heads: int = 2, seed: int = 2) -> bytes:
     """Pre-norm attention + MLP block on x[B,S,d]: LayerNorm, Q/K/V MatMuls, head split
     (Reshape/Transpose), scaled scores, Softmax, context, output projection, residuals,

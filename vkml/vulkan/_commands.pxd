@@ -33,7 +33,7 @@ cdef class CommandRecorder:
     cdef list pending_reads             # (block id, start, end) since the last barrier
     cdef list pending_writes
     cdef Pipeline bound
-    cdef list deferred                  # commands waiting for their pipelines (defer=True), else None
+    cdef readonly list deferred         # commands waiting for their pipelines (defer=True), else None
 
     cdef int _hazard_barrier(self, list reads, list writes) except -1
     cdef int _emit_barrier(self) except -1

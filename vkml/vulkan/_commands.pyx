@@ -473,11 +473,17 @@ cdef class CommandRecorder:
             return []
         return [c[1] for c in self.deferred if c[0] == 0 and not (<Pipeline>c[1]).compiled]
 
+    def dispatch_pipelines(self) -> list:
+        """Every pipeline the deferred dispatches use, compiled or not."""
+        return [c[1] for c in self.deferred or () if c[0] == 0]
+
     cdef int _replay(self) except -1:
         todo = self.deferred
         if not todo:
             return 0
-        compile_pipelines(self.pending_pipelines())
+        pending = self.pending_pipelines()
+        if pending:
+            compile_pipelines(pending)
         self.deferred = []
         for c in todo:
             k = c[0]

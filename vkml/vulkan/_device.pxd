@@ -43,6 +43,8 @@ cdef class Device:
     cdef readonly object allocator   # vkml.vulkan._memory.Allocator
     cdef readonly str pipeline_cache_path
     cdef readonly object loaded_cache_bytes  # size of the cache blob read at open
+    cdef bytes cache_uuid                    # pipelineCacheUUID (the driver's build)
+    cdef bytes _saved_cache                  # the file's content as last read or written
     cdef dict pipelines              # (shader, bindings, push size, spec) -> Pipeline
     cdef dict set_layouts            # (nbindings) -> (VkDescriptorSetLayout, VkPipelineLayout per push size)
     cdef object pipeline_lock

@@ -5,6 +5,7 @@ The queue is externally synchronised (a pthread mutex held only around vkQueueSu
 every submission signals the next value of the device's timeline semaphore, so "is work N
 done" is one integer comparison and waiting never needs a fence.
 """
+import logging
 import os
 import threading
 import time
@@ -39,6 +40,13 @@ cdef inline uint64_t _now_ns() noexcept nogil:
 from vkml.vulkan._instance cimport Instance, check, check_messages
 
 from vkml.vulkan import config
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: saves are still atomic, only not merged
+    fcntl = None
+
+_log = logging.getLogger("vkml")
 from vkml.vulkan.errors import VulkanError, VulkanUnavailable
 from vkml.vulkan.info import from_raw
 
@@ -228,6 +236,7 @@ cdef class Device:
         self.fn.vkCreatePipelineCache = <PFN_vkCreatePipelineCache>_load(g, d, b"vkCreatePipelineCache", NULL)
         self.fn.vkDestroyPipelineCache = <PFN_vkDestroyPipelineCache>_load(g, d, b"vkDestroyPipelineCache", NULL)
         self.fn.vkGetPipelineCacheData = <PFN_vkGetPipelineCacheData>_load(g, d, b"vkGetPipelineCacheData", NULL)
+        self.fn.vkMergePipelineCaches = <PFN_vkMergePipelineCaches>_load(g, d, b"vkMergePipelineCaches", NULL)
         self.fn.vkCreateComputePipelines = <PFN_vkCreateComputePipelines>_load(
             g, d, b"vkCreateComputePipelines", NULL)
         self.fn.vkDestroyPipeline = <PFN_vkDestroyPipeline>_load(g, d, b"vkDestroyPipeline", NULL)
@@ -302,6 +311,7 @@ cdef class Device:
     def _load_pipeline_cache(self, dict raw):
         directory = config.cache_dir()
         uuid = raw["pipeline_cache_uuid"]
+        self.cache_uuid = uuid
         self.pipeline_cache_path = None
         data = b""
         if directory is not None:
@@ -331,6 +341,7 @@ cdef class Device:
                 r = self.fn.vkCreatePipelineCache(self.handle, &ci, NULL, &self.pipeline_cache)
         check(r, b"vkCreatePipelineCache")
         self.loaded_cache_bytes = len(data)
+        self._saved_cache = data
 
     def pipeline_cache_data(self) -> bytes:
         """The driver's current pipeline-cache blob (what save_pipeline_cache() writes)."""
@@ -345,20 +356,63 @@ cdef class Device:
         return bytes(buf[:n])
 
     def save_pipeline_cache(self) -> str | None:
-        """Write the pipeline cache to its file (atomically); returns the path, or None if off."""
+        """Write the pipeline cache to its file; returns the path, or None if off or failed.
+        Called after every batch of new pipelines (a killed process keeps what it compiled)
+        and at close. Processes sharing the file take turns (a lock file) and merge what the
+        others saved into theirs before writing, so none loses another's pipelines; the file
+        is replaced atomically. A cache over VKML_PIPELINE_CACHE_MAX bytes is not written."""
         if self.pipeline_cache_path is None or self.closed:
             return None
-        data = self.pipeline_cache_data()
-        directory = os.path.dirname(self.pipeline_cache_path)
+        path = self.pipeline_cache_path
         try:
-            os.makedirs(directory, exist_ok=True)
-            tmp = f"{self.pipeline_cache_path}.{os.getpid()}.{threading.get_ident()}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, self.pipeline_cache_path)
-        except OSError:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".lock", "ab") as lock:
+                if fcntl is not None:
+                    fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+                try:
+                    with open(path, "rb") as f:
+                        theirs = f.read()
+                except FileNotFoundError:
+                    theirs = b""
+                if theirs and theirs != self._saved_cache:
+                    self._merge_cache(theirs)
+                data = self.pipeline_cache_data()
+                if len(data) > config.pipeline_cache_max():
+                    _log.warning("%s: the pipeline cache (%d bytes) exceeds VKML_PIPELINE_CACHE_MAX; not saved "
+                                 "to %s", self.name, len(data), path)
+                    return None
+                tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+                self._saved_cache = data
+        except OSError as e:
+            _log.warning("%s: could not save the pipeline cache to %s: %s", self.name, path, e)
             return None
-        return self.pipeline_cache_path
+        return path
+
+    def _merge_cache(self, bytes data):
+        """Merge a cache blob (another process's save) into this device's cache."""
+        if not _cache_header_ok(data, self.info.vendor_id, self.info.device_id, self.cache_uuid):
+            return
+        cdef const unsigned char* p = data
+        cdef VkPipelineCacheCreateInfo ci
+        cdef VkPipelineCache other = 0
+        cdef VkResult r
+        memset(&ci, 0, sizeof(ci))
+        ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO
+        ci.initialDataSize = len(data)
+        ci.pInitialData = p
+        with nogil:
+            r = self.fn.vkCreatePipelineCache(self.handle, &ci, NULL, &other)
+        if r != VK_SUCCESS:
+            return  # a blob the driver rejects is left to be overwritten
+        with nogil:
+            r = self.fn.vkMergePipelineCaches(self.handle, self.pipeline_cache, 1, &other)
+        self.fn.vkDestroyPipelineCache(self.handle, other, NULL)
+        if r != VK_SUCCESS:
+            _log.warning("%s: vkMergePipelineCaches failed (%d); the saved cache keeps this process's "
+                         "pipelines only", self.name, r)
 
     # ------------------------------------------------------------ submission and waiting
     cdef int ensure_open(self) except -1:

@@ -5,7 +5,7 @@ from vkml.vulkan._device cimport Device
 
 
 cdef class Pipeline:
-    cdef Device device
+    cdef readonly Device device
     cdef VkPipeline handle
     cdef VkPipelineLayout layout
     cdef VkDescriptorSetLayout set_layout

@@ -10,6 +10,8 @@ VKML_DISABLE          comma list of device features to leave off even if support
 VKML_READBACK         auto (map HOST_CACHED memory, stage otherwise), map, staging.
 VKML_CACHE_DIR        where pipeline caches live (default $XDG_CACHE_HOME/vkml or ~/.cache/vkml).
 VKML_PIPELINE_CACHE   0 to neither load nor save pipeline caches.
+VKML_PIPELINE_CACHE_MAX  the largest pipeline cache file written, as a size ("256MiB", the
+                      default); a bigger cache is kept in memory but not saved.
 VKML_GPU_TIMEOUT      seconds a session run waits for its GPU work before it gives up with a
                       TimeoutError naming the device (default 300; 0 waits forever): a hung
                       GPU or driver must not hang the caller.
@@ -91,6 +93,23 @@ def cache_dir() -> str | None:
         return explicit
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "vkml")
+
+
+DEFAULT_PIPELINE_CACHE_MAX = 256 << 20
+
+
+def pipeline_cache_max() -> int:
+    """Bytes: the largest pipeline cache file vkml writes (VKML_PIPELINE_CACHE_MAX)."""
+    text = os.environ.get("VKML_PIPELINE_CACHE_MAX", "").strip()
+    if not text:
+        return DEFAULT_PIPELINE_CACHE_MAX
+    try:
+        kind, value = parse_budget(text)
+    except (TypeError, ValueError):
+        kind = None
+    if kind != "bytes":
+        raise ValueError(f"VKML_PIPELINE_CACHE_MAX={text!r}: expected a size such as 256MiB")
+    return int(value)
 
 
 def wait_spin_us(device_type: str) -> float:

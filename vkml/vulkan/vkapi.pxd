@@ -832,6 +832,7 @@ ctypedef VkResult (*PFN_vkCreatePipelineCache)(
     VkDevice, const VkPipelineCacheCreateInfo*, const void*, VkPipelineCache*) noexcept nogil
 ctypedef void (*PFN_vkDestroyPipelineCache)(VkDevice, VkPipelineCache, const void*) noexcept nogil
 ctypedef VkResult (*PFN_vkGetPipelineCacheData)(VkDevice, VkPipelineCache, size_t*, void*) noexcept nogil
+ctypedef VkResult (*PFN_vkMergePipelineCaches)(VkDevice, VkPipelineCache, uint32_t, const VkPipelineCache*) noexcept nogil
 ctypedef VkResult (*PFN_vkCreateComputePipelines)(
     VkDevice, VkPipelineCache, uint32_t, const VkComputePipelineCreateInfo*, const void*,
     VkPipeline*) noexcept nogil
@@ -920,6 +921,7 @@ ctypedef struct DeviceFns:
     PFN_vkCreatePipelineCache vkCreatePipelineCache
     PFN_vkDestroyPipelineCache vkDestroyPipelineCache
     PFN_vkGetPipelineCacheData vkGetPipelineCacheData
+    PFN_vkMergePipelineCaches vkMergePipelineCaches
     PFN_vkCreateComputePipelines vkCreateComputePipelines
     PFN_vkDestroyPipeline vkDestroyPipeline
     PFN_vkCreatePipelineLayout vkCreatePipelineLayout

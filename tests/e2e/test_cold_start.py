@@ -1,0 +1,58 @@
+"""Cold start (issue #11): a new model's GPU plan compiles its pipelines ahead of the first
+run, in one batch on threads, and needs only a few of them."""
+import numpy as np
+
+import vkml
+import vkml.vulkan._pipeline as pipeline_mod
+
+from _models import ort_run, resnet_like
+
+MAX_PIPELINES = 16  # a whole ResNet-50 must fit in this many (issue #11)
+
+
+def test_resnet_like_pipelines_compiled_ahead_and_bounded(gpu, monkeypatch):
+    batches = []
+    real = pipeline_mod.compile_pipelines
+
+    def spy(pipelines, threads=None):
+        batch = list(pipelines)
+        if batch:
+            batches.append(batch)
+        assert all(not p.compiled for p in batch)
+        return real(batch, threads)
+
+    monkeypatch.setattr(pipeline_mod, "compile_pipelines", spy)
+    model = resnet_like()
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])  # fixed shapes: prepared here
+    used = sess.pipelines()
+    assert used and len(used) <= MAX_PIPELINES, [(p["shader"], p["spec"]) for p in used]
+    # Everything the plan dispatches is compiled before anything was issued: one batch at most
+    # (none when an earlier test compiled them all), and nothing compiled during the run.
+    assert len(batches) <= 1
+    report = sess.placement()
+    assert all(r["device"] == gpu for r in report), [r for r in report if r["device"] != gpu]
+    assert all(r.get("pipelines") for r in report if r["op"] in ("Conv", "Gemm", "MaxPool"))
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    (y,) = sess.run(None, {"x": x})
+    assert len(batches) <= 1
+    (ref,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(y, ref, rtol=1e-3, atol=1e-3 * float(np.abs(ref).max()))
+
+
+def test_warmup_for_symbolic_shapes(gpu):
+    from _models import cnn
+
+    sess = vkml.InferenceSession(cnn(), devices=[gpu, "cpu"])  # N is symbolic: nothing yet
+    assert sess.pipelines() == []
+    try:
+        sess.warmup()
+    except ValueError as e:
+        assert "input_shapes" in str(e)
+    else:
+        raise AssertionError("warmup() without shapes must ask for them")
+    info = sess.warmup({"x": (2, 3, 12, 12)})
+    assert info and all(set(p) == {"shader", "spec", "compile_s"} for p in info)
+    x = np.ones((2, 3, 12, 12), np.float32)
+    (y,) = sess.run(None, {"x": x})
+    assert y.shape == (2, 5)
+    assert vkml.InferenceSession(cnn(), devices=["cpu"]).warmup() == []
