@@ -308,6 +308,12 @@ class ConcretePlan:
                 if (handle is None or handle.done) and not isinstance(sys.exc_info()[1], TimeoutError):
                     self._drain(state)
                     reuse = True
+                    if slot is not None and slot.faults:
+                        # A GPU kernel found data its CPU operator rejects: that error, not
+                        # the outputs (nor a later node's failure on the zeros it wrote).
+                        fault = slot.take_fault()
+                        if fault is not None:
+                            raise fault
             return self._outputs(state, kept)
         finally:
             if slot is not None:

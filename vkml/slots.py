@@ -4,7 +4,8 @@ A concrete plan keeps a small pool of slots. Each holds its own activation arena
 buffers and one command buffer per GPU chunk, recorded once over those buffers and submitted
 by every run that takes the slot; a run has its slot to itself from start to GPU completion,
 so runs on different slots never share activation memory. Constants are uploaded once per
-device (ConstCache) and bound by every slot.
+device (ConstCache) and bound by every slot. Kernels that validate data on the GPU report
+into the slot's fault buffer of their device (vkml/runtime/faults.py).
 """
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .kernels.common import FAULT_ATTR
 from .kernels.registry import node_attrs
 from .arena import Storage
+from .runtime.faults import FaultBuffer
 
 
 class RecordError(RuntimeError):
@@ -117,6 +120,15 @@ class Slot:
             rec.copy(stage, dst.view, dst.nbytes)
             self.upload[u.index] = (stage, rec.finish())
 
+        # Fault buffers: one per device that runs a kernel which checks data (Kernel.faults).
+        checking: dict[str, int] = {}
+        for u in up.units:
+            if u.kind == "gpu":
+                for node in u.nodes:
+                    if get_kernel(node.op_type).faults:
+                        checking[u.device] = checking.get(u.device, 0) + 1
+        self.faults = {d: FaultBuffer(self.devices[d], n) for d, n in checking.items()}
+
         self.cbs: dict[int, Any] = {}
         for u in up.units:
             if u.kind != "gpu":
@@ -124,14 +136,25 @@ class Slot:
             dev = self.devices[u.device]
             rec = CommandRecorder(dev)
             for node in u.nodes:
-                _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec)
+                _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec,
+                             self.faults.get(u.device))
                 for src, stage, n in copy_after.get(id(node), ()):
                     rec.copy(src, stage, n)
             self.cbs[u.index] = rec.finish()
         self.arenas = arenas  # keep the memory alive (views hold it too)
 
+    def take_fault(self) -> Exception | None:
+        """The error a GPU kernel reported in the run that just ended (None if none), the
+        fault buffers cleared for the next run. Only once the GPUs are done with the slot."""
+        for buf in self.faults.values():
+            err = buf.take()
+            if err is not None:
+                return err
+        return None
 
-def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, TensorSpec) -> None:
+
+def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, TensorSpec,
+                 fault: FaultBuffer | None = None) -> None:
     from .gpuplan import host_positions
     from .vulkan.tensor import DeviceTensor
 
@@ -162,8 +185,11 @@ def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, Ten
             if view is None:
                 view = views[id(s)] = arenas[dev][s.arena].sub(s.offset, s.nbytes)
             outs.append(DeviceTensor(view, spec.shape, spec.dtype))
+    attrs = node_attrs(node)
+    if kernel.faults and fault is not None:
+        attrs[FAULT_ATTR] = fault.for_node(node)
     try:
-        kernel.record(rec, node.op_type, node_attrs(node), ins, outs, known)
+        kernel.record(rec, node.op_type, attrs, ins, outs, known)
     except MemoryError:
         raise
     except Exception as e:

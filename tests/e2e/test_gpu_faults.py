@@ -1,0 +1,143 @@
+"""Issue #19, the GPU half: indices out of range give the CPU's error on the GPU too (the run
+slot's fault word, vkml/runtime/faults.py), and the session goes on working after it."""
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import vkml
+from vkml import dtypes
+from vkml.executor import NodeFailure
+
+_N = int(os.environ.get("VKML_TEST_EXAMPLES", "15"))
+HYP = settings(max_examples=_N, deadline=None, suppress_health_check=list(HealthCheck))
+PROBES = [50, -51, 10**9, 2**62, -(2**63), 2**31, -(2**31)]  # for a 50-row table
+
+
+def gather_model(x_shape, i_shape, op="Gather", axis=0, i_type=T.INT64, chained=False) -> bytes:
+    """x, i -> op(x, i) -> Relu (a GPU node after it); chained: a second op of the same
+    indices on the result (two faulting nodes in one run)."""
+    nodes = [h.make_node(op, ["x", "i"], ["y"], axis=axis, name="g0"),
+             h.make_node("Relu", ["y"], ["z"], name="r0")]
+    if chained:
+        nodes.append(h.make_node(op, ["z", "i"], ["w"], axis=axis, name="g1"))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, x_shape),
+                                  h.make_tensor_value_info("i", i_type, i_shape)],
+                     [h.make_tensor_value_info("w" if chained else "z", T.FLOAT, None)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def _error(sess, feeds, **kw) -> str:
+    with pytest.raises(NodeFailure) as e:
+        sess.run(None, feeds, **kw)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("executor", ["parallel", "sequential"])
+def test_gather_probes_raise_what_the_cpu_raises(gpu, executor):
+    model = gather_model([50, 4], [3])
+    cpu = vkml.InferenceSession(model)
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"], executor=executor)
+    x = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
+    good = np.array([0, 49, -50], np.int64)
+    want = np.maximum(x[[0, 49, 0]], 0)
+    for bad in PROBES:
+        feeds = {"x": x, "i": np.array([1, bad, 2], np.int64)}
+        msg = _error(sess, feeds)
+        assert msg == _error(cpu, feeds)
+        assert "'g0'" in msg and f"index {bad} is out of range for a dimension of size 50" in msg
+        np.testing.assert_array_equal(sess.run(None, {"x": x, "i": good})[0], want)  # flag cleared
+    assert {r["node"]: r["device"] for r in sess.placement()}["g0"] == gpu
+
+
+def test_gather_int32_indices_and_outputs_kept_on_the_gpu(gpu):
+    model = gather_model([50, 4], [2], i_type=T.INT32)
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    x = np.ones((50, 4), np.float32)
+    for bad in (50, -51, 2**31 - 1, -(2**31)):
+        feeds = {"x": x, "i": np.array([bad, 0], np.int32)}
+        assert f"index {bad} is out of range" in _error(sess, feeds)
+        assert f"index {bad} is out of range" in _error(sess, feeds, output_device=gpu)
+    out = sess.run(None, {"x": x, "i": np.array([3, -1], np.int32)}, output_device=gpu)[0]
+    np.testing.assert_array_equal(out.numpy(), np.ones((2, 4), np.float32))
+
+
+def test_the_first_faulting_node_is_named(gpu):
+    model = gather_model([50, 50], [2], chained=True)
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    x = np.ones((50, 50), np.float32)
+    for _ in range(3):
+        assert "'g0'" in _error(sess, {"x": x, "i": np.array([0, 77], np.int64)})
+    assert "'g1'" in _error(sess, {"x": x, "i": np.array([1, 2], np.int64)})  # g0 fine, g1 not
+    np.testing.assert_array_equal(sess.run(None, {"x": x, "i": np.array([1, 0], np.int64)})[0], 1)
+
+
+def test_gather_elements_probe(gpu):
+    model = gather_model([5, 3], [5, 2], op="GatherElements", axis=1)
+    cpu = vkml.InferenceSession(model)
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    for bad in (3, -4, 2**40):
+        idx = np.zeros((5, 2), np.int64)
+        idx[4, 1] = bad
+        assert _error(sess, {"x": x, "i": idx}) == _error(cpu, {"x": x, "i": idx})
+    idx = np.array([[0, 2], [1, -1], [2, -3], [0, 0], [-2, 1]], np.int64)
+    want = np.take_along_axis(x, idx % 3, axis=1)
+    np.testing.assert_array_equal(sess.run(None, {"x": x, "i": idx})[0], want)
+
+
+def test_every_slot_reports_and_recovers(gpu):
+    """Threads on several slots: bad runs raise, good runs interleaved with them are right."""
+    import threading
+
+    model = gather_model([50, 4], [3])
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"], max_slots=3)
+    x = np.arange(200, dtype=np.float32).reshape(50, 4)
+    errors = []
+
+    def worker(t):
+        for k in range(20):
+            bad = (t + k) % 2 == 0
+            i = np.array([1, 50 + k if bad else k, 2], np.int64)
+            try:
+                out = sess.run(None, {"x": x, "i": i})[0]
+                if bad or not np.array_equal(out, x[i]):
+                    errors.append((t, k, "wrong result"))
+            except NodeFailure as e:
+                if not bad or f"index {50 + k} is out" not in str(e):
+                    errors.append((t, k, str(e)))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors[:4]
+
+
+@HYP
+@given(data=st.data())
+def test_gather_in_range_matches_numpy(gpu, data):
+    rank = data.draw(st.integers(1, 4))
+    shape = data.draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank))
+    axis = data.draw(st.integers(-rank, rank - 1))
+    d = shape[axis]
+    ishape = data.draw(st.lists(st.integers(0, 4), min_size=0, max_size=2))
+    itype = data.draw(st.sampled_from([np.int32, np.int64]))
+    idx = np.array(data.draw(st.lists(st.integers(-d, d - 1), min_size=int(np.prod(ishape)),
+                                      max_size=int(np.prod(ishape)))), itype).reshape(ishape)
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) - 7
+    model = gather_model(shape, ishape, axis=axis, i_type=dtypes.onnx_type(np.dtype(itype)))
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    got = sess.run(None, {"x": x, "i": idx})[0]
+    np.testing.assert_array_equal(got, np.maximum(np.take(x, idx, axis=axis), 0))
+    if idx.size:  # and one index out of range, then in range again
+        assert {r["node"]: r["device"] for r in sess.placement()}["g0"] == gpu
+        bad = idx.copy()
+        bad.reshape(-1)[-1] = d if data.draw(st.booleans()) else -d - 1
+        assert f"for a dimension of size {d}" in _error(sess, {"x": x, "i": bad})
+        np.testing.assert_array_equal(sess.run(None, {"x": x, "i": idx})[0], got)
