@@ -24,7 +24,7 @@ from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
-from .specialize import concretize, device_specs, place_concrete
+from .specialize import concretize, device_specs, largest_binding, place_concrete
 from .tensor import Tensor, vulkan_device
 from .vulkan.config import gpu_timeout
 
@@ -105,8 +105,7 @@ class ConcretePlan:
         info = {}
         for d in gpus:
             dev = vulkan_device(d)
-            info[d] = (int(dev.allocator.alignment),
-                       int(min(dev.max_storage_buffer_range, dev.limits["max_memory_allocation_size"])))
+            info[d] = (int(dev.allocator.alignment), largest_binding(dev))
         self.up: UnitPlan = build(graph, self.concrete, self.placement.devices, output_device, info)
         self.outputs = frozenset(graph.outputs)
         self.fns = [self._task(u) for u in self.up.units]

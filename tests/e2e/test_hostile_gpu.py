@@ -1,5 +1,8 @@
-"""Issue #19, the GPU half: indices out of range give the CPU's error on the GPU too (the run
-slot's fault word, vkml/runtime/faults.py), and the session goes on working after it."""
+"""Issue #19, the GPU half: what a hostile input or a fault does to a GPU session.
+
+Indices out of range give the CPU's error on the GPU too (the run slot's fault word,
+vkml/runtime/faults.py) and the session goes on working; values too big for one GPU binding
+run on the CPU."""
 import os
 
 import numpy as np
@@ -8,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper as h
+from onnx import numpy_helper as nh
 
 import vkml
 from vkml import dtypes
@@ -141,3 +145,50 @@ def test_gather_in_range_matches_numpy(gpu, data):
         bad.reshape(-1)[-1] = d if data.draw(st.booleans()) else -d - 1
         assert f"for a dimension of size {d}" in _error(sess, {"x": x, "i": bad})
         np.testing.assert_array_equal(sess.run(None, {"x": x, "i": idx})[0], got)
+
+
+# ---------------------------------------------------------------- values too big to bind
+def expand_model(rows: int, cols: int) -> bytes:
+    """x [1, cols] -> Expand to [rows, cols] -> Relu -> ReduceSum over rows: one big value
+    in the middle, small at both ends."""
+    g = h.make_graph([h.make_node("Expand", ["x", "s"], ["big"], name="expand"),
+                      h.make_node("Relu", ["big"], ["r"], name="relu"),
+                      h.make_node("ReduceSum", ["r", "ax"], ["y"], keepdims=0, name="sum"),
+                      h.make_node("Neg", ["y"], ["z"], name="neg")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, cols])],
+                     [h.make_tensor_value_info("z", T.FLOAT, None)],
+                     [nh.from_array(np.array([rows, cols], np.int64), "s"),
+                      nh.from_array(np.array([0], np.int64), "ax")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def _big_value_goes_to_the_cpu(gpu, limit: int) -> None:
+    cols = 1024
+    rows = limit // (4 * cols) + 1  # one row more than fits in one binding
+    model = expand_model(rows, cols)
+    x = np.linspace(-1, 1, cols, dtype=np.float32).reshape(1, cols)
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    got = sess.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, vkml.InferenceSession(model).run(None, {"x": x})[0])
+    where = {r["node"]: r for r in sess.placement()}
+    for name in ("expand", "relu", "sum"):
+        assert where[name]["device"] == "cpu" and "binds as one buffer" in where[name]["reason"], where[name]
+    assert where["neg"]["device"] == gpu  # small again: back on the GPU
+
+
+def test_a_value_larger_than_one_binding_runs_on_the_cpu(gpu):
+    from vkml.specialize import largest_binding
+    from vkml.tensor import vulkan_device
+
+    limit = largest_binding(vulkan_device(gpu))
+    if limit > 256 << 20:
+        pytest.skip(f"{gpu} binds {limit} bytes: too big a value for this test (see the next one)")
+    _big_value_goes_to_the_cpu(gpu, limit)
+
+
+def test_the_binding_limit_is_placement(gpu, monkeypatch):
+    """The same with a small pretend limit, for devices that bind gigabytes."""
+    import vkml.specialize as specialize
+
+    monkeypatch.setattr(specialize, "largest_binding", lambda dev: 1 << 16)
+    _big_value_goes_to_the_cpu(gpu, 1 << 16)
