@@ -192,3 +192,27 @@ def test_the_binding_limit_is_placement(gpu, monkeypatch):
 
     monkeypatch.setattr(specialize, "largest_binding", lambda dev: 1 << 16)
     _big_value_goes_to_the_cpu(gpu, 1 << 16)
+
+
+# ---------------------------------------------------------------- negative pads
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose", "MaxPool", "AveragePool"])
+@pytest.mark.parametrize("pads", [[-1, -1, -1, -1], [1, -1, 0, 2], [-3, -3, -3, -3]])
+def test_negative_pads_are_a_model_error_on_every_device(gpu, op, pads):
+    """onnxruntime rejects them ("pads must not contain negative values"); vkml too, at load,
+    naming the node, whatever the devices (the GPU cropped or returned an empty tensor)."""
+    from vkml.errors import ModelError
+
+    inits, ins = [], ["x"]
+    attrs = {"pads": pads}
+    if op.startswith("Conv"):
+        inits = [nh.from_array(np.ones((2, 2, 3, 3), np.float32), "w")]
+        ins = ["x", "w"]
+    else:
+        attrs["kernel_shape"] = [3, 3]
+    g = h.make_graph([h.make_node(op, ins, ["y"], name="n0", **attrs)], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, 2, 6, 6])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    for devices in (["cpu"], [gpu, "cpu"], [gpu]):
+        with pytest.raises(ModelError, match=rf"node 'n0' \({op}\): pads must not be negative"):
+            vkml.InferenceSession(model, devices=devices)
