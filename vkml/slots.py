@@ -9,7 +9,9 @@ into the slot's fault buffer of their device (vkml/runtime/faults.py).
 """
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -18,6 +20,8 @@ from .kernels.common import FAULT_ATTR
 from .kernels.registry import node_attrs
 from .arena import Storage
 from .runtime.faults import FaultBuffer
+
+log = logging.getLogger("vkml")
 
 
 class RecordError(RuntimeError):
@@ -198,7 +202,14 @@ def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, Ten
 
 class SlotPool:
     """Slots of one concrete plan: a run takes a free one, makes a new one up to `limit`, or
-    waits for one to come back."""
+    waits for one to come back.
+
+    Slots of runs that timed out or were interrupted are retired (discard) until their GPU
+    work ends, then freed (here, or by runtime.reaper when no run comes). At most `limit` of
+    them are kept: beyond that a new run waits for them rather than piling more work and
+    memory onto a GPU that is behind."""
+
+    RETIRED_POLL_S = 0.01  # how often a run waiting on retired slots looks at them
 
     def __init__(self, make, limit: int):
         self._make = make
@@ -208,13 +219,25 @@ class SlotPool:
         self._cond = threading.Condition()
         self._retired: list[tuple[Slot, Callable[[], bool]]] = []  # see discard()
 
-    def acquire(self) -> Slot:
+    def acquire(self, timeout: float | None = None) -> Slot:
+        """A slot for one run. timeout: seconds to wait for retired slots to drain when there
+        are `limit` of them (None: forever); then TimeoutError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            if self._retired:
-                self._prune()
             while True:
+                if self._retired:
+                    self._prune()
                 if self._free:
                     return self._free.pop()
+                if len(self._retired) >= self._limit:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError(
+                            f"{len(self._retired)} earlier runs of this plan timed out or were interrupted, "
+                            f"and the GPU has not finished their work within {timeout} s; a new run waits "
+                            f"for it rather than queue more (VKML_GPU_TIMEOUT sets the limit)")
+                    self._cond.wait(self.RETIRED_POLL_S if left is None else min(left, self.RETIRED_POLL_S))
+                    continue
                 if self._count < self._limit:
                     self._count += 1
                     break
@@ -233,7 +256,7 @@ class SlotPool:
             if self._count == 0:  # not even one slot fits
                 raise SlotMemoryError(f"no room for the GPU memory of one run: {why}")
             self._limit = self._count  # no room for more: wait for the ones there are
-        return self.acquire()
+        return self.acquire(timeout)
 
     def release(self, slot: Slot) -> None:
         with self._cond:
@@ -245,25 +268,48 @@ class SlotPool:
         wait). `ready()` says when nothing can touch its memory any more; until then the slot
         (memory, command buffers) is kept, never reused: for a hung GPU it leaks rather than
         being freed under the GPU's feet."""
+        from .runtime.reaper import REAPER
+
         with self._cond:
             self._count -= 1
             if ready is not None:
                 self._retired.append((slot, ready))
-            self._prune()
-            self._cond.notify()
+            freed = self._prune()
+            self._cond.notify_all()
+        del freed  # (their memory goes here, outside the lock)
+        if self._retired:
+            REAPER.watch(self)
 
-    def _prune(self) -> None:
-        keep = []
+    def prune_retired(self) -> int:
+        """Free the retired slots whose GPU work has ended; returns how many are left."""
+        with self._cond:
+            freed = self._prune()
+            if freed:
+                self._cond.notify_all()  # runs waiting for retired slots to drain
+            left = len(self._retired)
+        del freed
+        return left
+
+    def _prune(self) -> list[Slot]:
+        keep, freed = [], []
         for slot, ready in self._retired:
             try:
                 done = ready()
-            except Exception:  # a lost device: nothing will run any more
+            except Exception as e:  # a lost device: nothing will run any more
+                log.debug("vkml: a retired slot's readiness check failed (%s); freeing it", e)
                 done = True
-            if not done:
+            if done:
+                freed.append(slot)
+            else:
                 keep.append((slot, ready))
         self._retired = keep
+        return freed
+
+    @property
+    def retired(self) -> int:
+        """Slots retired by timed-out or interrupted runs, not yet freed."""
+        return len(self._retired)
 
     @property
     def size(self) -> int:
         return self._count
-

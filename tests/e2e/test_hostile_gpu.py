@@ -216,3 +216,148 @@ def test_negative_pads_are_a_model_error_on_every_device(gpu, op, pads):
     for devices in (["cpu"], [gpu, "cpu"], [gpu]):
         with pytest.raises(ModelError, match=rf"node 'n0' \({op}\): pads must not be negative"):
             vkml.InferenceSession(model, devices=devices)
+
+
+# ---------------------------------------------------------------- timeouts, interrupts, memory
+def matmul_chain(n: int, d: int) -> bytes:
+    """x [d, d] through n MatMuls by one weight: GPU work that takes a while on lavapipe."""
+    w = nh.from_array((np.eye(d) * 0.5 + 0.5 / d).astype(np.float32), "w")
+    nodes, prev = [], "x"
+    for k in range(n):
+        nodes.append(h.make_node("MatMul", [prev, "w"], [f"m{k}"], name=f"mm{k}"))
+        prev = f"m{k}"
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [d, d])],
+                     [h.make_tensor_value_info(prev, T.FLOAT, None)], [w])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def _device_used(gpu) -> int:
+    from vkml.tensor import vulkan_device
+
+    return vulkan_device(gpu).memory_stats()["pools"]["device"]["used"]
+
+
+@pytest.mark.parametrize("text", ["nan", "-1", "inf", "-inf", "abc", "1e400"])
+def test_invalid_gpu_timeouts_are_errors(monkeypatch, text):
+    from vkml.vulkan.config import gpu_timeout
+
+    monkeypatch.setenv("VKML_GPU_TIMEOUT", text)
+    with pytest.raises(ValueError, match="VKML_GPU_TIMEOUT must be a finite number of seconds"):
+        gpu_timeout()
+
+
+def test_valid_gpu_timeouts(monkeypatch):
+    from vkml.vulkan.config import DEFAULT_GPU_TIMEOUT, gpu_timeout
+
+    for text, want in (("0", None), ("2.5", 2.5), (" 1e-3 ", 1e-3), ("", DEFAULT_GPU_TIMEOUT)):
+        monkeypatch.setenv("VKML_GPU_TIMEOUT", text)
+        assert gpu_timeout() == want
+
+
+@pytest.mark.parametrize("executor", ["parallel", "sequential"])
+def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, monkeypatch, executor):
+    """50 runs that time out: at most max_slots retired slots at once (later runs wait for
+    them, then time out too, instead of queueing more GPU work); once the GPU is done their
+    memory is freed with no further run (runtime.reaper), and the session works."""
+    import time
+
+    import vkml.gpurun
+
+    model = matmul_chain(3, 256)
+    sess = vkml.InferenceSession(model, devices=[gpu], executor=executor, max_slots=2)
+    x = np.ones((256, 256), np.float32)
+    want = vkml.InferenceSession(model).run(None, {"x": x})[0]
+    sess.run(None, {"x": x})
+    pool = sess._gpu.last.pool
+    before = _device_used(gpu)
+    monkeypatch.setattr(vkml.gpurun, "GPU_TIMEOUT", 1e-9)
+    errors = []
+    for _ in range(50):
+        try:
+            sess.run(None, {"x": x})
+        except TimeoutError as e:
+            errors.append(e)  # (kept on purpose: an exception must not keep a slot's memory)
+        assert pool.retired <= 2
+    assert len(errors) >= 45, len(errors)  # (lavapipe may finish one before the first look)
+    deadline = time.monotonic() + 60
+    while pool.retired and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pool.retired == 0 and _device_used(gpu) <= before
+    monkeypatch.setattr(vkml.gpurun, "GPU_TIMEOUT", None)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("executor", ["parallel", "sequential"])
+def test_ctrl_c_during_a_long_gpu_run_is_prompt(gpu, executor):
+    """SIGINT from a timer thread while the GPU runs: KeyboardInterrupt within ~100 ms (not
+    when the GPU work ends), the slot retired, and the session fine afterwards."""
+    import os
+    import signal
+    import threading
+    import time
+
+    model = matmul_chain(4, 512)
+    sess = vkml.InferenceSession(model, devices=[gpu], executor=executor)
+    x = np.ones((512, 512), np.float32)
+    t0 = time.monotonic()
+    want = sess.run(None, {"x": x})[0]
+    took = time.monotonic() - t0
+    if took < 0.6:
+        pytest.skip(f"{gpu} runs the chain in {took:.2f} s: too fast to interrupt")
+    sent = []
+
+    def interrupt():
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.25, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sess.run(None, {"x": x})
+        late = time.monotonic() - sent[0]
+    finally:
+        timer.cancel()
+    assert late < 0.25, f"KeyboardInterrupt {late:.3f} s after SIGINT"
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)
+
+
+def test_a_plan_squeezed_off_the_gpu_comes_back_when_memory_frees(gpu, monkeypatch):
+    """Memory taken by something else: the first plan's slot does not fit, its caps shrink and
+    its nodes go to the CPU. Once the memory is back, a later run places them on the GPU
+    again (not: on the CPU forever)."""
+    import vkml.gpurun
+    from vkml.tensor import vulkan_device
+
+    monkeypatch.setattr(vkml.gpurun, "REPLAN_S", 0.0)
+    dev = vulkan_device(gpu)
+    g = h.make_graph([h.make_node("Add", ["x", "w"], ["a"], name="add"),
+                      h.make_node("Relu", ["a"], ["r"], name="relu"),
+                      h.make_node("MatMul", ["r", "w"], ["y"], name="mm")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [512, 512])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(np.full((512, 512), 0.01, np.float32), "w")])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    x = np.linspace(-1, 1, 512 * 512, dtype=np.float32).reshape(512, 512)
+    want = vkml.InferenceSession(model).run(None, {"x": x})[0]
+    dev.allocator.trim()
+    heap = dev.allocator.pools["device"].heap
+    in_use = dev.memory_stats()["heaps"].get(heap, {}).get("reserved", 0)
+    dev.set_memory_budget(in_use + (64 << 20))  # (room for a new block of each memory pool)
+    try:
+        hog = []
+        try:
+            while len(hog) < 128:  # every MiB there is (earlier tests' blocks too)...
+                hog.append(dev.alloc(1 << 20))
+        except MemoryError:
+            pass
+        del hog[-2:]  # ...but 2: less than the plan's 4 MiB of values
+        sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5)
+        assert sess._gpu.squeezed and "cpu" in {r["device"] for r in sess.placement()}
+        del hog
+        dev.allocator.trim()
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5)
+        assert {r["device"] for r in sess.placement()} == {gpu} and not sess._gpu.squeezed
+    finally:
+        dev.set_memory_budget(None)

@@ -440,7 +440,9 @@ cdef class Allocator:
             first = DEVICE_BLOCK_FIRST if pool.kind == "device" else HOST_BLOCK_FIRST
             block_size = max(size, min(pool.block_cap, first << pool.made))
             if in_use + block_size > budget and in_use + size <= budget:
-                block_size = max(size, (budget - in_use) // self.alignment * self.alignment)
+                # Near the budget: half of what is left, not all of it, so that the other
+                # pools (staging, readback) still get a block of their own.
+                block_size = max(size, (budget - in_use) // 2 // self.alignment * self.alignment)
         if in_use + block_size > budget:
             raise OutOfDeviceMemory(f"{dev.name} ({dev.info.device_name})", size, budget, in_use,
                                     f"heap {pool.heap}; budget = {self._budget_source(pool.heap)}")
