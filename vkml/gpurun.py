@@ -454,7 +454,8 @@ class GpuRunner:
         """Caps lowered because a GPU ran out of memory go back to the user's once the GPU
         has room for what the plans wanted (retired slots drained, other sessions gone):
         the plans are made again, so their nodes return from the CPU."""
-        for d, wanted in self.squeezed.items():
+        squeezed = dict(self.squeezed)  # (other threads' runs may add to it)
+        for d, wanted in squeezed.items():
             alloc = vulkan_device(d).allocator
             alloc.trim()
             heap = alloc.pools["device"].heap
@@ -463,7 +464,7 @@ class GpuRunner:
                 self._replan_wait = min(2 * self._replan_wait, REPLAN_MAX_S)
                 self._replan_at = time.monotonic() + self._replan_wait
                 return
-        for d in self.squeezed:
+        for d in squeezed:
             if d in self.user_caps:
                 self.caps[d] = self.user_caps[d]
             else:
