@@ -2,7 +2,8 @@
 // Gather along one axis, with x viewed as (outer, axis_len, inner) and the indices flattened
 // to (count): o[q, k, i] = x[q, idx[k], i] for o of shape (outer, count, inner).
 // Negative indices count from the end (ONNX); an index still outside [0, axis_len) yields
-// zeros (the host checks indices it knows; a GPU cannot raise). Elements move as ESIZE-byte
+// zeros and is reported through the fault word (include/vkml_fault.glsl), which the run turns
+// into the CPU operator's error. Elements move as ESIZE-byte
 // words (16 when the host found rows that allow it); indices are int32 (IDX=32) or int64
 // (IDX=64, read as two 32-bit halves, so no shaderInt64 is needed: a value beyond the int32
 // range is out of bounds anyway). Each invocation moves UNROLL elements, loads first.
@@ -10,6 +11,8 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "include/vkml_elem.glsl"
 #include "include/vkml_index.glsl"
+#define FAULT_BINDING 3
+#include "include/vkml_fault.glsl"
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 
@@ -20,6 +23,7 @@ layout(push_constant) uniform Push {
     uint inner;
     uint count;
     uint axis_len;
+    uint site;         // this node's site in the fault buffer
 } pc;
 
 layout(std430, binding = 0) readonly buffer BX { ELEM x[]; };
@@ -38,14 +42,19 @@ uint source(uint e) {
     uint k = q - outer * pc.count;
 #if IDX == 32
     int j = idx[k];
-    bool ok = true;
+    int hi = j >> 31;
 #else
     ivec2 w = idx[k];
     int j = w.x;
-    bool ok = w.y == (w.x >> 31);  // the int64 fits in an int32
+    int hi = w.y;
 #endif
+    bool ok = hi == (j >> 31);  // (an int64 that fits in an int32)
+    int given = j;
     if (j < 0) j += int(pc.axis_len);
-    if (!ok || j < 0 || uint(j) >= pc.axis_len) return 0xFFFFFFFFu;
+    if (!ok || j < 0 || uint(j) >= pc.axis_len) {
+        vkml_fault(pc.site, given, hi);
+        return 0xFFFFFFFFu;
+    }
     return (outer * pc.axis_len + uint(j)) * pc.inner + i;
 }
 

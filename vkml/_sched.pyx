@@ -418,6 +418,10 @@ cdef class Plan:
         self.start(arg, native_arg=native_arg).wait(timeout)
 
 
+cdef int64_t SIGNAL_SLICE_NS = 50000000  # RunHandle.wait looks for pending signals this often
+cdef int32_t CANCELLED_TASK = -2        # failed_task of a cancelled run (no task failed)
+
+
 cdef class RunHandle:
     """One run of a Plan, from Plan.start(). Dropping it does not stop or wait for the run."""
     cdef sched_run *run
@@ -437,6 +441,13 @@ cdef class RunHandle:
         """Whether every task has ended (or was skipped after a failure)."""
         return self.run is NULL or bool(sched_run_done(self.run))
 
+    def cancel(self) -> None:
+        """Skips the run's tasks that have not started (those running or waiting
+        asynchronously end as they would); wait() then returns without raising for it. For a
+        caller that gives up on the run (an interrupt): nothing more is started for it."""
+        if self.run is not NULL:
+            sched_run_fail(self.run, CANCELLED_TASK, 0)
+
     def wait(self, timeout: float | None = None) -> None:
         """Waits, with the GIL released, until the run ends; then raises what failed, if
         anything: a Python task's own exception (traceback kept, a note names the task) or
@@ -454,13 +465,16 @@ cdef class RunHandle:
             if timeout != float("inf"):
                 deadline = time.monotonic() + timeout
         while True:
+            # In slices: a signal (Ctrl-C) that another thread took wakes no one here, so look
+            # for pending ones every SIGNAL_SLICE_NS.
+            ns = SIGNAL_SLICE_NS
             if deadline is not None:
-                ns = max(0, int((deadline - time.monotonic()) * 1e9))
+                ns = min(ns, max(0, int((deadline - time.monotonic()) * 1e9)))
             with nogil:
                 rc = sched_run_wait(self.run, ns)
             if rc == 0:
                 break
-            if rc == EINTR:
+            if rc == EINTR or (rc == ETIMEDOUT and (deadline is None or time.monotonic() < deadline)):
                 PyErr_CheckSignals()
                 continue
             if rc == ETIMEDOUT:

@@ -14,6 +14,7 @@ import gc
 import os
 import sys
 import threading
+import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -24,11 +25,15 @@ from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
-from .specialize import concretize, device_specs, place_concrete
+from .specialize import concretize, device_specs, largest_binding, place_concrete
 from .tensor import Tensor, vulkan_device
 from .vulkan.config import gpu_timeout
 
 PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
+# After a GPU ran out of memory for a plan (its nodes then went to the CPU), look this often
+# whether the memory is back, doubling up to REPLAN_MAX_S while it is not.
+REPLAN_S = 1.0
+REPLAN_MAX_S = 60.0
 GPU_TIMEOUT = gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TIMEOUT)
 # Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
@@ -111,8 +116,7 @@ class ConcretePlan:
         info = {}
         for d in gpus:
             dev = vulkan_device(d)
-            info[d] = (int(dev.allocator.alignment),
-                       int(min(dev.max_storage_buffer_range, dev.limits["max_memory_allocation_size"])))
+            info[d] = (int(dev.allocator.alignment), largest_binding(dev))
         self.up: UnitPlan = build(graph, self.concrete, self.placement.devices, output_device, info)
         self.outputs = frozenset(graph.outputs)
         self.fns = [self._task(u) for u in self.up.units]
@@ -289,7 +293,7 @@ class ConcretePlan:
 
     # ------------------------------------------------------------ running
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
-        slot = self.pool.acquire() if self.needs_slot else None
+        slot = self.pool.acquire(GPU_TIMEOUT) if self.needs_slot else None
         state = RunState(self, slot, feeds)
         reuse = False
         handle = None
@@ -314,17 +318,31 @@ class ConcretePlan:
                 kept = self._copy_kept(state)
             except TimeoutError as e:
                 # The GPU did not finish (VKML_GPU_TIMEOUT): say so, and drop the slot below
-                # without waiting for it again.
+                # without waiting for it again. (The wait's own traceback goes: its frames
+                # hold the run's state, and so the retired slot's memory, for as long as
+                # the caller keeps the exception.)
+                e.__traceback__ = None
                 raise TimeoutError(f"{e}: the GPU work of this run did not finish in time (a hung GPU "
                                    f"or driver?); the session stays usable, VKML_GPU_TIMEOUT sets the "
                                    f"limit") from None
             finally:
-                # An interrupted wait leaves the run going (it may still submit into the
-                # slot): drop the slot rather than hand it to the next run. So does a failed
-                # drain (the GPU state is unknown), and a GPU that timed out.
-                if (handle is None or handle.done) and not isinstance(sys.exc_info()[1], TimeoutError):
+                # A run given up on (timed out, or interrupted: KeyboardInterrupt and other
+                # BaseExceptions) starts nothing more and drops its slot without waiting for
+                # the GPU; so does a failed drain (the GPU state is unknown). Other failures
+                # wait for the GPU work in flight and keep the slot.
+                exc = sys.exc_info()[1]
+                gave_up = isinstance(exc, TimeoutError) or (exc is not None and not isinstance(exc, Exception))
+                if gave_up and handle is not None and not handle.done:
+                    handle.cancel()
+                if (handle is None or handle.done) and not gave_up:
                     self._drain(state)
                     reuse = True
+                    if slot is not None and slot.faults:
+                        # A GPU kernel found data its CPU operator rejects: that error, not
+                        # the outputs (nor a later node's failure on the zeros it wrote).
+                        fault = slot.take_fault()
+                        if fault is not None:
+                            raise fault
             return self._outputs(state, kept)
         finally:
             if slot is not None:
@@ -336,6 +354,9 @@ class ConcretePlan:
                             dev.completed() >= v for dev, v in self._pending(state).items())
 
                     self.pool.discard(slot, ready)
+                    # The exception's traceback keeps this frame: let it not keep the slot's
+                    # memory too once the GPU is done with it.
+                    slot = state = handle = ready = None
 
     def _pending(self, state: RunState) -> dict:
         """{device: the last timeline value this run submitted there}."""
@@ -431,6 +452,10 @@ class GpuRunner:
         self.runtime = runtime
         self.devices = list(devices)
         self.caps = dict(caps or {})
+        self.user_caps = dict(self.caps)
+        self.squeezed: dict[str, int] = {}  # GPU -> bytes its plans wanted when it ran out of memory
+        self._replan_at = 0.0
+        self._replan_wait = REPLAN_S
         self.forced = dict(forced or {})
         self.executor = executor
         self.max_slots = max_slots
@@ -441,6 +466,31 @@ class GpuRunner:
         self._lock = threading.Lock()
         self.last: ConcretePlan | None = None
         self.value_inputs = _value_inputs(self.graph)
+
+    def _unsqueeze(self) -> None:
+        """Caps lowered because a GPU ran out of memory go back to the user's once the GPU
+        has room for what the plans wanted (retired slots drained, other sessions gone):
+        the plans are made again, so their nodes return from the CPU."""
+        squeezed = dict(self.squeezed)  # (other threads' runs may add to it)
+        for d, wanted in squeezed.items():
+            alloc = vulkan_device(d).allocator
+            alloc.trim()
+            heap = alloc.pools["device"].heap
+            reserved = alloc.stats()["heaps"].get(heap, {}).get("reserved", 0)
+            if alloc.budget(heap) - reserved < wanted:
+                self._replan_wait = min(2 * self._replan_wait, REPLAN_MAX_S)
+                self._replan_at = time.monotonic() + self._replan_wait
+                return
+        for d in squeezed:
+            if d in self.user_caps:
+                self.caps[d] = self.user_caps[d]
+            else:
+                self.caps.pop(d, None)
+        self.squeezed = {}
+        self._replan_wait = REPLAN_S
+        with self._lock:
+            self._plans.clear()
+            self._by_sig = {}
 
     def _known(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], tuple]:
         """The small shape-like inputs of this run (see _value_inputs): copies, and a key."""
@@ -480,6 +530,8 @@ class GpuRunner:
         to the plan used for it last time."""
         from .specialize import signature_descs
 
+        if self.squeezed and time.monotonic() >= self._replan_at:
+            self._unsqueeze()
         known = self._known(feeds) if self.value_inputs else ({}, ())
         if sig is not None:
             sig = (sig, known[1])
@@ -523,7 +575,9 @@ class GpuRunner:
                 if shrink > 24 or not any(peaks.values()):
                     raise
                 for d, peak in peaks.items():
+                    self.squeezed.setdefault(d, peak)  # (the first, largest want)
                     self.caps[d] = min(self.caps.get(d, peak), peak // 2)
+                self._replan_at = time.monotonic() + self._replan_wait
                 with self._lock:
                     self._plans.clear()
                     self._by_sig = {}

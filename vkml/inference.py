@@ -59,6 +59,20 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: dict[str, T
                 consts[name] = folded[k]
                 desc = TensorDesc(folded[k].dtype, folded[k].shape)
             values[name] = _merge(desc, declared.get(name))
+    if outer is None:
+        require_typed_inputs(graph)
+
+
+def require_typed_inputs(graph: Graph) -> None:
+    """ModelError unless every input a caller feeds declares its type (ONNX requires it; a
+    run must not guess the type from the first feed). Subgraph inputs may leave it out."""
+    from .errors import ModelError
+
+    for name in graph.inputs:
+        d = graph.values.get(name)
+        if name not in graph.constants and (d is None or (d.kind == "tensor" and d.dtype is None)):
+            raise ModelError(f"graph input {name!r} has no type (its ValueInfo needs a tensor type with an "
+                             f"element type); onnxruntime rejects such models too")
 
 
 _SHAPE_ONLY = {"Shape", "Size"}  # ops that read only their input's shape

@@ -4,10 +4,12 @@ A concrete plan keeps a small pool of slots. Each holds its own activation arena
 buffers and one command buffer per GPU chunk, recorded once over those buffers and submitted
 by every run that takes the slot; a run has its slot to itself from start to GPU completion,
 so runs on different slots never share activation memory. Constants are uploaded once per
-device (ConstCache) and bound by every slot.
+device (ConstCache) and bound by every slot. Kernels that validate data on the GPU report
+into the slot's fault buffer of their device (vkml/runtime/faults.py).
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -15,8 +17,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .kernels.common import FAULT_ATTR
 from .kernels.registry import node_attrs
 from .arena import Storage
+from .runtime.faults import FaultBuffer
+
+log = logging.getLogger("vkml")
 
 
 class RecordError(RuntimeError):
@@ -119,6 +125,15 @@ class Slot:
             rec.copy(stage, dst.view, dst.nbytes)
             self.upload[u.index] = (stage, rec.finish())
 
+        # Fault buffers: one per device that runs a kernel which checks data (Kernel.faults).
+        checking: dict[str, int] = {}
+        for u in up.units:
+            if u.kind == "gpu":
+                for node in u.nodes:
+                    if get_kernel(node.op_type).faults:
+                        checking[u.device] = checking.get(u.device, 0) + 1
+        self.faults = {d: FaultBuffer(self.devices[d], n) for d, n in checking.items()}
+
         # Chunks are recorded with their Vulkan calls held back, so that every pipeline the
         # slot needs is compiled in one batch on threads (compile_ahead) before any is issued.
         recs: dict[int, Any] = {}
@@ -130,13 +145,23 @@ class Slot:
             rec = recs[u.index] = CommandRecorder(dev, defer=True)
             for node in u.nodes:
                 n0 = len(rec.deferred)
-                _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec)
+                _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec,
+                             self.faults.get(u.device))
                 self.node_pipelines[node.name] = [c[1] for c in rec.deferred[n0:] if c[0] == 0]
                 for src, stage, n in copy_after.get(id(node), ()):
                     rec.copy(src, stage, n)
         self.pipelines = compile_ahead(recs.values())
         self.cbs: dict[int, Any] = {i: rec.finish() for i, rec in recs.items()}
         self.arenas = arenas  # keep the memory alive (views hold it too)
+
+    def take_fault(self) -> Exception | None:
+        """The error a GPU kernel reported in the run that just ended (None if none), the
+        fault buffers cleared for the next run. Only once the GPUs are done with the slot."""
+        for buf in self.faults.values():
+            err = buf.take()
+            if err is not None:
+                return err
+        return None
 
 
 def compile_ahead(recorders) -> list:
@@ -193,7 +218,8 @@ class _progress:
         return False
 
 
-def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, TensorSpec) -> None:
+def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, TensorSpec,
+                 fault: FaultBuffer | None = None) -> None:
     from .gpuplan import host_positions
     from .vulkan.tensor import DeviceTensor
 
@@ -224,8 +250,11 @@ def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, Ten
             if view is None:
                 view = views[id(s)] = arenas[dev][s.arena].sub(s.offset, s.nbytes)
             outs.append(DeviceTensor(view, spec.shape, spec.dtype))
+    attrs = node_attrs(node)
+    if kernel.faults and fault is not None:
+        attrs[FAULT_ATTR] = fault.for_node(node)
     try:
-        kernel.record(rec, node.op_type, node_attrs(node), ins, outs, known)
+        kernel.record(rec, node.op_type, attrs, ins, outs, known)
     except MemoryError:
         raise
     except Exception as e:
@@ -234,7 +263,14 @@ def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, Ten
 
 class SlotPool:
     """Slots of one concrete plan: a run takes a free one, makes a new one up to `limit`, or
-    waits for one to come back."""
+    waits for one to come back.
+
+    Slots of runs that timed out or were interrupted are retired (discard) until their GPU
+    work ends, then freed (here, or by runtime.reaper when no run comes). At most `limit` of
+    them are kept: beyond that a new run waits for them rather than piling more work and
+    memory onto a GPU that is behind."""
+
+    RETIRED_POLL_S = 0.01  # how often a run waiting on retired slots looks at them
 
     def __init__(self, make, limit: int):
         self._make = make
@@ -244,13 +280,25 @@ class SlotPool:
         self._cond = threading.Condition()
         self._retired: list[tuple[Slot, Callable[[], bool]]] = []  # see discard()
 
-    def acquire(self) -> Slot:
+    def acquire(self, timeout: float | None = None) -> Slot:
+        """A slot for one run. timeout: seconds to wait for retired slots to drain when there
+        are `limit` of them (None: forever); then TimeoutError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            if self._retired:
-                self._prune()
             while True:
+                if self._retired:
+                    self._prune()
                 if self._free:
                     return self._free.pop()
+                if len(self._retired) >= self._limit:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError(
+                            f"{len(self._retired)} earlier runs of this plan timed out or were interrupted, "
+                            f"and the GPU has not finished their work within {timeout} s; a new run waits "
+                            f"for it rather than queue more (VKML_GPU_TIMEOUT sets the limit)")
+                    self._cond.wait(self.RETIRED_POLL_S if left is None else min(left, self.RETIRED_POLL_S))
+                    continue
                 if self._count < self._limit:
                     self._count += 1
                     break
@@ -269,7 +317,7 @@ class SlotPool:
             if self._count == 0:  # not even one slot fits
                 raise SlotMemoryError(f"no room for the GPU memory of one run: {why}")
             self._limit = self._count  # no room for more: wait for the ones there are
-        return self.acquire()
+        return self.acquire(timeout)
 
     def release(self, slot: Slot) -> None:
         with self._cond:
@@ -281,25 +329,48 @@ class SlotPool:
         wait). `ready()` says when nothing can touch its memory any more; until then the slot
         (memory, command buffers) is kept, never reused: for a hung GPU it leaks rather than
         being freed under the GPU's feet."""
+        from .runtime.reaper import REAPER
+
         with self._cond:
             self._count -= 1
             if ready is not None:
                 self._retired.append((slot, ready))
-            self._prune()
-            self._cond.notify()
+            freed = self._prune()
+            self._cond.notify_all()
+        del freed  # (their memory goes here, outside the lock)
+        if self._retired:
+            REAPER.watch(self)
 
-    def _prune(self) -> None:
-        keep = []
+    def prune_retired(self) -> int:
+        """Free the retired slots whose GPU work has ended; returns how many are left."""
+        with self._cond:
+            freed = self._prune()
+            if freed:
+                self._cond.notify_all()  # runs waiting for retired slots to drain
+            left = len(self._retired)
+        del freed
+        return left
+
+    def _prune(self) -> list[Slot]:
+        keep, freed = [], []
         for slot, ready in self._retired:
             try:
                 done = ready()
-            except Exception:  # a lost device: nothing will run any more
+            except Exception as e:  # a lost device: nothing will run any more
+                log.debug("vkml: a retired slot's readiness check failed (%s); freeing it", e)
                 done = True
-            if not done:
+            if done:
+                freed.append(slot)
+            else:
                 keep.append((slot, ready))
         self._retired = keep
+        return freed
+
+    @property
+    def retired(self) -> int:
+        """Slots retired by timed-out or interrupted runs, not yet freed."""
+        return len(self._retired)
 
     @property
     def size(self) -> int:
         return self._count
-

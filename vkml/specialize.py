@@ -130,9 +130,16 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
         why = _static(name, values.get(name)) if name else None
         if why:
             return why
-    for pos in kernel.host_inputs.get(node.op_type, ()):
+    hosts = kernel.host_inputs.get(node.op_type, ())
+    for pos in hosts:
         if pos < len(node.inputs) and node.inputs[pos] and node.inputs[pos] not in consts:
             return f"input {pos} ({node.inputs[pos]!r}) is computed at run time; the GPU kernel needs its value"
+    limit = largest_binding(dev)
+    bound = [n for pos, n in enumerate(node.inputs) if n and pos not in hosts] + [n for n in node.outputs if n]
+    for name in bound:
+        n = values[name].nbytes()
+        if n > limit:
+            return f"{name!r} is {n} bytes, more than {dev.name} binds as one buffer ({limit} bytes)"
     try:
         kernel.check(dev, node.op_type, node_attrs(node), specs)
         outs = kernel.infer(node.op_type, node_attrs(node), specs)
@@ -150,6 +157,11 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
             return (f"output {name!r}: the GPU kernel makes {np.dtype(outs[k].dtype)}{list(outs[k].shape)}, "
                     f"shape inference says {want}")
     return None
+
+
+def largest_binding(dev) -> int:
+    """Bytes of the largest value `dev` can hold in one buffer and bind to a shader."""
+    return int(min(dev.max_storage_buffer_range, dev.limits["max_memory_allocation_size"]))
 
 
 def _static(name: str, d: TensorDesc | None) -> str | None:

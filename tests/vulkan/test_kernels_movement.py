@@ -22,6 +22,7 @@ from onnx import helper
 
 import vkml
 from vkml import dtypes
+from vkml.executor import NodeFailure
 from vkml.kernels import TensorSpec, Unsupported, get_kernel, movement
 from vkml.vulkan.testing import run_ops
 from _cpu_op import cpu_op  # noqa: E402
@@ -288,14 +289,15 @@ def test_gather_out_of_range(dev):
     idx = np.array([0, 7, -1, -9], np.int64)
     with pytest.raises(Unsupported, match="outside"):
         gpu(dev, "Gather", {"x": x, "i": idx}, {"axis": 1})  # known on the host: the CPU reports it
-    # computed on the device: zeros where out of range (documented), the rest gathered
-    got = gpu(dev, "Gather", {"x": x, "i": idx}, {"axis": 1}, consts=False)[0]
-    want = np.stack([x[:, 0], np.zeros(3), x[:, 3], np.zeros(3)], axis=1).astype(np.float32)
-    np.testing.assert_array_equal(got, want)
-    big = np.array([1, 2**33, -(2**33)], np.int64)  # beyond int32: out of range, not wrapped
-    got = gpu(dev, "Gather", {"x": x, "i": big}, {"axis": 1}, consts=False)[0]
-    np.testing.assert_array_equal(got[:, 1:], 0)
-    np.testing.assert_array_equal(got[:, 0], x[:, 1])
+    # computed on the device: the fault word gives the CPU operator's error
+    with pytest.raises(NodeFailure, match=r"Gather indices: index (7|-9) is out of range for a dimension of size 4"):
+        gpu(dev, "Gather", {"x": x, "i": idx}, {"axis": 1}, consts=False)
+    for bad in (2**33, -(2**33), 2**62, -(2**63)):  # beyond int32: out of range, not wrapped
+        with pytest.raises(NodeFailure, match=f"index {bad} is out of range"):
+            gpu(dev, "Gather", {"x": x, "i": np.array([1, bad, 2], np.int64)}, {"axis": 1}, consts=False)
+    for dt in (np.int32, np.int64):  # the edges: -d and d - 1 are fine
+        got = gpu(dev, "Gather", {"x": x, "i": np.array([-4, 3], dt)}, {"axis": 1}, consts=False)[0]
+        np.testing.assert_array_equal(got, x[:, [0, 3]])
 
 
 # ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
@@ -541,10 +543,13 @@ def test_gather_elements(dev, shape, data, dtype, index_dtype):
 
 def test_gather_elements_out_of_range(dev):
     """Known indices out of range stay on the CPU (which raises); indices computed on the GPU
-    that fall out of range give zeros (a shader cannot raise)."""
+    that fall out of range raise the CPU operator's error through the fault word."""
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     idx = np.array([[0, 3, -4], [1, 2, -1]], np.int64)
     with pytest.raises(Unsupported, match="outside"):
         run_ops(dev, [("GatherElements", {"axis": 1}, ["x", "i"], ["y"])], {"x": x, "i": idx})
-    got = run_ops(dev, [("GatherElements", {"axis": 1}, ["x", "i"], ["y"])], {"x": x, "i": idx}, consts=False)["y"]
-    np.testing.assert_array_equal(got, [[0, 0, 0], [4, 5, 5]])
+    with pytest.raises(NodeFailure, match=r"GatherElements indices: index (3|-4) is out of range for a dimension of size 3"):
+        run_ops(dev, [("GatherElements", {"axis": 1}, ["x", "i"], ["y"])], {"x": x, "i": idx}, consts=False)
+    idx32 = np.array([[0, 2, -3], [1, 2, -1]], np.int32)
+    got = run_ops(dev, [("GatherElements", {"axis": 1}, ["x", "i"], ["y"])], {"x": x, "i": idx32}, consts=False)["y"]
+    np.testing.assert_array_equal(got, [[0, 2, 0], [4, 5, 5]])

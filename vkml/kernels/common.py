@@ -108,6 +108,23 @@ def pad8(values: Sequence[int]) -> list[int]:
     return list(values) + [0] * (MAX_RANK - len(values))
 
 
+# ---------------------------------------------------------------- the fault word
+FAULT_ATTR = "_fault"  # attrs key: the node's place in its run slot's fault buffer
+_SCRATCH_FAULT = 32    # bytes: the header and one site, for a recording that nobody reads
+
+
+def fault_binding(rec, attrs, what: str, dim: int) -> tuple:
+    """(fault buffer view, site) for a kernel whose shader reports bad data through
+    shaders/include/vkml_fault.glsl. The run slot passes its buffer in attrs[FAULT_ATTR]
+    (vkml/runtime/faults.py), which registers the site: the message and the dimension the
+    CPU operator would name. Recorded without one (benchmarks, by-hand recordings), the
+    shader writes to a scratch buffer that nobody reads."""
+    fault = attrs.get(FAULT_ATTR)
+    if fault is None:
+        return rec.constants(bytes(_SCRATCH_FAULT)), 0
+    return fault.view, fault.site(what, dim)
+
+
 def element_count(shape: Sequence[int]) -> int:
     n = math.prod(shape)
     if n > MAX_ELEMENTS:

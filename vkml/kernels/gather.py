@@ -2,9 +2,10 @@
 
 shaders/gather.comp views the data as (outer, axis_len, inner): each output element finds
 its index and copies one element, as a 1/2/4/8-byte word, so every dtype works. Indices
-known on the host (initializers) are range-checked here, so a bad one gives the CPU
-operator's error instead of a GPU result; indices computed on the device that fall out of
-range produce zeros (a shader cannot raise).
+known on the host (initializers) are range-checked here, so a bad one keeps the node on the
+CPU, which reports it; indices computed on the device that fall out of range produce zeros
+and set the run slot's fault word (common.fault_binding), which the run raises as the CPU
+operator's error.
 """
 from __future__ import annotations
 
@@ -12,18 +13,19 @@ import math
 
 import numpy as np
 
-from .common import PushBlock
+from .common import PushBlock, fault_binding
 from .elem import HostInputs, contiguous_strides, require_bindable, require_elements, specs_of
 from .movement import UNROLL, widen_factor
 from .registry import Kernel, TensorSpec, Unsupported, register
 
-GATHER_PUSH = PushBlock("4I", "gather")  # n, inner, count, axis_len
+GATHER_PUSH = PushBlock("5I", "gather")  # n, inner, count, axis_len, fault site
 INDEX_BITS = {np.dtype(np.int32): 32, np.dtype(np.int64): 64}
 
 
 @register
 class GatherKernel(Kernel):
     op_types = ("Gather",)
+    faults = True
 
     def plan(self, attrs, inputs) -> tuple[int, tuple[int, ...]]:
         """(normalized axis, output shape)."""
@@ -67,12 +69,13 @@ class GatherKernel(Kernel):
         es = data.dtype.itemsize
         f = widen_factor(rec.device, es, inner, (1,), (), ())  # rows move as wider words
         inner, n, es = inner // f, n // f, es * f
-        p = rec.device.pipeline(f"gather_b{es}_i{INDEX_BITS[idx.dtype]}", "rrw", GATHER_PUSH.size)
-        rec.dispatch(p, [data.view, idx.view, out.view], GATHER_PUSH.pack(n, inner, count, data.shape[a]),
-                     p.groups_for(-(-n // UNROLL)))
+        fault, site = fault_binding(rec, attrs, "Gather indices", data.shape[a])
+        p = rec.device.pipeline(f"gather_b{es}_i{INDEX_BITS[idx.dtype]}", "rrwx", GATHER_PUSH.size)
+        rec.dispatch(p, [data.view, idx.view, out.view, fault],
+                     GATHER_PUSH.pack(n, inner, count, data.shape[a], site), p.groups_for(-(-n // UNROLL)))
 
 
-GATHER_ELEMENTS_PUSH = PushBlock("4I8I8I", "gather_elements")  # n, rank, axis, axis_len, shape, x strides
+GATHER_ELEMENTS_PUSH = PushBlock("5I8I8I", "gather_elements")  # n, rank, axis, axis_len, site, shape, x strides
 
 
 @register
@@ -81,6 +84,7 @@ class GatherElementsKernel(Kernel):
     axis coordinate from the indices (shaders/gather_elements.comp). Range checks as Gather's."""
 
     op_types = ("GatherElements",)
+    faults = True
 
     def _axis(self, attrs, inputs) -> int:
         if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
@@ -125,8 +129,9 @@ class GatherElementsKernel(Kernel):
         a = self._axis(attrs, specs_of(inputs, consts))
         rank = len(out.shape)
         pad = [0] * (8 - rank)
-        p = rec.device.pipeline(f"gather_elements_b{data.dtype.itemsize}_i{INDEX_BITS[idx.dtype]}", "rrw",
+        fault, site = fault_binding(rec, attrs, "GatherElements indices", data.shape[a])
+        p = rec.device.pipeline(f"gather_elements_b{data.dtype.itemsize}_i{INDEX_BITS[idx.dtype]}", "rrwx",
                                 GATHER_ELEMENTS_PUSH.size)
-        push = GATHER_ELEMENTS_PUSH.pack(n, rank, a, data.shape[a], *out.shape, *pad,
+        push = GATHER_ELEMENTS_PUSH.pack(n, rank, a, data.shape[a], site, *out.shape, *pad,
                                          *contiguous_strides(data.shape), *pad)
-        rec.dispatch(p, [data.view, idx.view, out.view], push, p.groups_for(n))
+        rec.dispatch(p, [data.view, idx.view, out.view, fault], push, p.groups_for(n))

@@ -45,6 +45,9 @@ class Kernel:
     # op type -> input positions whose host values (TensorSpec.value / consts) check, infer
     # and record need; the node stays on the CPU when they are unknown.
     host_inputs: Mapping[str, tuple[int, ...]] = {}
+    # faults: record() binds a fault buffer (common.fault_binding) where its shaders report
+    # data the CPU operator rejects (indices out of range), so the run raises that error.
+    faults: bool = False
 
     def check(self, device, op_type: str, attrs: Mapping[str, Any], inputs: Sequence[TensorSpec | None]) -> None:
         """Raise Unsupported(reason) if this node cannot run on `device`."""

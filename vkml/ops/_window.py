@@ -17,6 +17,14 @@ from ..graph import Dim
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
+def negative_pads(pads: Sequence[int] | None) -> str | None:
+    """Why `pads` is invalid for Conv and the pools (ONNX's shape inference, and so
+    onnxruntime, rejects negative values: they would crop), or None."""
+    if pads is not None and any(int(p) < 0 for p in pads):
+        return f"pads must not be negative (ONNX and onnxruntime reject them), got {list(pads)}"
+    return None
+
+
 def auto_pad_name(value: object) -> str:
     """ONNX string attributes arrive as bytes or str; normalise to str."""
     return value.decode() if isinstance(value, bytes) else str(value)

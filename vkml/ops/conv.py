@@ -15,7 +15,7 @@ import numpy as np
 from ..graph import TensorDesc
 from . import _quant
 from ._precision import is_floating, narrow, work_dtype
-from ._window import AUTO_PADS, Window, as_planes, infer_out, pad_spatial, resolve, tap_view
+from ._window import AUTO_PADS, Window, as_planes, infer_out, negative_pads, pad_spatial, resolve, tap_view
 from .registry import Op, register
 
 try:
@@ -99,6 +99,9 @@ class _Windowed(Op):
             raise self.fail(f"auto_pad must be one of {AUTO_PADS}, got {self.auto_pad!r}")
         if getattr(self, "group", 1) < 1:
             raise self.fail(f"group must be ≥ 1, got {self.group}")
+        why = negative_pads(getattr(self, "pads", None))
+        if why:
+            raise self.fail(why)
         for name in ("strides", "dilations", "kernel_shape"):
             v = getattr(self, name, None)
             if v is not None and any(int(e) < 1 for e in v):

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..graph import TensorDesc
 from ._precision import is_floating, narrow, work_dtype
-from ._window import AUTO_PADS, Window, as_planes, infer_out, pad_spatial, resolve, tap_slices
+from ._window import AUTO_PADS, Window, as_planes, infer_out, negative_pads, pad_spatial, resolve, tap_slices
 from .registry import REQUIRED, Op, register
 
 try:
@@ -66,6 +66,9 @@ class _Pool(Op):
     def check(self) -> None:
         if getattr(self, "auto_pad", "NOTSET") not in AUTO_PADS:
             raise self.fail(f"auto_pad must be one of {AUTO_PADS}, got {self.auto_pad!r}")
+        why = negative_pads(getattr(self, "pads", None))
+        if why:
+            raise self.fail(why)
         ks = self.kernel_shape
         if ks is not None and any(k < 1 for k in ks):
             raise self.fail(f"kernel_shape must be positive, got {ks}")

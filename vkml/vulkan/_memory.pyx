@@ -230,6 +230,20 @@ cdef class BufferView:
             stage.free()
             done += chunk
 
+    def read_mapped(self, out, uint64_t offset=0) -> None:
+        """read_into() straight from the mapping, whatever VKML_READBACK says: for a few
+        bytes read after every run (a fault word), where staging would cost a submit and a
+        wait. The view must be host-visible (kind "host" or "readback")."""
+        self.check_alive()
+        cdef unsigned char[::1] dst = _writable_bytes_view(out)
+        cdef uint64_t n = dst.shape[0]
+        if offset + n > self.size:
+            raise ValueError(f"reading {n} bytes at offset {offset} overruns the view's {self.size} bytes")
+        if not self.block.is_mapped:
+            raise ValueError(f"read_mapped() of a view that is not host-visible ({self.block.pool.kind} memory)")
+        if n:
+            _copy(<char*>&dst[0], self.block.mapped + self.offset + offset, n)
+
     def read(self, nbytes=None, uint64_t offset=0) -> bytes:
         """The view's bytes (all of them, or `nbytes` from `offset`)."""
         n = self.size - offset if nbytes is None else nbytes
@@ -426,7 +440,9 @@ cdef class Allocator:
             first = DEVICE_BLOCK_FIRST if pool.kind == "device" else HOST_BLOCK_FIRST
             block_size = max(size, min(pool.block_cap, first << pool.made))
             if in_use + block_size > budget and in_use + size <= budget:
-                block_size = max(size, (budget - in_use) // self.alignment * self.alignment)
+                # Near the budget: half of what is left, not all of it, so that the other
+                # pools (staging, readback) still get a block of their own.
+                block_size = max(size, (budget - in_use) // 2 // self.alignment * self.alignment)
         if in_use + block_size > budget:
             raise OutOfDeviceMemory(f"{dev.name} ({dev.info.device_name})", size, budget, in_use,
                                     f"heap {pool.heap}; budget = {self._budget_source(pool.heap)}")

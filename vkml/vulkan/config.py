@@ -14,7 +14,8 @@ VKML_PIPELINE_CACHE_MAX  the largest pipeline cache file written, as a size ("25
                       default); a bigger cache is kept in memory but not saved.
 VKML_GPU_TIMEOUT      seconds a session run waits for its GPU work before it gives up with a
                       TimeoutError naming the device (default 300; 0 waits forever): a hung
-                      GPU or driver must not hang the caller.
+                      GPU or driver must not hang the caller. nan, inf and negative values
+                      are errors.
 VKML_WAIT_SPIN_US     how long a wait polls the timeline before it blocks in the driver
                       (default 100 µs on GPUs, 0 on CPU devices such as lavapipe, whose own
                       threads need the cores). Waking from a blocking wait costs tens of
@@ -23,6 +24,7 @@ VKML_WAIT_SPIN_US     how long a wait polls the timeline before it blocks in the
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -134,5 +136,9 @@ def gpu_timeout() -> float | None:
     try:
         v = float(text)
     except ValueError:
-        raise ValueError(f"VKML_GPU_TIMEOUT must be a number of seconds, not {text!r}") from None
-    return None if v <= 0 else v
+        v = math.nan
+    # nan, inf and negative numbers are mistakes, not "no limit": 0 says that.
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"VKML_GPU_TIMEOUT must be a finite number of seconds >= 0 (0: wait forever), "
+                         f"not {text!r}")
+    return None if v == 0 else v

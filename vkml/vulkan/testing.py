@@ -5,15 +5,19 @@
     out["d"]  # numpy array
 
 Everything is recorded into one command buffer (barriers where ops depend on each other),
-submitted once, waited for, and read back.
+submitted once, waited for, and read back. A kernel that reports bad data (Kernel.faults:
+Gather's indices out of range) raises the CPU operator's error, as a session run does.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from vkml.kernels import TensorSpec, Unsupported, get_kernel
+from vkml.kernels.common import FAULT_ATTR
+from vkml.runtime.faults import FaultBuffer
 
 from . import device as _device
 from ._commands import CommandRecorder
@@ -36,7 +40,8 @@ def run_ops(device, ops: Sequence[Op], feeds: Mapping[str, np.ndarray],
     host = {k: np.asarray(v) for k, v in feeds.items()} if consts else {}
     produced: list[str] = []
     rec = CommandRecorder(dev)
-    for op_type, attrs, ins, outs in ops:
+    faults = FaultBuffer(dev, sum(1 for op in ops if getattr(get_kernel(op[0]), "faults", False)))
+    for k, (op_type, attrs, ins, outs) in enumerate(ops):
         kernel = get_kernel(op_type)
         if kernel is None:
             raise Unsupported(f"no GPU kernel for {op_type}")
@@ -56,10 +61,15 @@ def run_ops(device, ops: Sequence[Op], feeds: Mapping[str, np.ndarray],
         else:
             out_t = [DeviceTensor.empty(dev, s.shape, s.dtype) for s in out_specs]
         const_vals = {i: host[n] for i, n in enumerate(ins) if n and n in host}
+        if kernel.faults:
+            attrs = {**attrs, FAULT_ATTR: faults.for_node(SimpleNamespace(name=f"{op_type}#{k}", op_type=op_type))}
         kernel.record(rec, op_type, attrs, in_t, out_t, const_vals)
         for name, t in zip(outs, out_t):
             tensors[name] = t
             produced.append(name)
     rec.finish().run(timeout=timeout)
+    err = faults.take()
+    if err is not None:
+        raise err
     names = list(outputs) if outputs is not None else produced
     return {n: tensors[n].numpy() for n in names}
