@@ -6,6 +6,9 @@ in what an op could not infer.
 """
 from __future__ import annotations
 
+from collections import ChainMap
+from typing import Mapping, MutableMapping
+
 import numpy as np
 
 from .graph import UNKNOWN, Graph, TensorDesc, _graphs_in
@@ -31,17 +34,17 @@ def _merge(inferred: TensorDesc, declared: TensorDesc | None) -> TensorDesc:
     return TensorDesc(dtype, shape)
 
 
-def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: dict[str, TensorDesc] | None = None,
-                outer_consts: dict[str, np.ndarray] | None = None) -> None:
-    """Fill graph.values with the type of every value, in place."""
+def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: Mapping[str, TensorDesc] | None = None,
+                outer_consts: Mapping[str, np.ndarray] | None = None) -> None:
+    """Fill graph.values with the type of every value, in place, in time linear in the graph
+    (scopes are ChainMap views, never copies made per node)."""
     declared = dict(graph.values)
     values = graph.values
-    consts: dict[str, np.ndarray] = dict(outer_consts or {})
+    consts: MutableMapping[str, np.ndarray] = ChainMap({}, outer_consts) if outer_consts else {}
     for name in graph.constants:
         consts[name] = weights[graph.weight_key(name)]
-    scope = dict(outer or {})
+    view = ChainMap(values, outer) if outer else values
     for node in graph.nodes:
-        view = {**scope, **values}
         for sub in _graphs_in(node.attrs):
             infer_graph(sub, weights, view, consts)
         ins = [view.get(i, UNKNOWN) if i else UNKNOWN for i in node.inputs]

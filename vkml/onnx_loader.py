@@ -8,8 +8,9 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+from collections import ChainMap
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import onnx
@@ -232,7 +233,8 @@ class _Builder:
         self.missing: dict[tuple[str, str, int], list[str]] = {}
         self.unnamed = itertools.count()
 
-    def graph(self, g: onnx.GraphProto, outer: dict[str, TensorDesc], top: bool) -> tuple[Graph, set[str]]:
+    def graph(self, g: onnx.GraphProto, outer: Mapping[str, TensorDesc], top: bool) -> tuple[Graph, set[str]]:
+        """Build one graph; outer is the enclosing scope (a ChainMap, never copied: linear load)."""
         where = f"graph {g.name!r}"
         values: dict[str, TensorDesc] = {}
         constants: set[str] = set()
@@ -292,12 +294,12 @@ class _Builder:
                 w = self._fold_constant(p, name, where, constants, keys)
                 values[p.output[0]] = TensorDesc(w.dtype, w.shape)
                 continue
-            scope = {**outer, **node_outputs, **values}
+            # Subgraphs see this graph's values through a view, never a per-node copy.
+            scope = ChainMap(values, node_outputs, outer)
             attrs = {a.name: self._attr(a, name, scope) for a in p.attribute}
             nodes.append(Node(name, p.op_type, domain, list(p.input), list(p.output), attrs,
                               self.opsets[domain]))
-        known = set(values) | set(outer)
-        nodes = _toposort(nodes, known, where)
+        nodes = _toposort(nodes, ChainMap(values, outer), where)
         used_outer = sorted({i for n in nodes for i in _reads(n) if i and i not in produced and i not in values})
         for o in g.output:
             if o.name not in produced and o.name not in values and o.name not in outer:
@@ -352,7 +354,7 @@ class _Builder:
         self._add_weight(p.output[0], arr, where, constants, keys)
         return arr
 
-    def _attr(self, a: AttributeProto, node: str, scope: dict[str, TensorDesc]) -> Any:
+    def _attr(self, a: AttributeProto, node: str, scope: Mapping[str, TensorDesc]) -> Any:
         t = a.type
         if a.ref_attr_name:
             raise ModelError(f"node {node!r}: attribute {a.name!r} refers to {a.ref_attr_name!r} outside a function")
@@ -407,7 +409,7 @@ def _reads(n: Node) -> list[str]:
     return names
 
 
-def _toposort(nodes: list[Node], known: set[str], where: str) -> list[Node]:
+def _toposort(nodes: list[Node], known: Mapping[str, Any], where: str) -> list[Node]:
     """Kahn's algorithm, stable for already-sorted input; names dangling inputs and cycles."""
     producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
     indeg = [0] * len(nodes)
