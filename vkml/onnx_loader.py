@@ -1,12 +1,15 @@
 """ModelProto → (blueprint Graph, weights): parse, validate, fold Constant nodes, bind ops.
 
-Initializers become read-only NumPy views over the protobuf's bytes where their encoding allows
-(raw_data); external data files are memory-mapped, never read into memory.
+Initializers become read-only NumPy views over the model's bytes where their encoding allows
+(raw_data). A model named by path is first read once into private memory, and external data
+tensors are read into arrays of their own: never memory-mapped, so a file changed or truncated
+under a live session cannot change its weights or crash it (vkml/model_files.py says why and what
+it costs).
 """
 from __future__ import annotations
 
 import itertools
-import mmap
+import math
 import os
 from collections import ChainMap
 from dataclasses import dataclass, field
@@ -17,7 +20,7 @@ import onnx
 from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
 from google.protobuf.message import DecodeError
 
-from . import dtypes, onnx_wire
+from . import dtypes, model_files, onnx_wire
 from .errors import ModelError, UnsupportedOpsError
 from .graph import Graph, Node, TensorDesc
 from .ops import registry
@@ -47,24 +50,22 @@ class Source:
 
     proto: ModelProto
     base_dir: str | None  # the folder that external data is relative to
-    buffer: Any = None  # the serialized model (an mmap of the file, or the caller's bytes)
+    buffer: Any = None  # the serialized model (a private copy of the file, or the caller's bytes)
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # initializer → raw bytes
 
 
 def parse(model: Any) -> Source:
-    """Parse a path, bytes or ModelProto. Paths are memory-mapped and bytes used in place:
-    large raw initializers are split off before protobuf sees them (see onnx_wire)."""
+    """Parse a path, bytes or ModelProto. Paths are read into private memory and bytes used in
+    place: large raw initializers are split off before protobuf sees them (see onnx_wire)."""
     if isinstance(model, ModelProto):
         return Source(model, None)
     if isinstance(model, (bytes, bytearray, memoryview)):
         buffer, base = model, None
     elif isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        try:
-            with open(path, "rb") as f:
-                buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
-        except OSError as e:
-            raise ModelError(f"cannot read model file {path!r}: {e.strerror}") from e
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        buffer = model_files.read_model_file(path)
         base = os.path.dirname(os.path.abspath(path))
     else:
         raise TypeError(f"model must be a path, bytes or onnx.ModelProto, not {type(model).__name__}")
@@ -92,7 +93,7 @@ def tensor_to_array(t: TensorProto, base_dir: str | None, where: str,
     except KeyError:
         raise ModelError(f"{where}: tensor {t.name!r} has unsupported data type {t.data_type}") from None
     shape = tuple(t.dims)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = _element_count(shape, dtype, f"{where}: tensor {t.name!r}")
     if span is not None:
         buf, offset, length = span
         if length != count * dtype.itemsize or dtype.kind == "O" or _packed(t.data_type):
@@ -129,30 +130,25 @@ def _packed(elem_type: int) -> bool:
     }
 
 
+def _element_count(shape: tuple[int, ...], dtype: np.dtype, where: str) -> int:
+    """Elements of a tensor's dims; negative dims and sizes past int64 are ModelErrors."""
+    bad = [d for d in shape if d < 0]
+    if bad:
+        raise ModelError(f"{where} has negative dimension {bad[0]} in shape {list(shape)}")
+    count = math.prod(shape)
+    if count * max(dtype.itemsize, 1) > np.iinfo(np.int64).max:
+        raise ModelError(f"{where}: shape {list(shape)} of {dtype.name} overflows int64 bytes")
+    return count
+
+
 def _external(t: TensorProto, base_dir: str | None, dtype: np.dtype, count: int, where: str) -> np.ndarray:
+    """External data, read into an array of its own (relative to the working directory for a
+    model given as bytes or a ModelProto)."""
+    if _packed(t.data_type):
+        raise ModelError(f"{where}: tensor {t.name!r}: packed 2/4-bit external data is not supported")
     info = {e.key: e.value for e in t.external_data}
-    loc = info.get("location")
-    if not loc:
-        raise ModelError(f"{where}: external tensor {t.name!r} has no location")
-    if base_dir is None:
-        base_dir = os.getcwd()
-    path = os.path.normpath(os.path.join(base_dir, loc))
-    if os.path.isabs(loc) or not path.startswith(os.path.normpath(base_dir) + os.sep):
-        raise ModelError(f"{where}: external data location {loc!r} of {t.name!r} leaves the model's folder")
-    offset = int(info.get("offset", 0))
-    nbytes = count * dtype.itemsize
-    length = int(info.get("length", nbytes))
-    if length != nbytes:
-        raise ModelError(f"{where}: external tensor {t.name!r} has length {length}, expected {nbytes}")
-    try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        raise ModelError(f"{where}: external data file {path!r} of {t.name!r}: {e.strerror}") from e
-    if offset + nbytes > size:
-        raise ModelError(f"{where}: external data file {path!r} is {size} bytes, {t.name!r} needs {offset + nbytes}")
-    if count == 0:
-        return np.zeros(0, dtype)
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(count,))
+    return model_files.read_external(os.getcwd() if base_dir is None else base_dir, info, dtype, count,
+                                     f"{where}: tensor {t.name!r}")
 
 
 def type_to_desc(tp: onnx.TypeProto) -> TensorDesc:

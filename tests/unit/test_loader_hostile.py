@@ -1,5 +1,9 @@
 """Issue #19, the loader's half: hostile model files get a clear ModelError at load, never a read
 outside the model's folder, a hang, a crash or time that grows faster than the model."""
+import os
+import subprocess
+import sys
+import threading
 import time
 
 import numpy as np
@@ -19,6 +23,7 @@ def model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw):
     return m
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 X = h.make_tensor_value_info("x", T.FLOAT, ["N", 3])
 Y = h.make_tensor_value_info("y", T.FLOAT, None)
 
@@ -37,3 +42,172 @@ def test_a_40k_node_chain_loads_in_linear_time():
     elapsed = time.perf_counter() - t
     assert len(m.graph.nodes) == 40_000
     assert elapsed < 10, f"loading 40,000 chained nodes took {elapsed:.1f} s"  # ~1.4 s on the 2-core VM
+
+
+# ---------------------------------------------------------------- files: external data, model path
+def _within(seconds: float, fn):
+    """fn() run on a daemon thread: a regression that blocks (a FIFO opened for reading) fails the
+    test instead of hanging pytest."""
+    out = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # handed back to the test
+            out["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still blocked after {seconds} s"
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
+def external_model(folder, location="w.bin", **info) -> str:
+    """m.onnx in folder: y = Identity(w), w float32[3] stored at location."""
+    t = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[3], data_location=T.EXTERNAL)
+    t.external_data.add(key="location", value=location)
+    for k, v in info.items():
+        t.external_data.add(key=k, value=str(v))
+    path = os.path.join(folder, "m.onnx")
+    with open(path, "wb") as f:
+        f.write(model([h.make_node("Identity", ["w"], ["y"], name="id")], [], [Y], [t]).SerializeToString())
+    return path
+
+
+W = np.float32([1, 2, 3])
+
+
+def test_external_data_inside_the_folder_through_a_symlink_is_read(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "real.bin").write_bytes(W.tobytes())
+    os.symlink("data/real.bin", tmp_path / "w.bin")
+    np.testing.assert_array_equal(load_model(external_model(tmp_path)).weights["w"], W)
+
+
+@pytest.mark.parametrize("how", ["file", "directory"])
+def test_external_data_symlinked_outside_the_folder_is_refused(tmp_path, how):
+    outside, inside = tmp_path / "outside", tmp_path / "model"
+    outside.mkdir()
+    inside.mkdir()
+    (outside / "w.bin").write_bytes(W.tobytes())
+    if how == "file":
+        os.symlink(outside / "w.bin", inside / "w.bin")
+        location = "w.bin"
+    else:
+        os.symlink(outside, inside / "sub")
+        location = "sub/w.bin"
+    with pytest.raises(vkml.ModelError, match="outside the model's folder"):
+        load_model(external_model(inside, location))
+
+
+def test_external_data_symlink_to_etc_passwd_is_refused(tmp_path):
+    os.symlink("/etc/passwd", tmp_path / "w.bin")
+    with pytest.raises(vkml.ModelError, match="'w'.*outside the model's folder"):
+        load_model(external_model(tmp_path))
+
+
+@pytest.mark.parametrize("location", ["/etc/passwd", "../w.bin", "sub/../w.bin", "sub/../../w.bin", "..",
+                                      "\\etc\\passwd"])
+def test_external_data_absolute_or_dotdot_location_is_refused(tmp_path, location):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "w.bin").write_bytes(W.tobytes())
+    with pytest.raises(vkml.ModelError, match="leaves the model's folder"):
+        load_model(external_model(tmp_path / "sub", location))
+
+
+def test_external_data_that_is_a_directory_is_refused(tmp_path):
+    (tmp_path / "w.bin").mkdir()
+    with pytest.raises(vkml.ModelError, match="'w'.*is a directory"):
+        load_model(external_model(tmp_path))
+
+
+def test_external_data_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "w.bin")
+    with pytest.raises(vkml.ModelError, match="'w'.*is a FIFO"):
+        _within(10, lambda: load_model(external_model(tmp_path)))
+
+
+def test_external_data_symlinked_to_a_device_is_refused(tmp_path):
+    os.symlink("/dev/zero", tmp_path / "w.bin")
+    with pytest.raises(vkml.ModelError, match="outside the model's folder"):
+        load_model(external_model(tmp_path))
+
+
+@pytest.mark.parametrize("info, match", [
+    ({"offset": -4}, "offset '-4' is not a non-negative integer"),
+    ({"offset": "abc"}, "offset 'abc' is not a non-negative integer"),
+    ({"length": "-12"}, "length '-12' is not a non-negative integer"),
+    ({"length": "1e3"}, "length '1e3' is not a non-negative integer"),
+    ({"length": 8}, "length 8, expected 12"),
+    ({"offset": 8}, "is 12 bytes, the tensor needs 20"),
+])
+def test_external_data_bad_offset_or_length_is_a_model_error(tmp_path, info, match):
+    (tmp_path / "w.bin").write_bytes(W.tobytes())
+    with pytest.raises(vkml.ModelError, match=match):
+        load_model(external_model(tmp_path, **info))
+
+
+@pytest.mark.parametrize("kind, match", [("fifo", "is a FIFO"), ("device", "is a character device"),
+                                         ("directory", "is a directory")])
+def test_model_path_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, kind, match):
+    path = tmp_path / "m.onnx"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = "/dev/zero"
+    else:
+        path.mkdir()
+    with pytest.raises(vkml.ModelError, match=match):
+        _within(10, lambda: vkml.InferenceSession(str(path), devices=["cpu"]))
+
+
+# ---------------------------------------------------------------- files changing under a live session
+def _weights_model(folder, external: bool, value: float = 1.0) -> str:
+    """y = x + w, w float32[512] (big enough to be split off the protobuf), inline or external."""
+    w = onnx.numpy_helper.from_array(np.full(512, value, np.float32), "w")
+    m = model([h.make_node("Add", ["x", "w"], ["y"], name="add")],
+              [h.make_tensor_value_info("x", T.FLOAT, [512])], [Y], [w])
+    path = os.path.join(folder, "m.onnx")
+    if external:
+        onnx.save_model(m, path, save_as_external_data=True, location="w.bin", size_threshold=0)
+    else:
+        onnx.save_model(m, path)
+    return path
+
+
+@pytest.mark.parametrize("external", [False, True], ids=["inline", "external"])
+def test_resaving_the_model_does_not_change_a_live_session(tmp_path, external):
+    path = _weights_model(tmp_path, external, 1.0)
+    s = vkml.InferenceSession(path, devices=["cpu"])
+    x = np.zeros(512, np.float32)
+    assert s.run(None, {"x": x})[0][0] == 1.0
+    _weights_model(tmp_path, external, 7.0)  # re-saved in place, as an editor or exporter would
+    assert s.run(None, {"x": x})[0][0] == 1.0
+
+
+_TRUNCATE = """
+import os, sys
+import numpy as np
+import vkml
+path, victim = sys.argv[1], sys.argv[2]
+s = vkml.InferenceSession(path, devices=["cpu"])
+x = np.zeros(512, np.float32)
+before = s.run(None, {"x": x})[0]
+os.truncate(victim, 0)
+after = s.run(None, {"x": x})[0]
+assert (before == after).all() and before[0] == 1.0, (before, after)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("external", [False, True], ids=["inline", "external"])
+def test_truncating_the_model_under_a_live_session_never_crashes(tmp_path, external):
+    path = _weights_model(tmp_path, external)
+    victim = os.path.join(tmp_path, "w.bin" if external else "m.onnx")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-c", _TRUNCATE, path, victim], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
