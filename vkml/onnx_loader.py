@@ -21,6 +21,7 @@ from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
 from google.protobuf.message import DecodeError
 
 from . import dtypes, model_files, onnx_wire
+from .functions import Inliner
 from .errors import ModelError, UnsupportedOpsError
 from .graph import Graph, Node, TensorDesc
 from .ops import registry
@@ -29,6 +30,7 @@ MIN_IR, MAX_IR = 3, onnx.IR_VERSION
 MAX_OPSET = onnx.defs.onnx_opset_version()
 # Domains vkml knows, with the newest opset it accepts for each.
 KNOWN_DOMAINS = {"": MAX_OPSET, "ai.onnx.ml": 5, "ai.onnx.preview.training": 1, "com.microsoft": 1}
+MAX_NESTING = 64  # subgraphs (If/Loop/Scan bodies) inside subgraphs: deeper is a ModelError, not a RecursionError
 
 
 @dataclass(eq=False)
@@ -174,48 +176,6 @@ def type_to_desc(tp: onnx.TypeProto) -> TensorDesc:
     return TensorDesc(None, None)
 
 
-# ---------------------------------------------------------------- functions
-def _inline_functions(nodes, functions: dict[tuple[str, str], onnx.FunctionProto], counter) -> list:
-    """Expand calls of model-local functions into their bodies (recursively), renaming internals."""
-    out = []
-    for n in nodes:
-        fn = functions.get((n.domain, n.op_type))
-        if fn is None:
-            out.append(n)
-            continue
-        uid = next(counter)
-        rename = dict(zip(fn.input, n.input))
-        rename.update(zip(fn.output, n.output))
-        given = {a.name: a for a in n.attribute}
-        defaults = {a.name: a for a in fn.attribute_proto}
-        body = []
-        for inner in fn.node:
-            new = onnx.NodeProto()
-            new.CopyFrom(inner)
-            new.name = f"{n.name or n.op_type}/{inner.name or inner.op_type}_{uid}"
-            for i, name in enumerate(new.input):
-                new.input[i] = rename.get(name, f"{name}__f{uid}") if name else ""
-            for i, name in enumerate(new.output):
-                new.output[i] = rename.get(name, f"{name}__f{uid}") if name else ""
-            attrs = []
-            for a in new.attribute:
-                if a.ref_attr_name:
-                    src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
-                    if src is None:
-                        continue  # unset optional attribute: the inner op uses its default
-                    b = AttributeProto()
-                    b.CopyFrom(src)
-                    b.name = a.name
-                    attrs.append(b)
-                else:
-                    attrs.append(a)
-            del new.attribute[:]
-            new.attribute.extend(attrs)
-            body.append(new)
-        out.extend(_inline_functions(body, functions, counter))
-    return out
-
-
 # ---------------------------------------------------------------- graphs
 class _Builder:
     def __init__(self, src: Source):
@@ -224,10 +184,10 @@ class _Builder:
         self.base_dir = src.base_dir
         self.opsets = {registry.canonical_domain(o.domain): o.version for o in proto.opset_import}
         self.weights: dict[str, np.ndarray] = {}
-        self.functions = {(f.domain, f.name): f for f in proto.functions}
-        self.counter = itertools.count()
+        self.inliner = Inliner(proto.functions)
         self.missing: dict[tuple[str, str, int], list[str]] = {}
         self.unnamed = itertools.count()
+        self.nesting = 0  # subgraph level being built
 
     def graph(self, g: onnx.GraphProto, outer: Mapping[str, TensorDesc], top: bool) -> tuple[Graph, set[str]]:
         """Build one graph; outer is the enclosing scope (a ChainMap, never copied: linear load)."""
@@ -266,7 +226,7 @@ class _Builder:
         if top:
             self.overridable = {n for n in inputs if n in constants}
         declared_types = {vi.name: type_to_desc(vi.type) for vi in itertools.chain(g.value_info, g.output)}
-        protos = _inline_functions(list(g.node), self.functions, self.counter) if self.functions else list(g.node)
+        protos = self.inliner.expand(g.node) if self.inliner.functions else list(g.node)
 
         nodes: list[Node] = []
         produced: dict[str, str] = {}
@@ -372,10 +332,16 @@ class _Builder:
             return [tensor_to_array(x, self.base_dir, f"node {node!r}") for x in a.tensors]
         if t == AttributeProto.SPARSE_TENSOR:
             return _sparse_to_dense(a.sparse_tensor, self.base_dir, f"node {node!r}")
-        if t == AttributeProto.GRAPH:
-            return self.graph(a.g, scope, top=False)[0]
-        if t == AttributeProto.GRAPHS:
-            return [self.graph(g, scope, top=False)[0] for g in a.graphs]
+        if t in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+            if self.nesting >= MAX_NESTING:
+                raise ModelError(f"node {node!r}: attribute {a.name!r}: subgraphs nest more than {MAX_NESTING} deep")
+            self.nesting += 1
+            try:
+                if t == AttributeProto.GRAPH:
+                    return self.graph(a.g, scope, top=False)[0]
+                return [self.graph(g, scope, top=False)[0] for g in a.graphs]
+            finally:
+                self.nesting -= 1
         if t == AttributeProto.TYPE_PROTO:
             return type_to_desc(a.tp)
         if t == AttributeProto.TYPE_PROTOS:
@@ -459,6 +425,7 @@ def load_model(model: Any) -> Model:
         if dom in KNOWN_DOMAINS and not 1 <= ver <= KNOWN_DOMAINS[dom]:
             raise ModelError(f"opset {ver} of domain {dom or 'ai.onnx'!r} is out of the supported range 1..{KNOWN_DOMAINS[dom]}")
     b.overridable = set()
+    b.inliner.check(proto.graph)
     graph, _ = b.graph(proto.graph, {}, top=True)
     if b.missing:
         raise UnsupportedOpsError(b.missing)

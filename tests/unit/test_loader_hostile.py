@@ -18,7 +18,8 @@ from vkml.onnx_loader import load_model
 
 def model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw):
     g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], **kw)
+    kw.setdefault("opset_imports", [h.make_opsetid("", opset)])
+    m = h.make_model(g, **kw)
     m.ir_version = ir
     return m
 
@@ -211,3 +212,85 @@ def test_truncating_the_model_under_a_live_session_never_crashes(tmp_path, exter
     r = subprocess.run([sys.executable, "-c", _TRUNCATE, path, victim], capture_output=True, text=True,
                        timeout=120, env=env)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+# ---------------------------------------------------------------- model-local functions
+def function_model(functions, call="f0", opset=17) -> onnx.ModelProto:
+    """y = call(x), with the given FunctionProtos in domain "local"."""
+    m = model([h.make_node(call, ["x"], ["y"], name="call", domain="local")], [X], [Y],
+              functions=functions, opset_imports=[h.make_opsetid("", opset), h.make_opsetid("local", 1)])
+    return m
+
+
+def doubling(depth: int) -> list[onnx.FunctionProto]:
+    """f{k}(x) = f{k-1}(f{k-1}(x)), f0(x) = x + x: f{depth} expands to 2**depth Add nodes."""
+    fns = [h.make_function("local", "f0", ["a"], ["b"], [h.make_node("Add", ["a", "a"], ["b"])],
+                           [h.make_opsetid("", 17)])]
+    for k in range(1, depth + 1):
+        body = [h.make_node(f"f{k - 1}", ["a"], ["t"], domain="local"),
+                h.make_node(f"f{k - 1}", ["t"], ["b"], domain="local")]
+        fns.append(h.make_function("local", f"f{k}", ["a"], ["b"], body,
+                                   [h.make_opsetid("", 17), h.make_opsetid("local", 1)]))
+    return fns
+
+
+def test_functions_calling_functions_are_inlined_and_run():
+    s = vkml.InferenceSession(function_model(doubling(4), call="f4"), devices=["cpu"])
+    assert len(s.model.graph.nodes) == 16
+    np.testing.assert_array_equal(s.run(None, {"x": np.ones((1, 3), np.float32)})[0], np.full((1, 3), 2.0 ** 16))
+
+
+def test_exponential_function_nesting_fails_fast_with_a_clear_error():
+    m = function_model(doubling(40), call="f40")  # 2**40 nodes if inlined
+    t = time.perf_counter()
+    with pytest.raises(vkml.ModelError, match="more than 1000000 nodes"):
+        load_model(m)
+    assert time.perf_counter() - t < 2
+
+
+def test_deep_function_nesting_is_a_model_error():
+    fns = [h.make_function("local", "f0", ["a"], ["b"], [h.make_node("Relu", ["a"], ["b"])], [h.make_opsetid("", 17)])]
+    for k in range(1, 100):
+        fns.append(h.make_function("local", f"f{k}", ["a"], ["b"], [h.make_node(f"f{k - 1}", ["a"], ["b"], domain="local")],
+                                   [h.make_opsetid("", 17), h.make_opsetid("local", 1)]))
+    with pytest.raises(vkml.ModelError, match="nest more than 64 deep"):
+        load_model(function_model(fns, call="f99"))
+    load_model(function_model(fns, call="f40"))  # 41 levels is within the bound
+
+
+@pytest.mark.parametrize("mutual", [False, True])
+def test_recursive_function_is_a_model_error(mutual):
+    ops = [h.make_opsetid("", 17), h.make_opsetid("local", 1)]
+    if mutual:
+        fns = [h.make_function("local", "f0", ["a"], ["b"], [h.make_node("f1", ["a"], ["b"], domain="local")], ops),
+               h.make_function("local", "f1", ["a"], ["b"], [h.make_node("f0", ["a"], ["b"], domain="local")], ops)]
+    else:
+        fns = [h.make_function("local", "f0", ["a"], ["b"], [h.make_node("f0", ["a"], ["b"], domain="local")], ops)]
+    with pytest.raises(vkml.ModelError, match="'f0' calls itself"):
+        load_model(function_model(fns))
+
+
+def test_recursion_through_a_subgraph_of_a_function_is_a_model_error():
+    ops = [h.make_opsetid("", 17), h.make_opsetid("local", 1)]
+    out = h.make_tensor_value_info("o", T.FLOAT, None)
+    branch = h.make_graph([h.make_node("f0", ["a"], ["o"], domain="local")], "again", [], [out])
+    body = [h.make_node("Constant", [], ["c"], value=h.make_tensor("c", T.BOOL, [], [True])),
+            h.make_node("If", ["c"], ["b"], then_branch=branch, else_branch=branch)]
+    fns = [h.make_function("local", "f0", ["a"], ["b"], body, ops)]
+    with pytest.raises(vkml.ModelError, match="'f0' calls itself"):
+        load_model(function_model(fns))
+
+
+def test_deeply_nested_subgraphs_are_a_model_error():
+    m = model([], [h.make_tensor_value_info("c", T.BOOL, []), X], [Y])
+    g = m.graph
+    for k in range(400):  # built in place: protobuf's parse depth limit does not apply in memory
+        n = g.node.add(op_type="If", input=["c"], output=["y"], name=f"if{k}")
+        branches = [n.attribute.add(name=b, type=onnx.AttributeProto.GRAPH) for b in ("then_branch", "else_branch")]
+        branches[1].g.CopyFrom(h.make_graph([h.make_node("Identity", ["x"], ["y"])], "leaf", [], [Y]))
+        g = branches[0].g
+        g.name = f"level{k}"
+        g.output.add().CopyFrom(Y)
+    g.node.add(op_type="Identity", input=["x"], output=["y"])
+    with pytest.raises(vkml.ModelError, match="nest more than 64 deep"):
+        load_model(m)
