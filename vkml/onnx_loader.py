@@ -20,7 +20,7 @@ import onnx
 from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
 from google.protobuf.message import DecodeError
 
-from . import dtypes, model_files, onnx_wire
+from . import dtypes, model_files, onnx_wire, schemas
 from .functions import Inliner
 from .errors import ModelError, UnsupportedOpsError
 from .graph import Graph, Node, TensorDesc
@@ -138,7 +138,7 @@ def _element_count(shape: tuple[int, ...], dtype: np.dtype, where: str) -> int:
     if bad:
         raise ModelError(f"{where} has negative dimension {bad[0]} in shape {list(shape)}")
     count = math.prod(shape)
-    if count * max(dtype.itemsize, 1) > np.iinfo(np.int64).max:
+    if math.prod(d for d in shape if d) * max(dtype.itemsize, 1) > np.iinfo(np.int64).max:
         raise ModelError(f"{where}: shape {list(shape)} of {dtype.name} overflows int64 bytes")
     return count
 
@@ -163,8 +163,10 @@ def type_to_desc(tp: onnx.TypeProto) -> TensorDesc:
             dtype = None
         shape = None
         if tt.HasField("shape"):
+            # A negative dim_value (Paddle2ONNX writes -1 for a batch dim) is unknown, as in onnxruntime.
             shape = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+                (d.dim_value if d.dim_value >= 0 else None) if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim
             )
         return TensorDesc(dtype, shape)
     if which == "sequence_type":
@@ -216,6 +218,8 @@ class _Builder:
         inputs = []
         seen_inputs = set()
         for vi in g.input:
+            if not vi.name:
+                raise ModelError(f"{where}: an input has an empty name")
             if vi.name in seen_inputs:
                 raise ModelError(f"{where}: input {vi.name!r} is declared twice")
             seen_inputs.add(vi.name)
@@ -239,6 +243,7 @@ class _Builder:
                 if domain in KNOWN_DOMAINS:
                     raise ModelError(f"node {name!r} ({p.op_type}): domain {p.domain!r} is not in the model's opset_import")
                 raise ModelError(f"node {name!r} ({p.op_type}): unknown domain {p.domain!r}")
+            schemas.check_node(p, name, domain, self.opsets[domain])
             for o in p.output:
                 if not o:
                     continue
@@ -258,6 +263,8 @@ class _Builder:
         nodes = _toposort(nodes, ChainMap(values, outer), where)
         used_outer = sorted({i for n in nodes for i in _reads(n) if i and i not in produced and i not in values})
         for o in g.output:
+            if not o.name:
+                raise ModelError(f"{where}: an output has an empty name")
             if o.name not in produced and o.name not in values and o.name not in outer:
                 raise ModelError(f"{where}: output {o.name!r} is produced by no node, input or initializer")
         for n in nodes:
@@ -274,6 +281,8 @@ class _Builder:
                     keys: dict[str, str]) -> None:
         """Store a constant; a name that another graph (a sibling subgraph) already used gets a
         unique key in Model.weights, recorded in this graph's weight_keys."""
+        if not name:
+            raise ModelError(f"{where}: an initializer (or a Constant's output) has an empty name")
         if name in constants:
             raise ModelError(f"{where}: initializer {name!r} is defined twice")
         constants.add(name)

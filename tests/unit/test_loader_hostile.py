@@ -294,3 +294,59 @@ def test_deeply_nested_subgraphs_are_a_model_error():
     g.node.add(op_type="Identity", input=["x"], output=["y"])
     with pytest.raises(vkml.ModelError, match="nest more than 64 deep"):
         load_model(m)
+
+
+# ---------------------------------------------------------------- structure: clear errors at load
+X4 = h.make_tensor_value_info("x", T.FLOAT, [1, 1, 4, 4])
+
+
+def _attr_of_type(node: onnx.NodeProto, name: str, kind: int) -> onnx.NodeProto:
+    a = node.attribute.add(name=name, type=kind)
+    if kind == onnx.AttributeProto.GRAPH:
+        a.g.name = "stray"
+    elif kind == onnx.AttributeProto.FLOAT:
+        a.f = 1.0
+    return node
+
+
+@pytest.mark.parametrize("nodes, inputs, match", [
+    ([h.make_node("Softmax", ["x"], ["y"], name="sm", axis=1.0)], [X],
+     r"node 'sm' \(Softmax, opset 13\): attribute 'axis' must be INT, not FLOAT"),
+    ([_attr_of_type(h.make_node("Transpose", ["x"], ["y"], name="tr"), "perm", onnx.AttributeProto.GRAPH)], [X],
+     r"node 'tr' .*attribute 'perm' must be INTS, not GRAPH"),
+    ([h.make_node("Constant", [], ["y"], name="k", value_float=2)], [],  # an INT where FLOAT is due
+     r"node 'k' \(Constant.*'value_float' must be FLOAT, not INT"),
+    ([h.make_node("Conv", ["x"], ["y"], name="cv")], [X4], r"node 'cv' \(Conv.*input 1 \('W'\) is missing"),
+    ([h.make_node("Conv", ["x", ""], ["y"], name="cv")], [X4], r"node 'cv' .*input 1 \('W'\) is required"),
+    ([h.make_node("Add", ["x"], ["y"], name="ad")], [X], r"node 'ad' \(Add.*input 1 \('B'\) is missing"),
+    ([h.make_node("Add", ["x", "x", "x"], ["y"], name="ad")], [X], r"node 'ad' .*3 inputs, takes at most 2"),
+    ([h.make_node("Relu", ["x"], ["y", "z"], name="r")], [X], r"node 'r' .*2 output\(s\), takes 1"),
+])
+def test_nodes_breaking_their_schema_are_model_errors_at_load(nodes, inputs, match):
+    with pytest.raises(vkml.ModelError, match=match):
+        vkml.InferenceSession(model(nodes, inputs, [Y]), devices=["cpu"])
+
+
+def test_initializer_with_an_empty_name_is_a_model_error():
+    w = onnx.numpy_helper.from_array(np.float32([1, 2, 3]), "")
+    with pytest.raises(vkml.ModelError, match="initializer .*empty name"):
+        vkml.InferenceSession(model([h.make_node("Identity", ["x"], ["y"])], [X], [Y], [w]), devices=["cpu"])
+
+
+@pytest.mark.parametrize("dims, match", [
+    ([-3], "tensor 'w' has negative dimension -3"),
+    ([2 ** 62, 4], "tensor 'w': shape .* overflows int64"),
+    ([2 ** 31, 2 ** 31, 0], "tensor 'w': shape .* overflows int64"),
+])
+def test_initializer_dims_negative_or_overflowing_are_model_errors(dims, match):
+    t = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=dims)
+    with pytest.raises(vkml.ModelError, match=match):
+        load_model(model([h.make_node("Add", ["x", "w"], ["y"])], [X], [Y], [t]))
+
+
+def test_a_negative_dim_in_an_input_shape_is_symbolic():
+    # Paddle2ONNX writes dim_value -1 for the batch dim; onnxruntime treats it as unknown (issue #15).
+    xin = h.make_tensor_value_info("x", T.FLOAT, [-1, 3])
+    s = vkml.InferenceSession(model([h.make_node("Relu", ["x"], ["y"])], [xin], [Y]), devices=["cpu"])
+    assert s.get_inputs()[0].shape == [None, 3]
+    assert s.run(None, {"x": -np.ones((5, 3), np.float32)})[0].shape == (5, 3)
