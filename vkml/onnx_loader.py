@@ -206,13 +206,7 @@ class _Builder:
             values[t.name] = TensorDesc(arr.dtype, arr.shape)
         for sp in g.sparse_initializer:
             name = sp.values.name
-            try:
-                dense = numpy_helper.to_array(onnx.helper.make_tensor(
-                    name, sp.values.data_type, sp.dims, _sparse_to_dense(sp, self.base_dir, where).ravel()))
-            except ModelError:
-                raise
-            except Exception as e:
-                raise ModelError(f"{where}: cannot decode sparse initializer {name!r}: {e}") from e
+            dense = _sparse_to_dense(sp, self.base_dir, where)
             self._add_weight(name, dense, where, constants, keys)
             values[name] = TensorDesc(dense.dtype, dense.shape)
         inputs = []
@@ -359,15 +353,34 @@ class _Builder:
 
 
 def _sparse_to_dense(sp: onnx.SparseTensorProto, base_dir: str | None, where: str) -> np.ndarray:
-    values = tensor_to_array(sp.values, base_dir, where)
-    idx = tensor_to_array(sp.indices, base_dir, where).astype(np.int64)
+    """The dense array of a sparse tensor; every inconsistency is a ModelError naming it."""
+    what = f"{where}: sparse tensor {sp.values.name!r}"
+    values = tensor_to_array(sp.values, base_dir, where).reshape(-1)
+    idx = tensor_to_array(sp.indices, base_dir, where)
     shape = tuple(sp.dims)
-    dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=values.dtype)
-    flat = idx if idx.ndim == 1 else np.ravel_multi_index(tuple(idx.T), shape)
-    if flat.size and (flat.min() < 0 or flat.max() >= dense.size):
-        raise ModelError(f"{where}: sparse tensor {sp.values.name!r} has indices out of range")
-    dense[flat] = values.reshape(-1)
-    return dense.reshape(shape)
+    count = _element_count(shape, values.dtype, what)
+    if idx.dtype.kind not in "iu":
+        raise ModelError(f"{what}: indices must be integers, not {idx.dtype.name}")
+    idx = idx.astype(np.int64)
+    if idx.shape == (values.size,):
+        flat = idx
+    elif idx.shape == (values.size, len(shape)):
+        if idx.size and ((idx < 0).any() or (idx >= np.array(shape, np.int64)).any()):
+            raise ModelError(f"{what} has indices out of range for shape {list(shape)}")
+        flat = np.ravel_multi_index(tuple(idx.T), shape) if idx.size else np.zeros(0, np.int64)
+    else:
+        raise ModelError(f"{what}: indices of shape {list(idx.shape)} do not fit {values.size} values of "
+                         f"rank {len(shape)}")
+    if flat.size and (flat.min() < 0 or flat.max() >= count):
+        raise ModelError(f"{what} has indices out of range for shape {list(shape)}")
+    try:  # zeros (or empty strings), in pages the system hands out as they are written
+        dense = np.full(count, "", object) if values.dtype.kind == "O" else np.zeros(count, values.dtype)
+    except MemoryError:
+        raise ModelError(f"{what}: shape {list(shape)} is too large to make dense") from None
+    dense[flat] = values
+    dense = dense.reshape(shape)
+    dense.flags.writeable = False
+    return dense
 
 
 def _reads(n: Node) -> list[str]:

@@ -11,6 +11,7 @@ fixed seed and a time box. Reproduce or search longer by hand:
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ from onnx import numpy_helper as nh
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEED = 19
+PER_CASE = 20  # seconds: a case taking longer is a hang; the child prints where and exits
 SECONDS = 12.0  # the fuzzing itself (CI budget: 20 s for the test); the child start-up comes on top
 
 
@@ -63,7 +65,11 @@ def seeds() -> dict[str, onnx.ModelProto]:
     then = h.make_graph([h.make_node("Mul", ["x", "k2"], ["o"], name="mul")], "then", [], [o],
                         [nh.from_array(np.float32([2]), "k2")])
     other = h.make_graph([h.make_node("Neg", ["x"], ["o"], name="neg")], "else", [], [o])
-    out["if"] = _model([h.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)], [c, x], [y])
+    sparse = h.make_sparse_tensor(nh.from_array(np.float32([1, 2, 3]), "sp"), nh.from_array(np.int64([0, 9, 511]), "i"),
+                                  [512])
+    out["if"] = _model([h.make_node("If", ["c"], ["z"], name="if", then_branch=then, else_branch=other),
+                        h.make_node("Add", ["z", "sp"], ["y"], name="add")], [c, x], [y])
+    out["if"].graph.sparse_initializer.append(sparse)
     ops = _opsets(h.make_opsetid("local", 1))
     scale = h.make_function("local", "Scale", ["a"], ["b"], [
         h.make_node("Constant", [], ["s"], value_float=0.0, name="s"),
@@ -102,6 +108,8 @@ def _tensors(m: onnx.ModelProto) -> list[onnx.TensorProto]:
     out = []
     for g in _containers(m):
         out.extend(getattr(g, "initializer", []))
+        for sp in getattr(g, "sparse_initializer", []):
+            out.extend((sp.values, sp.indices))
         for n in g.node:
             out.extend(a.t for a in n.attribute if a.HasField("t"))
     return out
@@ -236,6 +244,13 @@ def m_raw(rng, m):
         t.raw_data = bytes(raw)
 
 
+def m_sparse(rng, m):
+    sp = _pick(rng, m.graph.sparse_initializer)
+    if sp is not None:
+        del sp.dims[:]
+        sp.dims.extend(int(_pick(rng, _ODD)) for _ in range(int(rng.integers(0, 3))))
+
+
 def m_dtype(rng, m):
     t = _pick(rng, _tensors(m))
     if t is not None:
@@ -296,7 +311,7 @@ def m_model(rng, m):
 
 
 MUTATIONS = [m_drop_node, m_dup_node, m_rename_edge, m_swap_inputs, m_arity, m_attr_type, m_attr_value, m_op,
-             m_dims, m_raw, m_dtype, m_tensor_name, m_external, m_value_info, m_model]
+             m_dims, m_sparse, m_raw, m_dtype, m_tensor_name, m_external, m_value_info, m_model]
 
 
 def mutate(rng, m: onnx.ModelProto) -> tuple[bytes, list[str]]:
@@ -336,6 +351,7 @@ def fuzz(seed: int, seconds: float, verbose: bool = False) -> dict:
         where = f"case {case} ({name}: {', '.join(done)})"
         if verbose:
             print(where, file=sys.stderr, flush=True)
+        faulthandler.dump_traceback_later(PER_CASE, exit=True)
         path = os.path.join(folder, "m.onnx")
         with open(path, "wb") as f:  # every case from a path, so external data is looked up
             f.write(data)
@@ -351,13 +367,15 @@ def fuzz(seed: int, seconds: float, verbose: bool = False) -> dict:
             failures.append(f"{where}: {outcome}: {e}\n{traceback.format_exc(limit=-4)}")
         tally[outcome] = tally.get(outcome, 0) + 1
         case += 1
+    faulthandler.cancel_dump_traceback_later()
     return {"cases": case, "tally": tally, "failures": failures[:20], "seconds": time.perf_counter() - start}
 
 
 def test_mutated_models_load_or_raise_model_error():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--seed", str(SEED), "--seconds", str(SECONDS)],
-                       capture_output=True, text=True, timeout=SECONDS + 90, env=env)
+    cmd = [sys.executable, os.path.abspath(__file__), "--seed", str(SEED), "--seconds", str(SECONDS), "--verbose"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=SECONDS + PER_CASE + 60, env=env)
+    # Each case is named on stderr before it runs: the last one named is the one that crashed or hung.
     assert r.returncode == 0, f"the fuzzing child died (rc {r.returncode}):\n{r.stderr[-3000:]}"
     report = json.loads(r.stdout.strip().splitlines()[-1])
     print(f"loader fuzz: {report['cases']} cases in {report['seconds']:.1f} s: {report['tally']}")
