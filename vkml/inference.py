@@ -6,6 +6,7 @@ in what an op could not infer.
 """
 from __future__ import annotations
 
+import math
 from collections import ChainMap
 from typing import Mapping, MutableMapping
 
@@ -53,7 +54,7 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: Mapping[str
             outs = node.op.infer(ins, cin)
         except Exception:  # inference is advisory: the run checks real tensors
             outs = [UNKNOWN] * len(node.outputs)
-        folded = _try_fold(node, _shape_only_inputs(node, ins, cin))
+        folded = _try_fold(node, _shape_only_inputs(node, ins, cin)) if _small(outs, node) else None
         for k, name in enumerate(node.outputs):
             if not name:
                 continue
@@ -74,6 +75,14 @@ def _shape_only_inputs(node, ins: list[TensorDesc], cin: list):
         return cin
     dtype = ins[0].dtype if ins[0].dtype is not None else np.dtype(np.float32)
     return [np.broadcast_to(np.zeros((), dtype), ins[0].shape)] + cin[1:]
+
+
+def _small(outs: list[TensorDesc], node) -> bool:
+    """Every output inferred as a tensor of known shape and at most _FOLD_LIMIT elements. Only
+    then is the op run at load: a few bytes of Range, ConstantOfShape or Tile can ask for
+    gigabytes, and a model file must not be able to make the loader allocate them."""
+    return len(outs) >= len(node.outputs) and all(
+        d.kind == "tensor" and d.static and math.prod(d.shape) <= _FOLD_LIMIT for d in outs[:len(node.outputs)])
 
 
 def _try_fold(node, cin):

@@ -383,3 +383,27 @@ def test_a_large_sparse_initializer_loads_without_a_python_loop_over_it():
     assert time.perf_counter() - t < 10
     w = m.weights["s"]
     assert w.shape == (n,) and w[0] == 1 and w[-1] == 2 and not w.flags.writeable
+
+
+@pytest.mark.parametrize("op", ["Range", "ConstantOfShape", "Tile", "Expand"])
+def test_constant_folding_does_not_allocate_what_a_tiny_model_asks_for(op):
+    import tracemalloc
+
+    n = 2 ** 26  # 256 MiB of float32 from a few bytes of constants
+    f = onnx.numpy_helper.from_array
+    nodes, inits = {
+        "Range": ([h.make_node("Range", ["a", "b", "c"], ["y"])], [f(np.float32(0), "a"), f(np.float32(n), "b"),
+                                                                   f(np.float32(1), "c")]),
+        "ConstantOfShape": ([h.make_node("ConstantOfShape", ["s"], ["y"], value=f(np.float32([1])))],
+                            [f(np.int64([n]), "s")]),
+        "Tile": ([h.make_node("Tile", ["a", "s"], ["y"])], [f(np.float32([1]), "a"), f(np.int64([n]), "s")]),
+        "Expand": ([h.make_node("Expand", ["a", "s"], ["y"])], [f(np.float32([1]), "a"), f(np.int64([n]), "s")]),
+    }[op]
+    tracemalloc.start()
+    try:
+        m = load_model(model(nodes, [], [Y], inits))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert m.graph.values["y"].shape == (n,)  # still inferred, just not evaluated
+    assert peak < 32 * 2 ** 20, f"loading allocated {peak / 2 ** 20:.0f} MiB"
