@@ -12,6 +12,9 @@ Everything here answers to issue #19:
   The cost: resident memory is the same as a mapping whose pages have all been touched (every
   weight is read by the first run anyway), but the pages are anonymous, so processes holding the
   same model no longer share them and the kernel cannot drop them under pressure without swap.
+  Measured on the 2-core VM, an MLP with 48 MiB of weights on the CPU device: 97 MiB resident
+  after a run (mapped: 91), first-run peak 113 MiB (mapped: 93, as the mapping was paged in
+  during the run while the copy is resident before it); onnxruntime: 137 MiB.
 """
 from __future__ import annotations
 
