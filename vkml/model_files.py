@@ -38,12 +38,12 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _open_regular(path: str, what: str) -> tuple[int, int]:
+def _open_regular(path: str, what: str, flags: int = 0) -> tuple[int, int]:
     """(fd, size) of a regular file opened without blocking; ModelError otherwise.
 
     what begins the message: "cannot read model file", "graph 'g': tensor 'w': external data file"."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, _OPEN_FLAGS | flags)
     except (OSError, ValueError) as e:  # ValueError: an embedded NUL byte
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         if isinstance(e, OSError) and e.errno == errno.ENXIO:
@@ -86,8 +86,13 @@ def read_model_file(path: str) -> bytes | mmap.mmap:
         os.close(fd)
 
 
-def _confined(base_dir: str, location: str, where: str) -> str:
-    """The real path of an external data location, required to lie inside base_dir's real path."""
+def _inside(root: str, path: str) -> bool:
+    return path != root and os.path.commonpath([root, path]) == root
+
+
+def _confined(base_dir: str, location: str, where: str) -> tuple[str, str]:
+    """(root, path): the real paths of base_dir and of an external data location, which must lie
+    inside it."""
     parts = location.replace("\\", "/").split("/")
     if os.path.isabs(location) or location.startswith("\\") or ".." in parts:
         raise ModelError(f"{where}: external data location {location!r} leaves the model's folder "
@@ -96,10 +101,21 @@ def _confined(base_dir: str, location: str, where: str) -> str:
         raise ModelError(f"{where}: external data location {location!r} contains a NUL byte")
     root = os.path.realpath(base_dir)
     path = os.path.realpath(os.path.join(root, location))
-    if os.path.commonpath([root, path]) != root or path == root:
+    if not _inside(root, path):
         raise ModelError(f"{where}: external data location {location!r} resolves to {path!r}, outside the "
                          f"model's folder {root!r} (through a symbolic link)")
-    return path
+    return root, path
+
+
+def _check_opened(fd: int, root: str, what: str) -> None:
+    """The file actually opened is still inside root: a link swapped in between the realpath check
+    and the open is caught here (Linux's /proc; elsewhere O_NOFOLLOW covers the last component)."""
+    try:
+        actual = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return
+    if not _inside(root, actual):
+        raise ModelError(f"{what} was replaced while it was opened: it is now {actual!r}, outside {root!r}")
 
 
 def _count(info: dict[str, str], key: str, default: int, where: str) -> int:
@@ -120,15 +136,16 @@ def read_external(base_dir: str, info: dict[str, str], dtype: np.dtype, count: i
     loc = info.get("location")
     if not loc:
         raise ModelError(f"{where}: external tensor has no location")
-    path = _confined(base_dir, loc, where)
+    root, path = _confined(base_dir, loc, where)
     offset = _count(info, "offset", 0, where)
     nbytes = count * dtype.itemsize
     length = _count(info, "length", nbytes, where)
     if length != nbytes:
         raise ModelError(f"{where}: external tensor has length {length}, expected {nbytes}")
     what = f"{where}: external data file"
-    fd, size = _open_regular(path, what)
+    fd, size = _open_regular(path, what, getattr(os, "O_NOFOLLOW", 0))  # path has no links left
     try:
+        _check_opened(fd, root, f"{what} {path!r}")
         if offset + nbytes > size:
             raise ModelError(f"{what} {path!r} is {size} bytes, the tensor needs {offset + nbytes}")
         arr = np.empty(count, dtype)

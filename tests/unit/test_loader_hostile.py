@@ -119,6 +119,24 @@ def test_external_data_absolute_or_dotdot_location_is_refused(tmp_path, location
         load_model(external_model(tmp_path / "sub", location))
 
 
+def test_external_data_swapped_for_a_link_after_the_check_is_refused(tmp_path, monkeypatch):
+    from vkml import model_files
+
+    inside, outside = tmp_path / "model", tmp_path / "outside"
+    inside.mkdir()
+    outside.mkdir()
+    (outside / "w.bin").write_bytes(W.tobytes())
+    path = external_model(inside)
+    # As if w.bin had passed the realpath check and been replaced before the open.
+    monkeypatch.setattr(model_files, "_confined", lambda base, loc, where: (str(inside), str(outside / "w.bin")))
+    with pytest.raises(vkml.ModelError, match="replaced while it was opened"):
+        load_model(path)
+    os.symlink(outside / "w.bin", inside / "link.bin")  # a link as the last component: O_NOFOLLOW
+    monkeypatch.setattr(model_files, "_confined", lambda base, loc, where: (str(inside), str(inside / "link.bin")))
+    with pytest.raises(vkml.ModelError, match="symbolic links"):
+        load_model(path)
+
+
 def test_external_data_that_is_a_directory_is_refused(tmp_path):
     (tmp_path / "w.bin").mkdir()
     with pytest.raises(vkml.ModelError, match="'w'.*is a directory"):
@@ -251,7 +269,8 @@ def test_exponential_function_nesting_fails_fast_with_a_clear_error():
 def test_deep_function_nesting_is_a_model_error():
     fns = [h.make_function("local", "f0", ["a"], ["b"], [h.make_node("Relu", ["a"], ["b"])], [h.make_opsetid("", 17)])]
     for k in range(1, 100):
-        fns.append(h.make_function("local", f"f{k}", ["a"], ["b"], [h.make_node(f"f{k - 1}", ["a"], ["b"], domain="local")],
+        body = [h.make_node(f"f{k - 1}", ["a"], ["b"], domain="local")]
+        fns.append(h.make_function("local", f"f{k}", ["a"], ["b"], body,
                                    [h.make_opsetid("", 17), h.make_opsetid("local", 1)]))
     with pytest.raises(vkml.ModelError, match="nest more than 64 deep"):
         load_model(function_model(fns, call="f99"))
