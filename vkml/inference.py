@@ -54,7 +54,7 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: Mapping[str
             outs = node.op.infer(ins, cin)
         except Exception:  # inference is advisory: the run checks real tensors
             outs = [UNKNOWN] * len(node.outputs)
-        folded = _try_fold(node, _shape_only_inputs(node, ins, cin)) if _small(outs, node) else None
+        folded = _try_fold(node, _shape_only_inputs(node, ins, cin), outs)
         for k, name in enumerate(node.outputs):
             if not name:
                 continue
@@ -85,11 +85,13 @@ def _small(outs: list[TensorDesc], node) -> bool:
         d.kind == "tensor" and d.static and math.prod(d.shape) <= _FOLD_LIMIT for d in outs[:len(node.outputs)])
 
 
-def _try_fold(node, cin):
+def _try_fold(node, cin, inferred: list[TensorDesc]):
     op = node.op
     if op.nondeterministic or op.needs_scope or not node.inputs:
         return None
     if any(c is None for c, i in zip(cin, node.inputs) if i):
+        return None
+    if not _small(inferred, node):
         return None
     if any(c.dtype == object or c.size > _FOLD_LIMIT for c in cin if c is not None):
         return None

@@ -249,8 +249,8 @@ class _Builder:
                 w = self._fold_constant(p, name, where, constants, keys)
                 values[p.output[0]] = TensorDesc(w.dtype, w.shape)
                 continue
-            # Subgraphs see this graph's values through a view, never a per-node copy.
-            scope = ChainMap(values, node_outputs, outer)
+            # A subgraph sees this graph's values through a ChainMap of these, never a per-node copy.
+            scope = (values, node_outputs, outer)
             attrs = {a.name: self._attr(a, name, scope) for a in p.attribute}
             nodes.append(Node(name, p.op_type, domain, list(p.input), list(p.output), attrs,
                               self.opsets[domain]))
@@ -313,7 +313,8 @@ class _Builder:
         self._add_weight(p.output[0], arr, where, constants, keys)
         return arr
 
-    def _attr(self, a: AttributeProto, node: str, scope: Mapping[str, TensorDesc]) -> Any:
+    def _attr(self, a: AttributeProto, node: str, scope: tuple[Mapping[str, TensorDesc], ...]) -> Any:
+        """The attribute's Python value; scope: the mappings a subgraph reads names from, innermost first."""
         t = a.type
         if a.ref_attr_name:
             raise ModelError(f"node {node!r}: attribute {a.name!r} refers to {a.ref_attr_name!r} outside a function")
@@ -341,8 +342,8 @@ class _Builder:
             self.nesting += 1
             try:
                 if t == AttributeProto.GRAPH:
-                    return self.graph(a.g, scope, top=False)[0]
-                return [self.graph(g, scope, top=False)[0] for g in a.graphs]
+                    return self.graph(a.g, ChainMap(*scope), top=False)[0]
+                return [self.graph(g, ChainMap(*scope), top=False)[0] for g in a.graphs]
             finally:
                 self.nesting -= 1
         if t == AttributeProto.TYPE_PROTO:

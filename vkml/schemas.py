@@ -58,26 +58,29 @@ def check_node(p: onnx.NodeProto, name: str, domain: str, opset: int) -> None:
     rules = _rules(domain, p.op_type, opset)
     if rules is None:
         return
-    head = f"node {name!r} ({p.op_type}, opset {rules.since})"
     lo, hi = rules.inputs
     n = len(p.input)
     if n < lo:
         missing = rules.input_names[n] if n < len(rules.input_names) else f"#{n}"
-        raise ModelError(f"{head}: has {n} input(s), needs at least {lo}: input {n} ({missing!r}) is missing")
+        raise _error(p, name, rules, f"has {n} input(s), needs at least {lo}: input {n} ({missing!r}) is missing")
     if n > hi:
-        raise ModelError(f"{head}: has {n} inputs, takes at most {hi}")
-    for i, value in enumerate(p.input):
-        if not value and i in rules.single_inputs:
-            raise ModelError(f"{head}: input {i} ({rules.input_names[i]!r}) is required but given as ''")
+        raise _error(p, name, rules, f"has {n} inputs, takes at most {hi}")
+    if rules.single_inputs:
+        for i, value in enumerate(p.input):
+            if not value and i in rules.single_inputs:
+                raise _error(p, name, rules, f"input {i} ({rules.input_names[i]!r}) is required but given as ''")
     lo, hi = rules.outputs
     n = len(p.output)
     if not lo <= n <= hi:
-        raise ModelError(f"{head}: has {n} output(s), takes {lo}" + (f" to {hi}" if hi != lo else ""))
+        raise _error(p, name, rules, f"has {n} output(s), takes {lo}" + (f" to {hi}" if hi != lo else ""))
     for i, value in enumerate(p.output):
         if not value and i in rules.single_outputs:
-            raise ModelError(f"{head}: output {i} is required but given as ''")
+            raise _error(p, name, rules, f"output {i} is required but given as ''")
     for a in p.attribute:
         want = rules.attr_types.get(a.name)
         if want is not None and a.type != want and not a.ref_attr_name:
-            raise ModelError(f"{head}: attribute {a.name!r} must be {_type_name(want)}, "
-                             f"not {_type_name(a.type)}")
+            raise _error(p, name, rules, f"attribute {a.name!r} must be {_type_name(want)}, not {_type_name(a.type)}")
+
+
+def _error(p: onnx.NodeProto, name: str, rules: _Rules, msg: str) -> ModelError:
+    return ModelError(f"node {name!r} ({p.op_type}, opset {rules.since}): {msg}")
