@@ -6,6 +6,10 @@ in what an op could not infer.
 """
 from __future__ import annotations
 
+import math
+from collections import ChainMap
+from typing import Mapping, MutableMapping
+
 import numpy as np
 
 from .graph import UNKNOWN, Graph, TensorDesc, _graphs_in
@@ -31,17 +35,17 @@ def _merge(inferred: TensorDesc, declared: TensorDesc | None) -> TensorDesc:
     return TensorDesc(dtype, shape)
 
 
-def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: dict[str, TensorDesc] | None = None,
-                outer_consts: dict[str, np.ndarray] | None = None) -> None:
-    """Fill graph.values with the type of every value, in place."""
+def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: Mapping[str, TensorDesc] | None = None,
+                outer_consts: Mapping[str, np.ndarray] | None = None) -> None:
+    """Fill graph.values with the type of every value, in place, in time linear in the graph
+    (scopes are ChainMap views, never copies made per node)."""
     declared = dict(graph.values)
     values = graph.values
-    consts: dict[str, np.ndarray] = dict(outer_consts or {})
+    consts: MutableMapping[str, np.ndarray] = ChainMap({}, outer_consts) if outer_consts else {}
     for name in graph.constants:
         consts[name] = weights[graph.weight_key(name)]
-    scope = dict(outer or {})
+    view = ChainMap(values, outer) if outer else values
     for node in graph.nodes:
-        view = {**scope, **values}
         for sub in _graphs_in(node.attrs):
             infer_graph(sub, weights, view, consts)
         ins = [view.get(i, UNKNOWN) if i else UNKNOWN for i in node.inputs]
@@ -50,7 +54,7 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: dict[str, T
             outs = node.op.infer(ins, cin)
         except Exception:  # inference is advisory: the run checks real tensors
             outs = [UNKNOWN] * len(node.outputs)
-        folded = _try_fold(node, _shape_only_inputs(node, ins, cin))
+        folded = _try_fold(node, _shape_only_inputs(node, ins, cin), outs)
         for k, name in enumerate(node.outputs):
             if not name:
                 continue
@@ -87,11 +91,21 @@ def _shape_only_inputs(node, ins: list[TensorDesc], cin: list):
     return [np.broadcast_to(np.zeros((), dtype), ins[0].shape)] + cin[1:]
 
 
-def _try_fold(node, cin):
+def _small(outs: list[TensorDesc], node) -> bool:
+    """Every output inferred as a tensor of known shape and at most _FOLD_LIMIT elements. Only
+    then is the op run at load: a few bytes of Range, ConstantOfShape or Tile can ask for
+    gigabytes, and a model file must not be able to make the loader allocate them."""
+    return len(outs) >= len(node.outputs) and all(
+        d.kind == "tensor" and d.static and math.prod(d.shape) <= _FOLD_LIMIT for d in outs[:len(node.outputs)])
+
+
+def _try_fold(node, cin, inferred: list[TensorDesc]):
     op = node.op
     if op.nondeterministic or op.needs_scope or not node.inputs:
         return None
     if any(c is None for c, i in zip(cin, node.inputs) if i):
+        return None
+    if not _small(inferred, node):
         return None
     if any(c.dtype == object or c.size > _FOLD_LIMIT for c in cin if c is not None):
         return None

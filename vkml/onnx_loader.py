@@ -1,22 +1,27 @@
 """ModelProto → (blueprint Graph, weights): parse, validate, fold Constant nodes, bind ops.
 
-Initializers become read-only NumPy views over the protobuf's bytes where their encoding allows
-(raw_data); external data files are memory-mapped, never read into memory.
+Initializers become read-only NumPy views over the model's bytes where their encoding allows
+(raw_data). A model named by path is first read once into private memory, and external data
+tensors are read into arrays of their own: never memory-mapped, so a file changed or truncated
+under a live session cannot change its weights or crash it (vkml/model_files.py says why and what
+it costs).
 """
 from __future__ import annotations
 
 import itertools
-import mmap
+import math
 import os
+from collections import ChainMap
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import onnx
 from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
 from google.protobuf.message import DecodeError
 
-from . import dtypes, onnx_wire
+from . import dtypes, model_files, onnx_wire, schemas
+from .functions import Inliner
 from .errors import ModelError, UnsupportedOpsError
 from .graph import Graph, Node, TensorDesc
 from .ops import registry
@@ -25,6 +30,7 @@ MIN_IR, MAX_IR = 3, onnx.IR_VERSION
 MAX_OPSET = onnx.defs.onnx_opset_version()
 # Domains vkml knows, with the newest opset it accepts for each.
 KNOWN_DOMAINS = {"": MAX_OPSET, "ai.onnx.ml": 5, "ai.onnx.preview.training": 1, "com.microsoft": 1}
+MAX_NESTING = 64  # subgraphs (If/Loop/Scan bodies) inside subgraphs: deeper is a ModelError, not a RecursionError
 
 
 @dataclass(eq=False)
@@ -46,24 +52,22 @@ class Source:
 
     proto: ModelProto
     base_dir: str | None  # the folder that external data is relative to
-    buffer: Any = None  # the serialized model (an mmap of the file, or the caller's bytes)
+    buffer: Any = None  # the serialized model (a private copy of the file, or the caller's bytes)
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # initializer → raw bytes
 
 
 def parse(model: Any) -> Source:
-    """Parse a path, bytes or ModelProto. Paths are memory-mapped and bytes used in place:
-    large raw initializers are split off before protobuf sees them (see onnx_wire)."""
+    """Parse a path, bytes or ModelProto. Paths are read into private memory and bytes used in
+    place: large raw initializers are split off before protobuf sees them (see onnx_wire)."""
     if isinstance(model, ModelProto):
         return Source(model, None)
     if isinstance(model, (bytes, bytearray, memoryview)):
         buffer, base = model, None
     elif isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        try:
-            with open(path, "rb") as f:
-                buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
-        except OSError as e:
-            raise ModelError(f"cannot read model file {path!r}: {e.strerror}") from e
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        buffer = model_files.read_model_file(path)
         base = os.path.dirname(os.path.abspath(path))
     else:
         raise TypeError(f"model must be a path, bytes or onnx.ModelProto, not {type(model).__name__}")
@@ -91,7 +95,7 @@ def tensor_to_array(t: TensorProto, base_dir: str | None, where: str,
     except KeyError:
         raise ModelError(f"{where}: tensor {t.name!r} has unsupported data type {t.data_type}") from None
     shape = tuple(t.dims)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = _element_count(shape, dtype, f"{where}: tensor {t.name!r}")
     if span is not None:
         buf, offset, length = span
         if length != count * dtype.itemsize or dtype.kind == "O" or _packed(t.data_type):
@@ -128,30 +132,25 @@ def _packed(elem_type: int) -> bool:
     }
 
 
+def _element_count(shape: tuple[int, ...], dtype: np.dtype, where: str) -> int:
+    """Elements of a tensor's dims; negative dims and sizes past int64 are ModelErrors."""
+    bad = [d for d in shape if d < 0]
+    if bad:
+        raise ModelError(f"{where} has negative dimension {bad[0]} in shape {list(shape)}")
+    count = math.prod(shape)
+    if math.prod(d for d in shape if d) * max(dtype.itemsize, 1) > np.iinfo(np.int64).max:
+        raise ModelError(f"{where}: shape {list(shape)} of {dtype.name} overflows int64 bytes")
+    return count
+
+
 def _external(t: TensorProto, base_dir: str | None, dtype: np.dtype, count: int, where: str) -> np.ndarray:
+    """External data, read into an array of its own (relative to the working directory for a
+    model given as bytes or a ModelProto)."""
+    if _packed(t.data_type):
+        raise ModelError(f"{where}: tensor {t.name!r}: packed 2/4-bit external data is not supported")
     info = {e.key: e.value for e in t.external_data}
-    loc = info.get("location")
-    if not loc:
-        raise ModelError(f"{where}: external tensor {t.name!r} has no location")
-    if base_dir is None:
-        base_dir = os.getcwd()
-    path = os.path.normpath(os.path.join(base_dir, loc))
-    if os.path.isabs(loc) or not path.startswith(os.path.normpath(base_dir) + os.sep):
-        raise ModelError(f"{where}: external data location {loc!r} of {t.name!r} leaves the model's folder")
-    offset = int(info.get("offset", 0))
-    nbytes = count * dtype.itemsize
-    length = int(info.get("length", nbytes))
-    if length != nbytes:
-        raise ModelError(f"{where}: external tensor {t.name!r} has length {length}, expected {nbytes}")
-    try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        raise ModelError(f"{where}: external data file {path!r} of {t.name!r}: {e.strerror}") from e
-    if offset + nbytes > size:
-        raise ModelError(f"{where}: external data file {path!r} is {size} bytes, {t.name!r} needs {offset + nbytes}")
-    if count == 0:
-        return np.zeros(0, dtype)
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(count,))
+    return model_files.read_external(os.getcwd() if base_dir is None else base_dir, info, dtype, count,
+                                     f"{where}: tensor {t.name!r}")
 
 
 def type_to_desc(tp: onnx.TypeProto) -> TensorDesc:
@@ -164,8 +163,10 @@ def type_to_desc(tp: onnx.TypeProto) -> TensorDesc:
             dtype = None
         shape = None
         if tt.HasField("shape"):
+            # A negative dim_value (Paddle2ONNX writes -1 for a batch dim) is unknown, as in onnxruntime.
             shape = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+                (d.dim_value if d.dim_value >= 0 else None) if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim
             )
         return TensorDesc(dtype, shape)
     if which == "sequence_type":
@@ -177,48 +178,6 @@ def type_to_desc(tp: onnx.TypeProto) -> TensorDesc:
     return TensorDesc(None, None)
 
 
-# ---------------------------------------------------------------- functions
-def _inline_functions(nodes, functions: dict[tuple[str, str], onnx.FunctionProto], counter) -> list:
-    """Expand calls of model-local functions into their bodies (recursively), renaming internals."""
-    out = []
-    for n in nodes:
-        fn = functions.get((n.domain, n.op_type))
-        if fn is None:
-            out.append(n)
-            continue
-        uid = next(counter)
-        rename = dict(zip(fn.input, n.input))
-        rename.update(zip(fn.output, n.output))
-        given = {a.name: a for a in n.attribute}
-        defaults = {a.name: a for a in fn.attribute_proto}
-        body = []
-        for inner in fn.node:
-            new = onnx.NodeProto()
-            new.CopyFrom(inner)
-            new.name = f"{n.name or n.op_type}/{inner.name or inner.op_type}_{uid}"
-            for i, name in enumerate(new.input):
-                new.input[i] = rename.get(name, f"{name}__f{uid}") if name else ""
-            for i, name in enumerate(new.output):
-                new.output[i] = rename.get(name, f"{name}__f{uid}") if name else ""
-            attrs = []
-            for a in new.attribute:
-                if a.ref_attr_name:
-                    src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
-                    if src is None:
-                        continue  # unset optional attribute: the inner op uses its default
-                    b = AttributeProto()
-                    b.CopyFrom(src)
-                    b.name = a.name
-                    attrs.append(b)
-                else:
-                    attrs.append(a)
-            del new.attribute[:]
-            new.attribute.extend(attrs)
-            body.append(new)
-        out.extend(_inline_functions(body, functions, counter))
-    return out
-
-
 # ---------------------------------------------------------------- graphs
 class _Builder:
     def __init__(self, src: Source):
@@ -227,12 +186,13 @@ class _Builder:
         self.base_dir = src.base_dir
         self.opsets = {registry.canonical_domain(o.domain): o.version for o in proto.opset_import}
         self.weights: dict[str, np.ndarray] = {}
-        self.functions = {(f.domain, f.name): f for f in proto.functions}
-        self.counter = itertools.count()
+        self.inliner = Inliner(proto.functions)
         self.missing: dict[tuple[str, str, int], list[str]] = {}
         self.unnamed = itertools.count()
+        self.nesting = 0  # subgraph level being built
 
-    def graph(self, g: onnx.GraphProto, outer: dict[str, TensorDesc], top: bool) -> tuple[Graph, set[str]]:
+    def graph(self, g: onnx.GraphProto, outer: Mapping[str, TensorDesc], top: bool) -> tuple[Graph, set[str]]:
+        """Build one graph; outer is the enclosing scope (a ChainMap, never copied: linear load)."""
         where = f"graph {g.name!r}"
         values: dict[str, TensorDesc] = {}
         constants: set[str] = set()
@@ -246,18 +206,14 @@ class _Builder:
             values[t.name] = TensorDesc(arr.dtype, arr.shape)
         for sp in g.sparse_initializer:
             name = sp.values.name
-            try:
-                dense = numpy_helper.to_array(onnx.helper.make_tensor(
-                    name, sp.values.data_type, sp.dims, _sparse_to_dense(sp, self.base_dir, where).ravel()))
-            except ModelError:
-                raise
-            except Exception as e:
-                raise ModelError(f"{where}: cannot decode sparse initializer {name!r}: {e}") from e
+            dense = _sparse_to_dense(sp, self.base_dir, where)
             self._add_weight(name, dense, where, constants, keys)
             values[name] = TensorDesc(dense.dtype, dense.shape)
         inputs = []
         seen_inputs = set()
         for vi in g.input:
+            if not vi.name:
+                raise ModelError(f"{where}: an input has an empty name")
             if vi.name in seen_inputs:
                 raise ModelError(f"{where}: input {vi.name!r} is declared twice")
             seen_inputs.add(vi.name)
@@ -268,7 +224,7 @@ class _Builder:
         if top:
             self.overridable = {n for n in inputs if n in constants}
         declared_types = {vi.name: type_to_desc(vi.type) for vi in itertools.chain(g.value_info, g.output)}
-        protos = _inline_functions(list(g.node), self.functions, self.counter) if self.functions else list(g.node)
+        protos = self.inliner.expand(g.node) if self.inliner.functions else list(g.node)
 
         nodes: list[Node] = []
         produced: dict[str, str] = {}
@@ -281,6 +237,7 @@ class _Builder:
                 if domain in KNOWN_DOMAINS:
                     raise ModelError(f"node {name!r} ({p.op_type}): domain {p.domain!r} is not in the model's opset_import")
                 raise ModelError(f"node {name!r} ({p.op_type}): unknown domain {p.domain!r}")
+            schemas.check_node(p, name, domain, self.opsets[domain])
             for o in p.output:
                 if not o:
                     continue
@@ -292,14 +249,16 @@ class _Builder:
                 w = self._fold_constant(p, name, where, constants, keys)
                 values[p.output[0]] = TensorDesc(w.dtype, w.shape)
                 continue
-            scope = {**outer, **node_outputs, **values}
+            # A subgraph sees this graph's values through a ChainMap of these, never a per-node copy.
+            scope = (values, node_outputs, outer)
             attrs = {a.name: self._attr(a, name, scope) for a in p.attribute}
             nodes.append(Node(name, p.op_type, domain, list(p.input), list(p.output), attrs,
                               self.opsets[domain]))
-        known = set(values) | set(outer)
-        nodes = _toposort(nodes, known, where)
+        nodes = _toposort(nodes, ChainMap(values, outer), where)
         used_outer = sorted({i for n in nodes for i in _reads(n) if i and i not in produced and i not in values})
         for o in g.output:
+            if not o.name:
+                raise ModelError(f"{where}: an output has an empty name")
             if o.name not in produced and o.name not in values and o.name not in outer:
                 raise ModelError(f"{where}: output {o.name!r} is produced by no node, input or initializer")
         for n in nodes:
@@ -316,6 +275,8 @@ class _Builder:
                     keys: dict[str, str]) -> None:
         """Store a constant; a name that another graph (a sibling subgraph) already used gets a
         unique key in Model.weights, recorded in this graph's weight_keys."""
+        if not name:
+            raise ModelError(f"{where}: an initializer (or a Constant's output) has an empty name")
         if name in constants:
             raise ModelError(f"{where}: initializer {name!r} is defined twice")
         constants.add(name)
@@ -352,7 +313,8 @@ class _Builder:
         self._add_weight(p.output[0], arr, where, constants, keys)
         return arr
 
-    def _attr(self, a: AttributeProto, node: str, scope: dict[str, TensorDesc]) -> Any:
+    def _attr(self, a: AttributeProto, node: str, scope: tuple[Mapping[str, TensorDesc], ...]) -> Any:
+        """The attribute's Python value; scope: the mappings a subgraph reads names from, innermost first."""
         t = a.type
         if a.ref_attr_name:
             raise ModelError(f"node {node!r}: attribute {a.name!r} refers to {a.ref_attr_name!r} outside a function")
@@ -374,10 +336,16 @@ class _Builder:
             return [tensor_to_array(x, self.base_dir, f"node {node!r}") for x in a.tensors]
         if t == AttributeProto.SPARSE_TENSOR:
             return _sparse_to_dense(a.sparse_tensor, self.base_dir, f"node {node!r}")
-        if t == AttributeProto.GRAPH:
-            return self.graph(a.g, scope, top=False)[0]
-        if t == AttributeProto.GRAPHS:
-            return [self.graph(g, scope, top=False)[0] for g in a.graphs]
+        if t in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+            if self.nesting >= MAX_NESTING:
+                raise ModelError(f"node {node!r}: attribute {a.name!r}: subgraphs nest more than {MAX_NESTING} deep")
+            self.nesting += 1
+            try:
+                if t == AttributeProto.GRAPH:
+                    return self.graph(a.g, ChainMap(*scope), top=False)[0]
+                return [self.graph(g, ChainMap(*scope), top=False)[0] for g in a.graphs]
+            finally:
+                self.nesting -= 1
         if t == AttributeProto.TYPE_PROTO:
             return type_to_desc(a.tp)
         if t == AttributeProto.TYPE_PROTOS:
@@ -386,15 +354,34 @@ class _Builder:
 
 
 def _sparse_to_dense(sp: onnx.SparseTensorProto, base_dir: str | None, where: str) -> np.ndarray:
-    values = tensor_to_array(sp.values, base_dir, where)
-    idx = tensor_to_array(sp.indices, base_dir, where).astype(np.int64)
+    """The dense array of a sparse tensor; every inconsistency is a ModelError naming it."""
+    what = f"{where}: sparse tensor {sp.values.name!r}"
+    values = tensor_to_array(sp.values, base_dir, where).reshape(-1)
+    idx = tensor_to_array(sp.indices, base_dir, where)
     shape = tuple(sp.dims)
-    dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=values.dtype)
-    flat = idx if idx.ndim == 1 else np.ravel_multi_index(tuple(idx.T), shape)
-    if flat.size and (flat.min() < 0 or flat.max() >= dense.size):
-        raise ModelError(f"{where}: sparse tensor {sp.values.name!r} has indices out of range")
-    dense[flat] = values.reshape(-1)
-    return dense.reshape(shape)
+    count = _element_count(shape, values.dtype, what)
+    if idx.dtype.kind not in "iu":
+        raise ModelError(f"{what}: indices must be integers, not {idx.dtype.name}")
+    idx = idx.astype(np.int64)
+    if idx.shape == (values.size,):
+        flat = idx
+    elif idx.shape == (values.size, len(shape)):
+        if idx.size and ((idx < 0).any() or (idx >= np.array(shape, np.int64)).any()):
+            raise ModelError(f"{what} has indices out of range for shape {list(shape)}")
+        flat = np.ravel_multi_index(tuple(idx.T), shape) if idx.size else np.zeros(0, np.int64)
+    else:
+        raise ModelError(f"{what}: indices of shape {list(idx.shape)} do not fit {values.size} values of "
+                         f"rank {len(shape)}")
+    if flat.size and (flat.min() < 0 or flat.max() >= count):
+        raise ModelError(f"{what} has indices out of range for shape {list(shape)}")
+    try:  # zeros (or empty strings), in pages the system hands out as they are written
+        dense = np.full(count, "", object) if values.dtype.kind == "O" else np.zeros(count, values.dtype)
+    except MemoryError:
+        raise ModelError(f"{what}: shape {list(shape)} is too large to make dense") from None
+    dense[flat] = values
+    dense = dense.reshape(shape)
+    dense.flags.writeable = False
+    return dense
 
 
 def _reads(n: Node) -> list[str]:
@@ -407,7 +394,7 @@ def _reads(n: Node) -> list[str]:
     return names
 
 
-def _toposort(nodes: list[Node], known: set[str], where: str) -> list[Node]:
+def _toposort(nodes: list[Node], known: Mapping[str, Any], where: str) -> list[Node]:
     """Kahn's algorithm, stable for already-sorted input; names dangling inputs and cycles."""
     producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
     indeg = [0] * len(nodes)
@@ -461,6 +448,7 @@ def load_model(model: Any) -> Model:
         if dom in KNOWN_DOMAINS and not 1 <= ver <= KNOWN_DOMAINS[dom]:
             raise ModelError(f"opset {ver} of domain {dom or 'ai.onnx'!r} is out of the supported range 1..{KNOWN_DOMAINS[dom]}")
     b.overridable = set()
+    b.inliner.check(proto.graph)
     graph, _ = b.graph(proto.graph, {}, top=True)
     if b.missing:
         raise UnsupportedOpsError(b.missing)

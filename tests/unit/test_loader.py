@@ -37,7 +37,7 @@ def test_initializer_is_read_only_view_over_model_bytes():
     np.testing.assert_array_equal(w, [0, 1, 2])
 
 
-def test_external_data_is_memory_mapped(tmp_path):
+def test_external_data_is_read_into_private_memory(tmp_path):
     arr = np.arange(12, dtype=np.float32)
     (tmp_path / "w.bin").write_bytes(b"\0" * 16 + arr.tobytes())
     t = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[3, 4], data_location=T.EXTERNAL)
@@ -48,7 +48,8 @@ def test_external_data_is_memory_mapped(tmp_path):
     path.write_bytes(m.SerializeToString())
     loaded = load_model(str(path))
     w = loaded.weights["w"]
-    assert isinstance(w.base, np.memmap) or isinstance(w, np.memmap)
+    assert not isinstance(w.base, np.memmap) and not isinstance(w, np.memmap)  # issue #19: no mapping
+    assert not w.flags.writeable
     np.testing.assert_array_equal(w, arr.reshape(3, 4))
 
 
@@ -178,7 +179,7 @@ def test_truncated_or_corrupted_model_is_a_model_error(data):
         pass
 
 
-def test_path_initializers_are_views_into_the_mapped_file(tmp_path):
+def test_path_initializers_are_views_into_one_private_copy_of_the_file(tmp_path):
     import mmap
 
     big = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
@@ -193,7 +194,8 @@ def test_path_initializers_are_views_into_the_mapped_file(tmp_path):
         base = base.base
     if isinstance(base, memoryview):
         base = base.obj
-    assert isinstance(base, mmap.mmap), type(base)
+    assert isinstance(base, mmap.mmap), type(base)  # the anonymous buffer the file was read into
+    assert loaded.weights["w"].base is not None  # a view: the file is copied once, not per tensor
     np.testing.assert_array_equal(arr, big)
     # bytes input: a view over the caller's bytes, no copy.
     raw = m.SerializeToString()
