@@ -59,7 +59,7 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
             descs = node.op.infer(ins, cin)
         except Exception:  # inference is advisory; the node then stays on the CPU
             descs = [UNKNOWN] * len(node.outputs)
-        folded = _fold(node, ins, cin)
+        folded = _fold(node, ins, cin, descs)
         live = not node.outputs
         for k, name in enumerate(node.outputs):
             if not name:
@@ -85,7 +85,7 @@ def _bind(desc: TensorDesc | None, symbols: dict[str, int]) -> TensorDesc | None
                       desc.kind, desc.elem)
 
 
-def _fold(node: Node, ins: list[TensorDesc], cin: list) -> list | None:
+def _fold(node: Node, ins: list[TensorDesc], cin: list, inferred: list[TensorDesc]) -> list | None:
     if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx") and ins and ins[0].static:
         # Only the shape matters: a zero-stride stand-in of the right shape is enough.
         dt = ins[0].dtype if ins[0].dtype is not None and ins[0].dtype.kind != "O" else np.dtype(np.float32)
@@ -97,10 +97,10 @@ def _fold(node: Node, ins: list[TensorDesc], cin: list) -> list | None:
             and cin[0] is not None and cin[1] is None and ins[1].dtype is not None and ins[1].kind == "tensor"):
         # Only the second input's type matters: functions' expansions cast constants "like" a
         # run-time input, and the constant chains behind them fold on.
-        return _try_fold(node, [cin[0], np.zeros((0,), ins[1].dtype)])
+        return _try_fold(node, [cin[0], np.zeros((0,), ins[1].dtype)], inferred)
     if _graphs_in(node.attrs):
         return None
-    return _try_fold(node, cin)
+    return _try_fold(node, cin, inferred)
 
 
 # ---------------------------------------------------------------------- GPU support
