@@ -1,5 +1,5 @@
 """Command line: `python -m vkml run [MODEL] [--input NAME=FILE.npy ...]`, `python -m vkml info`,
-`python -m vkml bench [...]`."""
+`python -m vkml warmup MODEL [--shape NAME=D,D,...]`, `python -m vkml bench [...]`."""
 from __future__ import annotations
 
 import argparse
@@ -111,6 +111,42 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _parse_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
+    if not items:
+        return None
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise ValueError(f"--shape {item!r}: expected NAME=D1,D2,... (e.g. x=1,3,224,224)")
+    return shapes
+
+
+def cmd_warmup(args) -> int:
+    """Compile every GPU pipeline MODEL needs into the pipeline cache (e.g. while building a
+    container image), so that the first session of a later process starts warm."""
+    import vkml
+
+    t0 = time.perf_counter()
+    devices = args.device or None
+    sess = vkml.InferenceSession(args.model, devices=devices, warmup=False)
+    if not any(d != "cpu" for d in sess.get_providers()):
+        print("vkml: no GPU in this session's devices: nothing to compile", file=sys.stderr)
+        return 1
+    pipes = sess.warmup(_parse_shapes(args.shape))
+    took = time.perf_counter() - t0
+    from vkml.vulkan import config
+
+    where = config.cache_dir() or "nowhere (VKML_PIPELINE_CACHE=0)"
+    print(f"{len(pipes)} GPU pipelines ready in {took:.2f} s ({sum(p['compile_s'] for p in pipes):.2f} s of "
+          f"compiling, on threads); pipeline cache: {where}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="vkml", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -120,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--device", action="append", help="device name from `vkml info` (repeatable)")
     r.add_argument("--repeat", type=int, default=100, help="runs timed for the median latency")
     sub.add_parser("info", help="list the devices vkml can use")
+    w = sub.add_parser("warmup", help="compile a model's GPU pipelines into the pipeline cache")
+    w.add_argument("model")
+    w.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
+                   help="an input's shape (needed for symbolic dimensions; repeatable)")
+    w.add_argument("--device", action="append", help="device name from `vkml info` (repeatable)")
     sub.add_parser("bench", help="benchmark suite; --profile MODEL: where its time goes (vkml bench --help)")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # its own parser (vkml.benchmarks): options pass through untouched
@@ -127,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return _guard(bench_main, argv[1:])
     args = ap.parse_args(argv)
-    return _guard({"run": cmd_run, "info": cmd_info}[args.cmd], args)
+    return _guard({"run": cmd_run, "info": cmd_info, "warmup": cmd_warmup}[args.cmd], args)
 
 
 def _guard(fn, args) -> int:

@@ -56,3 +56,26 @@ def test_warmup_for_symbolic_shapes(gpu):
     (y,) = sess.run(None, {"x": x})
     assert y.shape == (2, 5)
     assert vkml.InferenceSession(cnn(), devices=["cpu"]).warmup() == []
+
+
+def test_cli_warmup_fills_the_pipeline_cache(gpu, tmp_path, capsys):
+    """`python -m vkml warmup MODEL --shape x=...` compiles the plan's pipelines and leaves the
+    pipeline cache saved (the device's cache file is rewritten after each batch)."""
+    import glob
+    import os
+
+    from vkml import cli
+    from _models import cnn
+
+    path = tmp_path / "cnn.onnx"
+    path.write_bytes(cnn(seed=11))
+    assert cli.main(["warmup", str(path), "--device", gpu, "--device", "cpu"]) == 1  # N is symbolic
+    assert "input_shapes" in capsys.readouterr().err
+    assert cli.main(["warmup", str(path), "--device", gpu, "--device", "cpu", "--shape", "x=3,3,12,12"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU pipelines ready" in out
+    cache = os.environ.get("VKML_CACHE_DIR")
+    if cache:
+        assert glob.glob(os.path.join(cache, "pipelines-*.bin"))
+    assert cli.main(["warmup", str(path), "--shape", "x=bad"]) == 1
+    assert cli.main(["warmup", str(path), "--device", "cpu"]) == 1
