@@ -231,6 +231,15 @@ def matmul_chain(n: int, d: int) -> bytes:
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
 
 
+def _slow_size(gpu) -> int:
+    """A matmul_chain width whose runs outlast a wait's first spin (~100 us on GPUs): 256 on a
+    CPU device such as lavapipe, 2048 on a real GPU (an H100 does 256^3 in microseconds)."""
+    import vkml.vulkan as vk
+
+    kind = next((d.device_type for d in vk.list_devices() if d.name == gpu), "cpu")
+    return 256 if kind == "cpu" else 2048
+
+
 def _device_used(gpu) -> int:
     from vkml.tensor import vulkan_device
 
@@ -263,9 +272,10 @@ def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, monkeypa
 
     import vkml.gpurun
 
-    model = matmul_chain(3, 256)
+    d = _slow_size(gpu)
+    model = matmul_chain(3, d)
     sess = vkml.InferenceSession(model, devices=[gpu], executor=executor, max_slots=2)
-    x = np.ones((256, 256), np.float32)
+    x = np.ones((d, d), np.float32)
     want = vkml.InferenceSession(model).run(None, {"x": x})[0]
     sess.run(None, {"x": x})
     pool = sess._gpu.last.pool
@@ -345,14 +355,17 @@ def test_a_plan_squeezed_off_the_gpu_comes_back_when_memory_frees(gpu, monkeypat
     in_use = dev.memory_stats()["heaps"].get(heap, {}).get("reserved", 0)
     dev.set_memory_budget(in_use + (64 << 20))  # (room for a new block of each memory pool)
     try:
-        hog = []
-        try:
-            while len(hog) < 128:  # every MiB there is (earlier tests' blocks too)...
-                hog.append(dev.alloc(1 << 20))
-        except MemoryError:
-            pass
-        del hog[-2:]  # ...but 2: less than the plan's 4 MiB of values
-        # (warmup=False: the first run, not the session's creation, meets the full GPU)
+        # Take every byte there is (earlier tests' blocks too), in pieces that shrink when a
+        # driver's block size no longer fits, then give back less than the plan's 4 MiB.
+        hog, size = [], 16 << 20
+        while size >= 64 << 10 and len(hog) < 4096:
+            try:
+                hog.append(dev.alloc(size))
+            except MemoryError:
+                size //= 2
+        freed = 0
+        while hog and freed + hog[-1].size <= (2 << 20):
+            freed += hog.pop().size
         sess = vkml.InferenceSession(model, devices=[gpu, "cpu"], warmup=False)
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5)
         assert sess._gpu.squeezed and "cpu" in {r["device"] for r in sess.placement()}
