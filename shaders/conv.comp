@@ -9,6 +9,10 @@
 // A per-k table (binding 4, two ivec4 per k, built by the host) gives, for entry 2k:
 //   x: c * S (+ the tap's flat spatial offset for Conv), y/z/w: the tap's offsets dz, dy, dx
 //   (tap index * dilation); and for entry 2k + 1: x: the weight offset of k within a row.
+// Split K (S > 1, for small outputs with a long K that would leave most of the GPU idle):
+// workgroup z covers (group, split); split s sums k in [s * KS, min(K, (s + 1) * KS)) and
+// writes its partial sums, bias left out, to part[(s * Mtot + g * M + m) * NP + col]; the
+// splitk_reduce shader then adds the S partials and the bias into the output.
 // Conv:           input coordinate = o * stride - pad_begin + d, valid inside the input.
 // ConvTranspose:  q = o + pad_begin - d must be a multiple of the stride; input = q / stride.
 #extension GL_GOOGLE_include_directive : require
@@ -33,6 +37,7 @@ layout(std430, binding = 1) readonly buffer BW4 { SX4 w4[]; };
 layout(std430, binding = 2) readonly buffer BBias { SO bias[]; };
 layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
 layout(std430, binding = 4) readonly buffer BT { ivec4 ktab[]; };
+layout(std430, binding = 5) writeonly buffer BP { float part[]; };
 
 layout(push_constant) uniform Push {
     uint M, NP, K, G;       // Mg, N * P, Cg * taps, groups
@@ -43,15 +48,18 @@ layout(push_constant) uniform Push {
     int D, H, W;            // input spatial
     int sz, sy, sx;         // strides
     int pz, py, px;         // pads at the beginning
+    uint KS, S;             // k per split, splits (1: no split, part[] unused)
 } pc;
+
+uint KEND;                  // the end of this split's k range
 
 vec4 load_a(uint base, uint gm, uint gk) {
     vec4 v = vec4(0.0);
-    if (gm >= pc.M || gk >= pc.K) return v;
+    if (gm >= pc.M || gk >= KEND) return v;
     uint row = base + gm * pc.wm;
     if (VEC_A == 4u) return vec4(w4[(row + gk) >> 2u]);
     for (uint c_ = 0u; c_ < 4u; ++c_)
-        if (gk + c_ < pc.K) v[c_] = float(w[row + uint(ktab[2u * (gk + c_) + 1u].x)]);
+        if (gk + c_ < KEND) v[c_] = float(w[row + uint(ktab[2u * (gk + c_) + 1u].x)]);
     return v;
 }
 
@@ -83,7 +91,7 @@ void setup_columns(uint c0) {
 
 vec4 load_b(uint xg, uint gk) {
     vec4 v = vec4(0.0);
-    if (gk >= pc.K) return v;
+    if (gk >= KEND) return v;
     ivec4 e = ktab[2u * gk];
     ivec3 lim = ivec3(pc.D, pc.H, pc.W);
     for (uint j = 0u; j < 4u; ++j) {
@@ -108,11 +116,14 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint tx = tid % WGX, ty = tid / WGX;
     uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
-    uint ntiles = (pc.K + BK - 1u) / BK;
     uint bcol = (tid % BN4) * 4u;  // B slots run along the columns: s % BN4 is fixed
     setup_columns(n0 + bcol);
 
-    for (uint g = gl_WorkGroupID.z; g < pc.G; g += gl_NumWorkGroups.z) {
+    for (uint gs = gl_WorkGroupID.z; gs < pc.G * pc.S; gs += gl_NumWorkGroups.z) {
+        uint g = gs / pc.S, split = gs - g * pc.S;
+        uint kbeg = split * pc.KS;
+        KEND = min(pc.K, kbeg + pc.KS);
+        uint ntiles = KEND > kbeg ? (KEND - kbeg + BK - 1u) / BK : 0u;
         uint xg = g * pc.CgS, wbase = g * pc.wg;
         GEMM_ACC_DECL;
         GEMM_ACC_ZERO;
@@ -124,14 +135,14 @@ void main() {
                 uint s = tid + i * NWG, m, k;
                 if (s < BM * BK / 4u) {
                     gemm_slot_a(s, false, m, k);
-                    gemm_store_a(0u, m, k, false, load_a(wbase, m0 + m, k));
+                    gemm_store_a(0u, m, k, false, load_a(wbase, m0 + m, kbeg + k));
                 }
             }
             [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
                 uint s = tid + i * NWG, k, n;
                 if (s < BK * BN / 4u) {
                     gemm_slot_b(s, true, k, n);
-                    gemm_store_b(0u, k, n, true, load_b(xg, k));
+                    gemm_store_b(0u, k, n, true, load_b(xg, kbeg + k));
                 }
             }
         }
@@ -140,7 +151,7 @@ void main() {
         for (uint t = 0u; t < ntiles; ++t) {
             uint buf = t & 1u;
             bool more = t + 1u < ntiles;
-            uint k1 = (t + 1u) * BK;
+            uint k1 = kbeg + (t + 1u) * BK;
             if (more) {
                 [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
                     uint s = tid + i * NWG, m, k;
@@ -173,6 +184,18 @@ void main() {
             barrier();
         }
 
+        if (pc.S > 1u) {
+            [[unroll]] for (uint j = 0u; j < TN; ++j) {
+                uint col = n0 + gemm_col(j, tx);
+                if (col >= pc.NP) continue;
+                uint pbase = (split * pc.Mtot + g * pc.M) * pc.NP + col;
+                [[unroll]] for (uint i = 0u; i < TM; ++i) {
+                    uint m = m0 + gemm_row(i, ty);
+                    if (m < pc.M) part[pbase + m * pc.NP] = acc[i * TN + j];
+                }
+            }
+            continue;
+        }
         [[unroll]] for (uint j = 0u; j < TN; ++j) {
             uint col = n0 + gemm_col(j, tx);
             if (col >= pc.NP) continue;

@@ -27,6 +27,10 @@ layout(std430, binding = 1) readonly buffer BB { SX b[]; };
 layout(std430, binding = 1) readonly buffer BB4 { SX4 b4[]; };
 layout(std430, binding = 2) readonly buffer BC { SO c[]; };
 layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
+// Split K (S > 1): z runs over (split, batch); split s sums k in [s * KS, min(K, (s + 1) * KS))
+// and writes alpha * its partial to part[((s * batch + z) * M + m) * N + n]; splitk_reduce
+// adds the partials and beta * C into the output.
+layout(std430, binding = 4) writeonly buffer BP { float part[]; };
 
 // Batch: output batch z (row-major over bshape[0..brank)) reads A at sum(coord * sab) and B
 // at sum(coord * sbb); the output batches are contiguous M x N blocks. 92 bytes.
@@ -39,12 +43,15 @@ layout(push_constant) uniform Push {
     uint lda, ldb;          // row strides of A and B as stored
     float alpha, beta;
     uint scm, scn;          // C's strides over (m, n), 0 where it broadcasts
+    uint KS, S;             // k per split, splits (1: no split, part[] unused)
 } pc;
+
+uint KEND;                  // the end of this split's k range
 
 // Four values of A starting at (gm, gk), along m if TRANS_A else along k; zeros outside.
 vec4 load_a(uint base, uint gm, uint gk) {
     vec4 v = vec4(0.0);
-    if (gm >= pc.M || gk >= pc.K) return v;
+    if (gm >= pc.M || gk >= KEND) return v;
     if (TRANS_A) {
         uint idx = base + gk * pc.lda + gm;
         if (VEC_A == 4u) return vec4(a4[idx >> 2u]);
@@ -52,7 +59,7 @@ vec4 load_a(uint base, uint gm, uint gk) {
     } else {
         uint idx = base + gm * pc.lda + gk;
         if (VEC_A == 4u) return vec4(a4[idx >> 2u]);
-        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < pc.K) v[c_] = float(a[idx + c_]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = float(a[idx + c_]);
     }
     return v;
 }
@@ -60,11 +67,11 @@ vec4 load_a(uint base, uint gm, uint gk) {
 // Four values of B starting at (gk, gn), along n unless TRANS_B (then along k).
 vec4 load_b(uint base, uint gk, uint gn) {
     vec4 v = vec4(0.0);
-    if (gk >= pc.K || gn >= pc.N) return v;
+    if (gk >= KEND || gn >= pc.N) return v;
     if (TRANS_B) {
         uint idx = base + gn * pc.ldb + gk;
         if (VEC_B == 4u) return vec4(b4[idx >> 2u]);
-        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < pc.K) v[c_] = float(b[idx + c_]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = float(b[idx + c_]);
     } else {
         uint idx = base + gk * pc.ldb + gn;
         if (VEC_B == 4u) return vec4(b4[idx >> 2u]);
@@ -77,9 +84,11 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint tx = tid % WGX, ty = tid / WGX;
     uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
-    uint ntiles = (pc.K + BK - 1u) / BK;
-
-    for (uint z = gl_WorkGroupID.z; z < pc.batch; z += gl_NumWorkGroups.z) {
+    for (uint zs = gl_WorkGroupID.z; zs < pc.batch * pc.S; zs += gl_NumWorkGroups.z) {
+        uint split = zs / pc.batch, z = zs - split * pc.batch;
+        uint kbeg = split * pc.KS;
+        KEND = min(pc.K, kbeg + pc.KS);
+        uint ntiles = KEND > kbeg ? (KEND - kbeg + BK - 1u) / BK : 0u;
         uint abase = 0u, bbase = 0u, r = z;
         for (int d = int(pc.brank) - 1; d >= 0; --d) {
             uint s = pc.bshape[d], q = r / s, co = r - q * s;
@@ -99,14 +108,14 @@ void main() {
                 uint s = tid + i * NWG, m, k;
                 if (s < BM * BK / 4u) {
                     gemm_slot_a(s, TRANS_A, m, k);
-                    gemm_store_a(0u, m, k, TRANS_A, load_a(abase, m0 + m, k));
+                    gemm_store_a(0u, m, k, TRANS_A, load_a(abase, m0 + m, kbeg + k));
                 }
             }
             [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
                 uint s = tid + i * NWG, k, n;
                 if (s < BK * BN / 4u) {
                     gemm_slot_b(s, !TRANS_B, k, n);
-                    gemm_store_b(0u, k, n, !TRANS_B, load_b(bbase, k, n0 + n));
+                    gemm_store_b(0u, k, n, !TRANS_B, load_b(bbase, kbeg + k, n0 + n));
                 }
             }
         }
@@ -115,7 +124,7 @@ void main() {
         for (uint t = 0u; t < ntiles; ++t) {
             uint buf = t & 1u;
             bool more = t + 1u < ntiles;
-            uint k1 = (t + 1u) * BK;
+            uint k1 = kbeg + (t + 1u) * BK;
             if (more) {  // fetch the next tile into registers while this one is multiplied
                 [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
                     uint s = tid + i * NWG, m, k;
@@ -148,6 +157,18 @@ void main() {
             barrier();
         }
 
+        if (pc.S > 1u) {
+            uint pbase = (split * pc.batch + z) * pc.M * pc.N;
+            [[unroll]] for (uint i = 0u; i < TM; ++i) {
+                uint m = m0 + gemm_row(i, ty);
+                if (m >= pc.M) continue;
+                [[unroll]] for (uint j = 0u; j < TN; ++j) {
+                    uint n = n0 + gemm_col(j, tx);
+                    if (n < pc.N) part[pbase + m * pc.N + n] = pc.alpha * acc[i * TN + j];
+                }
+            }
+            continue;
+        }
         uint obase = z * pc.M * pc.N;
         [[unroll]] for (uint i = 0u; i < TM; ++i) {
             uint m = m0 + gemm_row(i, ty);

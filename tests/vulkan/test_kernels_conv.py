@@ -193,8 +193,9 @@ def test_validation_layer_clean(dev):
         for dt in ("float32", "float16"):
             f = lambda *s: rng.standard_normal(s).astype(dt)
             feeds = {"x": f(1, 6, 9, 8), "w": f(8, 3, 3, 3), "b": f(8), "wd": f(8, 1, 3, 3), "wp": f(5, 8, 1, 1),
-                     "wt": f(5, 2, 2, 2)}
-            out = run_ops(dev, [("Conv", {"group": 2, "pads": [1, 1, 1, 1]}, ["x", "w", "b"], ["y"]),
+                     "wt": f(5, 2, 2, 2), "xs": f(1, 64, 7, 7), "ws": f(32, 64, 3, 3), "bs": f(32)}
+            out = run_ops(dev, [("Conv", {"pads": [1, 1, 1, 1]}, ["xs", "ws", "bs"], ["ys"]),  # split K
+                                ("Conv", {"group": 2, "pads": [1, 1, 1, 1]}, ["x", "w", "b"], ["y"]),
                                 ("Conv", {"group": 8, "strides": [2, 2]}, ["y", "wd"], ["z"]),
                                 ("Conv", {}, ["z", "wp"], ["p"]),
                                 ("ConvTranspose", {"strides": [2, 2]}, ["p", "wt"], ["t"])], feeds)
@@ -203,3 +204,35 @@ def test_validation_layer_clean(dev):
         print("VALIDATION-CLEAN")
     """)
     run_validated(code)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("case", [
+    # (N, C, H, W), (M, C/group, kh, kw), attrs: small outputs with long K, which split K
+    ((1, 64, 7, 7), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 48, 5, 5), (24, 24, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
+    ((2, 40, 6, 6), (16, 40, 3, 3), {"strides": [2, 2]}),
+    ((1, 37, 4, 4), (9, 37, 3, 3), {"pads": [1, 1, 1, 1]}),  # K = 333, not a multiple of 4
+])
+def test_split_k(dev, case, dtype):
+    """Convolutions that leave most of the GPU idle split K over more workgroups and sum the
+    partials in a second pass (shaders/splitk_reduce.comp), bias added there."""
+    xs, ws, attrs = case
+    rng = np.random.default_rng(7)
+    x, w, b = _arr(rng, xs, dtype), _arr(rng, ws, dtype), _arr(rng, (ws[0],), dtype)
+    geo = kc.geometry("Conv", attrs, xs, ws)
+    t = kc._conv_tiling(dev, geo)
+    blocks = -(-geo.mg // t.bm) * -(-(geo.n * int(np.prod(geo.out_sp))) // t.bn) * geo.group
+    s, ks = kc.mm.split_k(blocks, geo.cg * geo.taps, t.bk, 1, 1 << 30)
+    assert s > 1 and ks % t.bk == 0 and (s - 1) * ks < geo.cg * geo.taps <= s * ks
+    check(dev, "Conv", attrs, x, w, b)
+    check(dev, "Conv", attrs, x, w)
+
+
+def test_split_k_choice():
+    assert kc.mm.split_k(200, 4608, 16, 100, 1 << 30) == (1, 4608)          # enough workgroups
+    assert kc.mm.split_k(8, 100, 16, 100, 1 << 30) == (1, 100)             # K too short
+    s, ks = kc.mm.split_k(8, 4608, 16, 100, 1 << 30)
+    assert s == 32 and ks == 144 and s * ks >= 4608
+    assert kc.mm.split_k(8, 4608, 16, 100, 250)[0] == 2                     # partials must fit
+    assert kc.mm.split_k(8, 4608, 16, 100, 150) == (1, 4608)

@@ -292,3 +292,42 @@ def test_validation_layer_clean(dev):
         print("VALIDATION-CLEAN")
     """)
     run_validated(code)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("case", [
+    # Few output blocks, long K: split K (partials summed by shaders/splitk_reduce.comp)
+    ("MatMul", {}, (9, 1000), (1000, 20), None),
+    ("MatMul", {}, (3, 5, 300), (300, 7), None),                 # batch folded into M
+    ("MatMul", {}, (2, 6, 300), (2, 300, 7), None),              # batched: z over (split, batch)
+    ("Gemm", {"transB": 1, "alpha": 0.5, "beta": 2.0}, (4, 640), (10, 640), (10,)),
+    ("Gemm", {"transA": 1, "beta": -1.0}, (512, 3), (512, 9), (3, 1)),
+    ("Gemm", {"beta": 0.5}, (2, 700), (700, 5), (2, 5)),
+])
+def test_split_k_gemm(dev, case, dtype):
+    from vkml.kernels import matmul as km
+    from vkml.vulkan.testing import run_ops
+
+    op, attrs, sa, sb, sc = case
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, sa).astype(dtype)
+    b = rng.uniform(-1, 1, sb).astype(dtype)
+    feeds, names = {"a": a, "b": b}, ["a", "b"]
+    if sc is not None:
+        feeds["c"] = rng.uniform(-1, 1, sc).astype(dtype)
+        names.append("c")
+    g, _ = km.matmul_problem(sa, sb) if op == "MatMul" else km.gemm_problem(attrs, sa, sb, sc)
+    t = km.choose_tiling(dev, g.m, g.n, g.batch)
+    blocks = -(-g.m // t.bm) * -(-g.n // t.bn) * g.batch
+    assert km.split_k(blocks, g.k, t.bk, 4, 1 << 30)[0] > 1
+    got = run_ops(dev, [(op, attrs, names, ["y"])], feeds)["y"]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if op == "MatMul":
+        want = a64 @ b64
+    else:
+        aa = a64.T if attrs.get("transA") else a64
+        bb = b64.T if attrs.get("transB") else b64
+        want = attrs.get("alpha", 1.0) * (aa @ bb) + attrs.get("beta", 1.0) * feeds["c"].astype(np.float64)
+    tol = (2e-3 if dtype == np.float16 else 1e-5) * (np.abs(a64) @ np.abs(b64) if op == "MatMul" else 1 + np.abs(want))
+    assert got.shape == want.shape and got.dtype == dtype
+    assert (np.abs(got.astype(np.float64) - want) <= tol + 1e-3 * (dtype == np.float16)).all()

@@ -27,8 +27,8 @@ from .common import PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 MAX_INDEX = (1 << 31) - 1
-# Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads: 88 bytes
-CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3i", "conv")
+# Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads, KS, S: 96 bytes
+CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3iII", "conv")
 # total, M, mult, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations: 88 bytes
 DW_PUSH = PushBlock("IIIIIII3i3i3i3i3i", "conv_dw")
 
@@ -216,13 +216,23 @@ def _record_gemm(rec, geo: Geometry, x, w, b, out) -> None:
         wg, wm = geo.mg * k, k
         vec_a = 4 if k % 4 == 0 and w.view.offset % 16 == 0 else 1
     spec = t.spec() + (vec_a, b is not None, geo.transposed)
-    pipe = dev.pipeline(f"conv_{dtype_name(out.dtype)}", "rrrwr", CONV_PUSH.size, spec)
+    dt = dtype_name(out.dtype)
+    pipe = dev.pipeline(f"conv_{dt}", "rrrwrw", CONV_PUSH.size, spec)
     table = rec.constants(k_table(geo).tobytes())
+    blocks = -(-geo.mg // t.bm) * -(-(geo.n * p) // t.bn) * geo.group
+    splits, ks = mm.split_k(blocks, k, t.bk, geo.m * geo.n * p * 4, dev.max_storage_buffer_range)
+    part = dev.alloc(splits * geo.m * geo.n * p * 4) if splits > 1 else out.view
     push = CONV_PUSH.pack(geo.mg, geo.n * p, k, geo.group, p, geo.c * s, geo.cg * s, wg, wm, geo.m,
-                          *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads)
-    g = mm.Gemm(geo.mg, geo.n * p, k, False, False, 0, 0, [geo.group], [0], [0])
+                          *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads, ks, splits)
+    g = mm.Gemm(geo.mg, geo.n * p, k, False, False, 0, 0, [geo.group * splits], [0], [0])
     grid = mm.dispatch_grid(dev, g, t.bm, t.bn)
-    rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view, table], push, grid)
+    bias = b.view if b is not None else out.view
+    rec.dispatch(pipe, [x.view, w.view, bias, out.view, table, part], push, grid)
+    if splits > 1:
+        red = dev.pipeline(f"splitk_reduce_{dt}", "rrw", mm.SPLITK_PUSH.size, (256, b is not None))
+        total = geo.m * geo.n * p
+        rec.dispatch(red, [part, bias, out.view], mm.SPLITK_PUSH.pack(total, geo.m, geo.n * p, p, splits, 1, 0, 1.0),
+                     red.groups_for(total))
 
 
 @register

@@ -29,8 +29,18 @@ MAX_BATCH_RANK = 4
 MAX_DIM = (1 << 31) - 1
 MAX_GROUPS_Z = 65535  # the shader loops over batches beyond this
 
-# M, N, K, batch, brank, bshape[4], sab[4], sbb[4], lda, ldb, alpha, beta, scm, scn: 92 bytes
-MATMUL_PUSH = PushBlock("IIIII4I4I4IIIffII", "matmul")
+# M, N, K, batch, brank, bshape[4], sab[4], sbb[4], lda, ldb, alpha, beta, scm, scn, KS, S: 100 bytes
+# (matmul_coop.comp reads the first 92)
+MATMUL_PUSH = PushBlock("IIIII4I4I4IIIffIIII", "matmul")
+# total, rows, cols, P, S, br, bc, beta: 32 bytes (shaders/splitk_reduce.comp)
+SPLITK_PUSH = PushBlock("IIIIIIIf", "splitk_reduce")
+# Split K when a GEMM has fewer workgroups than this: a GPU has ~100 multiprocessors (an H100
+# 132), each running several workgroups; a 512 x 49 output (ResNet-50's last 3x3 convs at batch
+# 1) gives 8 of them, and walks K = 4608 alone. Each split keeps at least MIN_SPLIT_TILES K tiles.
+SPLIT_BELOW_GROUPS = 128
+SPLIT_TARGET_GROUPS = 256
+MIN_SPLIT_TILES = 4
+MAX_SPLITS = 32
 
 
 # ---------------------------------------------------------------------------- tiling
@@ -107,6 +117,21 @@ def choose_tiling(device, m: int, n: int, batch: int) -> Tiling:
     if _fits(MEDIUM, device) and blocks(MEDIUM) >= 48:
         return MEDIUM
     return SMALL
+
+
+def split_k(blocks: int, k: int, bk: int, out_bytes: int, limit: int) -> tuple[int, int]:
+    """(splits, k per split) for a GEMM of `blocks` workgroups over `k`: more workgroups when
+    there are too few to fill a GPU, each split a whole number of K tiles; (1, k) when it does
+    not pay or the partial sums (splits x out_bytes) would not fit in one buffer."""
+    if blocks >= SPLIT_BELOW_GROUPS or k < 2 * MIN_SPLIT_TILES * bk:
+        return 1, k
+    s = min(-(-SPLIT_TARGET_GROUPS // blocks), k // (MIN_SPLIT_TILES * bk), MAX_SPLITS)
+    while s > 1 and s * out_bytes > limit:
+        s -= 1
+    if s < 2:
+        return 1, k
+    ks = -(-(-(-k // s)) // bk) * bk
+    return -(-k // ks), ks
 
 
 # ---------------------------------------------------------------------------- problem
@@ -207,10 +232,11 @@ def _pad4(v: Sequence[int]) -> list[int]:
     return list(v) + [0] * (MAX_BATCH_RANK - len(v))
 
 
-def gemm_push(g: Gemm) -> bytes:
+def gemm_push(g: Gemm, ks: int | None = None, splits: int = 1) -> bytes:
     scm, scn = g.c_strides or (0, 0)
     return MATMUL_PUSH.pack(g.m, g.n, g.k, g.batch, len(g.bshape), *_pad4(g.bshape), *_pad4(g.sab),
-                            *_pad4(g.sbb), g.lda, g.ldb, g.alpha, g.beta, scm, scn)
+                            *_pad4(g.sbb), g.lda, g.ldb, g.alpha, g.beta, scm, scn,
+                            g.k if ks is None else ks, splits)
 
 
 def dispatch_grid(device, g: Gemm, bm: int, bn: int) -> tuple[int, int, int]:
@@ -238,13 +264,27 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     vec_b = 4 if g.k and _vec_ok(g, False) and b.view.offset % 16 == 0 else 1
     has_c = g.c_strides is not None
     spec = t.spec() + (vec_a, vec_b, g.trans_a, g.trans_b, has_c)
-    p = dev.pipeline(f"matmul_{dt}", "rrrw", MATMUL_PUSH.size, spec)
-    grid = dispatch_grid(dev, g, t.bm, t.bn)
+    p = dev.pipeline(f"matmul_{dt}", "rrrww", MATMUL_PUSH.size, spec)
     # Empty operands (K = 0) still need a binding: the output stands in, never read.
     va = a.view if g.k else out.view
     vb = b.view if g.k else out.view
     vc = c.view if has_c else out.view
-    rec.dispatch(p, [va, vb, vc, out.view], gemm_push(g), grid)
+    blocks = -(-g.m // t.bm) * -(-g.n // t.bn) * g.batch
+    out_bytes = g.m * g.n * g.batch * 4
+    splits, ks = split_k(blocks, g.k, t.bk, out_bytes, dev.max_storage_buffer_range)
+    if has_c and g.batch > 1:
+        splits, ks = 1, g.k  # (the second pass adds C over (m, n) of one batch)
+    part = dev.alloc(splits * out_bytes) if splits > 1 else out.view
+    split_g = Gemm(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, [g.batch * splits], [0], [0])
+    grid = dispatch_grid(dev, split_g, t.bm, t.bn)
+    rec.dispatch(p, [va, vb, vc, out.view, part], gemm_push(g, ks, splits), grid)
+    if splits > 1:
+        scm, scn = g.c_strides or (0, 0)
+        red = dev.pipeline(f"splitk_reduce_{dt}", "rrw", SPLITK_PUSH.size, (256, has_c))
+        total = g.m * g.n * g.batch
+        rec.dispatch(red, [part, vc, out.view],
+                     SPLITK_PUSH.pack(total, g.m * g.batch, g.n, g.n, splits, scm, scn, g.beta),
+                     red.groups_for(total))
 
 
 def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None]) -> str:

@@ -1,0 +1,35 @@
+#version 450
+// The second pass of a split-K GEMM or convolution (conv.comp, matmul.comp with S > 1):
+// out = sum over the S partial products + beta * bias, fp32 sums, one rounding to the output type.
+// part is [S][rows][cols] float32; element e = row * cols + col of one split goes to
+//   out[(col / P * rows + row) * P + col % P]
+// (P = cols for a plain row-major output; P = positions per image for NCHW convolutions,
+// where cols run over images x positions) and takes bias[row * br + col * bc].
+#extension GL_GOOGLE_include_directive : require
+#include "include/vkml_types.glsl"
+
+layout(local_size_x = 256, local_size_x_id = 0) in;
+layout(constant_id = 1) const bool HAS_BIAS = false;
+
+layout(std430, binding = 0) readonly buffer BP { float part[]; };
+layout(std430, binding = 1) readonly buffer BB { SO bias[]; };
+layout(std430, binding = 2) writeonly buffer BO { SO o[]; };
+
+layout(push_constant) uniform Push {
+    uint total;             // rows * cols
+    uint rows, cols, P, S;
+    uint br, bc;            // bias strides over (row, col)
+    float beta;
+} pc;
+
+void main() {
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint e = gl_GlobalInvocationID.x; e < pc.total; e += stride) {
+        float v = 0.0;
+        for (uint s = 0u; s < pc.S; ++s) v += part[s * pc.total + e];
+        uint row = e / pc.cols, col = e - row * pc.cols;
+        if (HAS_BIAS) v += pc.beta * float(bias[row * pc.br + col * pc.bc]);
+        uint img = col / pc.P, p = col - img * pc.P;
+        o[(img * pc.rows + row) * pc.P + p] = SO(v);
+    }
+}
