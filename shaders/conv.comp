@@ -38,6 +38,7 @@ layout(std430, binding = 2) readonly buffer BBias { SO bias[]; };
 layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
 layout(std430, binding = 4) readonly buffer BT { ivec4 ktab[]; };
 layout(std430, binding = 5) writeonly buffer BP { float part[]; };
+layout(std430, binding = 6) readonly buffer BR { SO res[]; };
 
 layout(push_constant) uniform Push {
     uint M, NP, K, G;       // Mg, N * P, Cg * taps, groups
@@ -49,7 +50,10 @@ layout(push_constant) uniform Push {
     int sz, sy, sx;         // strides
     int pz, py, px;         // pads at the beginning
     uint KS, S;             // k per split, splits (1: no split, part[] unused)
+    uint EPI;               // epilogue (vkml_epilogue.glsl): 1 adds res[] (same layout), 2 Relu
 } pc;
+
+#include "include/vkml_epilogue.glsl"
 
 uint KEND;                  // the end of this split's k range
 
@@ -206,7 +210,8 @@ void main() {
                 if (m >= pc.M) continue;
                 float v = acc[i * TN + j];
                 if (HAS_BIAS) v += float(bias[g * pc.M + m]);
-                o[obase + m * pc.P] = SO(v);
+                uint oi = obase + m * pc.P;
+                o[oi] = SO(epilogue(v, oi, pc.EPI));
             }
         }
     }

@@ -31,6 +31,7 @@ layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
 // and writes alpha * its partial to part[((s * batch + z) * M + m) * N + n]; splitk_reduce
 // adds the partials and beta * C into the output.
 layout(std430, binding = 4) writeonly buffer BP { float part[]; };
+layout(std430, binding = 5) readonly buffer BR { SO res[]; };
 
 // Batch: output batch z (row-major over bshape[0..brank)) reads A at sum(coord * sab) and B
 // at sum(coord * sbb); the output batches are contiguous M x N blocks. 92 bytes.
@@ -44,7 +45,10 @@ layout(push_constant) uniform Push {
     float alpha, beta;
     uint scm, scn;          // C's strides over (m, n), 0 where it broadcasts
     uint KS, S;             // k per split, splits (1: no split, part[] unused)
+    uint EPI;               // epilogue (vkml_epilogue.glsl): 1 adds res[] (the output's layout), 2 Relu
 } pc;
+
+#include "include/vkml_epilogue.glsl"
 
 uint KEND;                  // the end of this split's k range
 
@@ -178,7 +182,8 @@ void main() {
                 if (n >= pc.N) continue;
                 float v = pc.alpha * acc[i * TN + j];
                 if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
-                o[obase + m * pc.N + n] = SO(v);
+                uint oi = obase + m * pc.N + n;
+                o[oi] = SO(epilogue(v, oi, pc.EPI));
             }
         }
     }

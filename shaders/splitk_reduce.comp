@@ -3,6 +3,7 @@
 // out = sum over the S partial products + beta * bias, fp32 sums, one rounding to the output type.
 // part is [S][rows][cols] float32; element e = row * cols + col of one split goes to
 //   out[(col / P * rows + row) * P + col % P]
+// Then the epilogue (vkml_epilogue.glsl: a residual add, Relu) as the GEMM's own would.
 // (P = cols for a plain row-major output; P = positions per image for NCHW convolutions,
 // where cols run over images x positions) and takes bias[row * br + col * bc].
 #extension GL_GOOGLE_include_directive : require
@@ -14,13 +15,17 @@ layout(constant_id = 1) const bool HAS_BIAS = false;
 layout(std430, binding = 0) readonly buffer BP { float part[]; };
 layout(std430, binding = 1) readonly buffer BB { SO bias[]; };
 layout(std430, binding = 2) writeonly buffer BO { SO o[]; };
+layout(std430, binding = 3) readonly buffer BR { SO res[]; };
 
 layout(push_constant) uniform Push {
     uint total;             // rows * cols
     uint rows, cols, P, S;
     uint br, bc;            // bias strides over (row, col)
     float beta;
+    uint EPI;               // epilogue (vkml_epilogue.glsl)
 } pc;
+
+#include "include/vkml_epilogue.glsl"
 
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -30,6 +35,7 @@ void main() {
         uint row = e / pc.cols, col = e - row * pc.cols;
         if (HAS_BIAS) v += pc.beta * float(bias[row * pc.br + col * pc.bc]);
         uint img = col / pc.P, p = col - img * pc.P;
-        o[(img * pc.rows + row) * pc.P + p] = SO(v);
+        uint oi = (img * pc.rows + row) * pc.P + p;
+        o[oi] = SO(epilogue(v, oi, pc.EPI));
     }
 }

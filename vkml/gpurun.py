@@ -21,6 +21,7 @@ import numpy as np
 
 from .executor import NodeFailure
 from . import fusion
+from .compile.epilogue import fuse_epilogues
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
@@ -106,9 +107,11 @@ class ConcretePlan:
         self.runner = runner
         self.output_device = output_device
         self.concrete = concretize(graph, runner.weights, feeds_desc, fed, known)
-        if fusion.ENABLED:  # chains of elementwise ops become one dispatch
-            c = self.concrete
+        if fusion.ENABLED:  # chains of elementwise ops become one dispatch, and so do convolutions
+            c = self.concrete  # with the Add and Relu after them
             c.live, c.fused = fusion.fuse(c.live, c.values, c.consts, graph.outputs, frozenset(runner.forced))
+            c.live, more = fuse_epilogues(c.live, c.values, graph.outputs, frozenset(runner.forced))
+            c.fused.update(more)
         specs = device_specs(runner.devices, self.concrete, runner.caps, runner.broken)
         self.placement, self.report = place_concrete(graph, self.concrete, specs, runner.forced)
         gpus = sorted({d for d in self.placement.devices if d != "cpu"}
@@ -142,8 +145,12 @@ class ConcretePlan:
         slot = Slot(self, self.runner.consts)
         if not self.pipelines and slot.pipelines:
             self.pipelines = slot.pipelines
+            by_node = dict(slot.node_pipelines)
+            for name, chain in self.concrete.fused.items():  # fused nodes: each original
+                for orig in chain:
+                    by_node.setdefault(orig.name, slot.node_pipelines.get(name, []))
             for row in self.report:
-                ps = slot.node_pipelines.get(row["node"])
+                ps = by_node.get(row["node"])
                 if ps:
                     row["pipelines"] = [pipeline_info(p) for p in ps]
         return slot

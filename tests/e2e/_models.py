@@ -55,10 +55,12 @@ def cnn(seed: int = 1) -> bytes:
                   [h.make_tensor_value_info("y", T.FLOAT, ["N", 5])], inits, "cnn")
 
 
-def resnet_like(width: int = 8, blocks: tuple[int, ...] = (2, 2, 2), size: int = 32, seed: int = 4) -> bytes:
+def resnet_like(width: int = 8, blocks: tuple[int, ...] = (2, 2, 2), size: int = 32, seed: int = 4,
+                bn: bool = True) -> bytes:
     """A ResNet v1 of basic blocks, torchvision-shaped (7x7/2 stem, BatchNorm, MaxPool, 3x3
     blocks, strided stages with a 1x1 projection, GlobalAveragePool, Gemm) on x[1,3,size,size],
-    narrow so that lavapipe runs it quickly: the mix of GEMM/conv shapes is a real ResNet's."""
+    narrow so that lavapipe runs it quickly: the mix of GEMM/conv shapes is a real ResNet's.
+    bn=False: Conv with a bias instead of Conv + BatchNormalization (as torch exports fold it)."""
     rng = np.random.default_rng(seed)
     nodes, inits = [], {}
     count = [0]
@@ -70,10 +72,16 @@ def resnet_like(width: int = 8, blocks: tuple[int, ...] = (2, 2, 2), size: int =
         for nm, v in (("g", 1 + 0.1 * _w(rng, cout, scale=1)), ("b", 0.1 * _w(rng, cout, scale=1)),
                       ("m", 0.1 * _w(rng, cout, scale=1)), ("v", 1 + np.abs(_w(rng, cout, scale=0.1)))):
             inits[f"{nm}{i}"] = v.astype(np.float32)
-        nodes.append(h.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", kernel_shape=[k, k],
-                                 strides=[stride, stride], pads=[k // 2] * 4))
-        nodes.append(h.make_node("BatchNormalization", [f"c{i}", f"g{i}", f"b{i}", f"m{i}", f"v{i}"], [f"n{i}"],
-                                 name=f"bn{i}"))
+        if bn:
+            nodes.append(h.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", kernel_shape=[k, k],
+                                     strides=[stride, stride], pads=[k // 2] * 4))
+            nodes.append(h.make_node("BatchNormalization", [f"c{i}", f"g{i}", f"b{i}", f"m{i}", f"v{i}"],
+                                     [f"n{i}"], name=f"bn{i}"))
+        else:
+            nodes.append(h.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"n{i}"], name=f"conv{i}",
+                                     kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4))
+            for nm in ("g", "m", "v"):
+                del inits[f"{nm}{i}"]
         if not relu:
             return f"n{i}"
         nodes.append(h.make_node("Relu", [f"n{i}"], [f"r{i}"], name=f"relu{i}"))

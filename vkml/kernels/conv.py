@@ -27,8 +27,8 @@ from .common import PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 MAX_INDEX = (1 << 31) - 1
-# Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads, KS, S: 96 bytes
-CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3iII", "conv")
+# Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads, KS, S, EPI: 100 bytes
+CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3iIII", "conv")
 # total, M, mult, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations: 88 bytes
 DW_PUSH = PushBlock("IIIIIII3i3i3i3i3i", "conv_dw")
 
@@ -185,11 +185,11 @@ def _conv_tiling(device, geo: Geometry) -> mm.Tiling:
     return t
 
 
-def _record_pointwise(rec, geo: Geometry, x, w, b, out) -> None:
+def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> None:
     s = math.prod(geo.in_sp)
     g = mm.Gemm(geo.m, s, geo.c, False, False, geo.c, s, [geo.n], [0], [geo.c * s],
                 1.0, 1.0, (1, 0) if b is not None else None)
-    mm.record_gemm(rec, g, w, x, b, out)
+    mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res)
 
 
 def _record_dw(rec, geo: Geometry, x, w, b, out) -> None:
@@ -203,7 +203,7 @@ def _record_dw(rec, geo: Geometry, x, w, b, out) -> None:
                  pipe.groups_for(total))
 
 
-def _record_gemm(rec, geo: Geometry, x, w, b, out) -> None:
+def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> None:
     dev = rec.device
     t = _conv_tiling(dev, geo)
     t.validate(dev)
@@ -217,21 +217,23 @@ def _record_gemm(rec, geo: Geometry, x, w, b, out) -> None:
         vec_a = 4 if k % 4 == 0 and w.view.offset % 16 == 0 else 1
     spec = t.spec() + (vec_a, b is not None, geo.transposed)
     dt = dtype_name(out.dtype)
-    pipe = dev.pipeline(f"conv_{dt}", "rrrwrw", CONV_PUSH.size, spec)
+    pipe = dev.pipeline(f"conv_{dt}", "rrrwrwr", CONV_PUSH.size, spec)
+    vr = res.view if res is not None and epi & mm.EPI_RESIDUAL else out.view
     table = rec.constants(k_table(geo).tobytes())
     blocks = -(-geo.mg // t.bm) * -(-(geo.n * p) // t.bn) * geo.group
     splits, ks = mm.split_k(blocks, k, t.bk, geo.m * geo.n * p * 4, dev.max_storage_buffer_range)
     part = dev.alloc(splits * geo.m * geo.n * p * 4) if splits > 1 else out.view
     push = CONV_PUSH.pack(geo.mg, geo.n * p, k, geo.group, p, geo.c * s, geo.cg * s, wg, wm, geo.m,
-                          *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads, ks, splits)
+                          *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads, ks, splits, epi)
     g = mm.Gemm(geo.mg, geo.n * p, k, False, False, 0, 0, [geo.group * splits], [0], [0])
     grid = mm.dispatch_grid(dev, g, t.bm, t.bn)
     bias = b.view if b is not None else out.view
-    rec.dispatch(pipe, [x.view, w.view, bias, out.view, table, part], push, grid)
+    rec.dispatch(pipe, [x.view, w.view, bias, out.view, table, part, vr], push, grid)
     if splits > 1:
-        red = dev.pipeline(f"splitk_reduce_{dt}", "rrw", mm.SPLITK_PUSH.size, (256, b is not None))
+        red = dev.pipeline(f"splitk_reduce_{dt}", "rrwr", mm.SPLITK_PUSH.size, (256, b is not None))
         total = geo.m * geo.n * p
-        rec.dispatch(red, [part, bias, out.view], mm.SPLITK_PUSH.pack(total, geo.m, geo.n * p, p, splits, 1, 0, 1.0),
+        rec.dispatch(red, [part, bias, out.view, vr],
+                     mm.SPLITK_PUSH.pack(total, geo.m, geo.n * p, p, splits, 1, 0, 1.0, epi),
                      red.groups_for(total))
 
 
@@ -285,3 +287,48 @@ class ConvKernel(Kernel):
         else:
             _record_gemm(rec, geo, x, w, b, out)
 
+
+FUSED_CONV = "FusedConv"  # vkml/compile/epilogue.py: Conv [+ Add residual] [+ Relu]
+
+
+def fusable_route(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> bool:
+    """Whether a Conv's GPU route applies an epilogue in its own dispatch (the implicit GEMM and
+    pointwise routes do; the direct depthwise one does not)."""
+    try:
+        geo = geometry(op_type, attrs, x_shape, w_shape)
+    except ValueError:
+        return False
+    return _route(geo) in ("gemm", "pointwise")
+
+
+@register
+class FusedConvKernel(ConvKernel):
+    """A Conv whose following Add (a residual of the output's shape) and/or Relu run in its
+    own epilogue: inputs X, W, B (or absent), R (or absent); attrs: the Conv's plus `epilogue`
+    (EPI_* flags)."""
+    op_types = (FUSED_CONV,)
+
+    def check(self, device, op_type, attrs, inputs):
+        super().check(device, "Conv", attrs, list(inputs[:3]))
+        geo = self._geo("Conv", attrs, list(inputs[:3]))
+        if _route(geo) == "dw":
+            raise Unsupported("the depthwise route has no epilogue")
+        r = inputs[3] if len(inputs) > 3 else None
+        if r is not None and (tuple(r.shape) != geo.out_shape or np.dtype(r.dtype) != np.dtype(inputs[0].dtype)):
+            raise Unsupported(f"residual {tuple(r.shape)} {r.dtype} does not match the output {geo.out_shape}")
+
+    def infer(self, op_type, attrs, inputs):
+        return super().infer("Conv", attrs, list(inputs[:3]))
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, w, out = inputs[0], inputs[1], outputs[0]
+        b = inputs[2] if len(inputs) > 2 else None
+        res = inputs[3] if len(inputs) > 3 else None
+        geo = self._geo("Conv", attrs, [TensorSpec.of(t) if t is not None else None for t in inputs[:3]])
+        if out.size == 0:
+            return
+        epi = int(attrs["epilogue"])
+        if _route(geo) == "pointwise":
+            _record_pointwise(rec, geo, x, w, b, out, epi, res)
+        else:
+            _record_gemm(rec, geo, x, w, b, out, epi, res)

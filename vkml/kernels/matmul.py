@@ -29,11 +29,15 @@ MAX_BATCH_RANK = 4
 MAX_DIM = (1 << 31) - 1
 MAX_GROUPS_Z = 65535  # the shader loops over batches beyond this
 
-# M, N, K, batch, brank, bshape[4], sab[4], sbb[4], lda, ldb, alpha, beta, scm, scn, KS, S: 100 bytes
-# (matmul_coop.comp reads the first 92)
-MATMUL_PUSH = PushBlock("IIIII4I4I4IIIffIIII", "matmul")
-# total, rows, cols, P, S, br, bc, beta: 32 bytes (shaders/splitk_reduce.comp)
-SPLITK_PUSH = PushBlock("IIIIIIIf", "splitk_reduce")
+# M, N, K, batch, brank, bshape[4], sab[4], sbb[4], lda, ldb, alpha, beta, scm, scn, KS, S, EPI:
+# 104 bytes (matmul_coop.comp reads the first 92)
+MATMUL_PUSH = PushBlock("IIIII4I4I4IIIffIIIII", "matmul")
+# total, rows, cols, P, S, br, bc, beta, EPI: 36 bytes (shaders/splitk_reduce.comp)
+SPLITK_PUSH = PushBlock("IIIIIIIfI", "splitk_reduce")
+# Epilogue flags (shaders/include/vkml_epilogue.glsl): add a residual laid out like the output,
+# then Relu.
+EPI_RESIDUAL = 1
+EPI_RELU = 2
 # Split K when a GEMM has fewer workgroups than this: a GPU has ~100 multiprocessors (an H100
 # 132), each running several workgroups; a 512 x 49 output (ResNet-50's last 3x3 convs at batch
 # 1) gives 8 of them, and walks K = 4608 alone. Each split keeps at least MIN_SPLIT_TILES K tiles.
@@ -232,11 +236,11 @@ def _pad4(v: Sequence[int]) -> list[int]:
     return list(v) + [0] * (MAX_BATCH_RANK - len(v))
 
 
-def gemm_push(g: Gemm, ks: int | None = None, splits: int = 1) -> bytes:
+def gemm_push(g: Gemm, ks: int | None = None, splits: int = 1, epi: int = 0) -> bytes:
     scm, scn = g.c_strides or (0, 0)
     return MATMUL_PUSH.pack(g.m, g.n, g.k, g.batch, len(g.bshape), *_pad4(g.bshape), *_pad4(g.sab),
                             *_pad4(g.sbb), g.lda, g.ldb, g.alpha, g.beta, scm, scn,
-                            g.k if ks is None else ks, splits)
+                            g.k if ks is None else ks, splits, epi)
 
 
 def dispatch_grid(device, g: Gemm, bm: int, bn: int) -> tuple[int, int, int]:
@@ -249,14 +253,17 @@ def dispatch_grid(device, g: Gemm, bm: int, bn: int) -> tuple[int, int, int]:
     return gx, gy, min(g.batch, MAX_GROUPS_Z, max_groups[2])
 
 
-def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: bool = True) -> None:
-    """Record out = alpha * op(a) @ op(b) (+ beta * c) for DeviceTensors a, b, c (or None).
-    float16 runs on cooperative matrices where the device has them (unless coop=False)."""
+def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: bool = True,
+                epi: int = 0, res=None) -> None:
+    """Record out = alpha * op(a) @ op(b) (+ beta * c) for DeviceTensors a, b, c (or None),
+    then the epilogue `epi` (EPI_RESIDUAL: + res, laid out like out; EPI_RELU).
+    float16 runs on cooperative matrices where the device has them (unless coop=False or an
+    epilogue asks for the SIMT shader's)."""
     if g.m == 0 or g.n == 0 or g.batch == 0:
         return
     dev = rec.device
     dt = dtype_name(out.dtype)
-    if coop and tiling is None and dt == "f16" and matmul_coop.record_if_suitable(rec, g, a, b, c, out):
+    if coop and not epi and tiling is None and dt == "f16" and matmul_coop.record_if_suitable(rec, g, a, b, c, out):
         return
     t = tiling or choose_tiling(dev, g.m, g.n, g.batch)
     t.validate(dev)
@@ -264,7 +271,8 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     vec_b = 4 if g.k and _vec_ok(g, False) and b.view.offset % 16 == 0 else 1
     has_c = g.c_strides is not None
     spec = t.spec() + (vec_a, vec_b, g.trans_a, g.trans_b, has_c)
-    p = dev.pipeline(f"matmul_{dt}", "rrrww", MATMUL_PUSH.size, spec)
+    p = dev.pipeline(f"matmul_{dt}", "rrrwwr", MATMUL_PUSH.size, spec)
+    vr = res.view if res is not None and epi & EPI_RESIDUAL else out.view
     # Empty operands (K = 0) still need a binding: the output stands in, never read.
     va = a.view if g.k else out.view
     vb = b.view if g.k else out.view
@@ -277,13 +285,13 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     part = dev.alloc(splits * out_bytes) if splits > 1 else out.view
     split_g = Gemm(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, [g.batch * splits], [0], [0])
     grid = dispatch_grid(dev, split_g, t.bm, t.bn)
-    rec.dispatch(p, [va, vb, vc, out.view, part], gemm_push(g, ks, splits), grid)
+    rec.dispatch(p, [va, vb, vc, out.view, part, vr], gemm_push(g, ks, splits, epi), grid)
     if splits > 1:
         scm, scn = g.c_strides or (0, 0)
-        red = dev.pipeline(f"splitk_reduce_{dt}", "rrw", SPLITK_PUSH.size, (256, has_c))
+        red = dev.pipeline(f"splitk_reduce_{dt}", "rrwr", SPLITK_PUSH.size, (256, has_c))
         total = g.m * g.n * g.batch
-        rec.dispatch(red, [part, vc, out.view],
-                     SPLITK_PUSH.pack(total, g.m * g.batch, g.n, g.n, splits, scm, scn, g.beta),
+        rec.dispatch(red, [part, vc, out.view, vr],
+                     SPLITK_PUSH.pack(total, g.m * g.batch, g.n, g.n, splits, scm, scn, g.beta, epi),
                      red.groups_for(total))
 
 

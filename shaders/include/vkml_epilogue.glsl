@@ -1,0 +1,25 @@
+// Epilogue of a GEMM or convolution: what follows it in the model, done before the store
+// (vkml/compile/epilogue.py fuses Conv [+ Add] [+ Relu] into one node). The including shader
+// declares `SO res[]` (the residual, laid out like the output) and passes its push-constant
+// flags: bit 0 adds res[i], bit 1 applies Relu. Each step rounds to the output type first, as
+// the separate ops would (exact for float32; for float16 the same roundings as Conv, Add, Relu).
+#ifndef VKML_EPILOGUE_GLSL
+#define VKML_EPILOGUE_GLSL
+
+const uint EPI_RESIDUAL = 1u;
+const uint EPI_RELU = 2u;
+
+float epilogue(float v, uint i, uint flags) {
+    if (flags == 0u) return v;
+    v = float(SO(v));
+    if ((flags & EPI_RESIDUAL) != 0u) v = float(SO(v + float(res[i])));
+    // Relu on the bits, as shaders/unary.comp (NVIDIA turns `v < 0 ? 0 : v` into max, which
+    // drops NaN and -0): negative, non-zero and not NaN becomes +0.
+    if ((flags & EPI_RELU) != 0u) {
+        uint b = floatBitsToUint(v);
+        if (b > 0x80000000u && b <= 0xFF800000u) v = 0.0;
+    }
+    return v;
+}
+
+#endif

@@ -1,0 +1,91 @@
+"""Epilogue fusion (vkml/compile/epilogue.py): Conv [+ residual Add] [+ Relu] runs as one GPU
+node and gives what the separate ops give, bit for bit (float32), on the GPU and the CPU."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import vkml
+import vkml.fusion
+
+from _models import resnet_like
+
+
+def _model(kernel: int, stride: int, relu_first: bool = False) -> bytes:
+    """Two branches from x: conv a (3x3 or 1x1) -> Add(b) -> Relu, where b is a strided projection
+    computed after a; a second conv -> Relu; plus a Conv -> Relu -> Add that must not fuse the Add."""
+    rng = np.random.default_rng(kernel * 10 + stride)
+    w = lambda *s: nh.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), f"w{len(inits)}")
+    inits = []
+    for shape in ((8, 4, kernel, kernel), (8,), (8, 4, 1, 1), (8, 8, 3, 3)):
+        inits.append(w(*shape))
+    p = kernel // 2
+    nodes = [h.make_node("Conv", ["x", "w0", "w1"], ["a"], name="conv_a", pads=[p] * 4, strides=[stride] * 2),
+             h.make_node("Conv", ["x", "w2"], ["b"], name="proj", strides=[stride] * 2),
+             h.make_node("Add", ["b", "a"], ["s"], name="add"),
+             h.make_node("Relu", ["s"], ["r"], name="relu"),
+             h.make_node("Conv", ["r", "w3"], ["c"], name="conv_c", pads=[1] * 4),
+             h.make_node("Relu", ["c"], ["rc"], name="relu_c"),
+             h.make_node("Add", ["rc", "r"], ["y"], name="add_after_relu")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 9, 9])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def _run(model, devices, x, fuse, monkeypatch):
+    monkeypatch.setattr(vkml.fusion, "ENABLED", fuse)
+    s = vkml.InferenceSession(model, devices=devices)
+    return s.run(None, {"x": x})[0], s.placement()
+
+
+def test_fused_conv_bitwise_equal_to_separate_ops(gpu, monkeypatch):
+    x = np.random.default_rng(1).standard_normal((1, 4, 9, 9)).astype(np.float32)
+    x[0, 0, :3, :3] = -0.0
+    for kernel, stride in ((3, 1), (1, 1), (3, 2)):
+        model = _model(kernel, stride)
+        ref, _ = _run(model, [gpu], x, False, monkeypatch)
+        got, report = _run(model, [gpu], x, True, monkeypatch)
+        fused = {r["node"]: r["reason"] for r in report if "fused into" in r["reason"]}
+        assert {"add", "relu"} <= set(fused) and "relu_c" in fused and "add_after_relu" not in fused, fused
+        assert all(r["device"] == gpu for r in report)
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+        cpu_ref, _ = _run(model, ["cpu"], x, False, monkeypatch)
+        np.testing.assert_allclose(got, cpu_ref, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_conv_on_the_cpu_replays_the_ops():
+    """FusedConv's CPU run is the original operators in order (exactly)."""
+    from vkml.compile.epilogue import fuse_epilogues
+    from vkml.onnx_loader import load_model
+
+    g = load_model(_model(3, 2)).graph
+    weights = load_model(_model(3, 2)).weights
+    nodes, fused = fuse_epilogues(g.nodes, g.values, g.outputs)
+    assert sorted(fused) == ["conv_a+add+relu", "conv_c+relu_c"]
+    assert [n.name for n in nodes] == ["proj", "conv_a+add+relu", "conv_c+relu_c", "add_after_relu"]
+    env = {"x": np.random.default_rng(3).standard_normal((1, 4, 9, 9)).astype(np.float32)}
+    env.update({k: weights[g.weight_key(k)] for k in g.constants})
+    ref = dict(env)
+    for n in g.nodes:
+        ref.update(zip(n.outputs, n.op.run(*[ref[i] if i else None for i in n.inputs])))
+    for n in nodes:
+        env.update(zip(n.outputs, n.op.run(*[env[i] if i else None for i in n.inputs])))
+    np.testing.assert_array_equal(env["y"], ref["y"])
+
+
+def test_resnet_like_fuses_every_relu_and_residual(gpu):
+    """BatchNorm folded (as torch exports): every Relu and residual Add rides on a conv."""
+    from _models import ort_run
+
+    model = resnet_like(bn=False)
+    s = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    report = s.placement()
+    assert all(r["device"] == gpu for r in report)
+    for r in report:
+        if r["op"] in ("Add", "Relu"):
+            assert "fused into" in r["reason"], r
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    (ref,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
