@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -13,7 +14,7 @@ from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
 from .plan import Plan, Runtime
-from .tensor import Tensor
+from .tensor import Tensor, vulkan_device
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,36 @@ class NodeArg:
             return cls(name, None if desc.shape is None else list(desc.shape), dtypes.type_name(desc.dtype))
         inner = NodeArg.of(name, desc.elem) if desc.elem is not None else None
         return cls(name, None, f"{desc.kind}({inner.type if inner else '?'})")
+
+
+class _DeviceOpener:
+    """resolve_devices(names), then every GPU among them opened, on a thread of its own."""
+
+    def __init__(self, names):
+        self._names = names
+        self._devices = self._error = None
+        if names == "cpu" or (names is not None and not isinstance(names, str) and list(names) == ["cpu"]):
+            self._thread = None
+            self._open()  # nothing slow: no Vulkan for a CPU session
+        else:
+            self._thread = threading.Thread(target=self._open, name="vkml-open-devices", daemon=True)
+            self._thread.start()
+
+    def _open(self) -> None:
+        try:
+            self._devices = resolve_devices(self._names)
+            for d in self._devices:
+                if d != "cpu":
+                    vulkan_device(d)
+        except BaseException as e:  # handed to the caller by result()
+            self._error = e
+
+    def result(self) -> list[str]:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._devices
 
 
 class InferenceSession:
@@ -56,8 +87,16 @@ class InferenceSession:
         warmup(input_shapes) instead); False leaves it to the first run."""
         if executor not in ("auto", "parallel", "sequential"):
             raise ValueError(f"executor must be 'auto', 'parallel' or 'sequential', not {executor!r}")
-        self.devices = resolve_devices(devices)
-        self.model: Model = load_model(model)
+        # Opening the GPUs (the Vulkan instance, each device, its pipeline cache) overlaps with
+        # reading the model: the driver calls run without the GIL. A bad device name is still
+        # reported before a bad model.
+        opener = _DeviceOpener(devices)
+        try:
+            self.model: Model = load_model(model)
+        except BaseException:
+            opener.result()
+            raise
+        self.devices = opener.result()
         g = self.model.graph
         self._runtime = Runtime(self.model.weights)
         self._required = [n for n in g.inputs if n not in self.model.overridable]
