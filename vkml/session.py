@@ -14,6 +14,7 @@ from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
 from .plan import Plan, Runtime
+from .runtime import blas
 from .tensor import Tensor, vulkan_device
 
 
@@ -122,6 +123,11 @@ class InferenceSession:
             fused = fusion.fuse_graph(g, self.model.weights, frozenset(forced)) if fusion.ENABLED else g
             self._plan = self._runtime.plan(fused)
             self._parallel = _choose_executor(self._plan, executor)
+            # How many threads of one run call BLAS at once: its share of BLAS's threads
+            # (vkml/runtime/blas.py) shrinks with it.
+            self._blas_width = _blas_width(self._parallel)
+            self._blas = blas.limiter()
+            self._blas_big = blas.plan_is_big(self._plan)
 
     # ------------------------------------------------------------ description
     def get_inputs(self) -> list[NodeArg]:
@@ -228,7 +234,12 @@ class InferenceSession:
         else:
             if any(isinstance(v, Tensor) for v in feeds.values()):
                 feeds = {k: v._host() if isinstance(v, Tensor) else v for k, v in feeds.items()}
-            outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
+            lim, width, big = self._blas, self._blas_width, self._blas_big
+            lim.enter(width, big)
+            try:
+                outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
+            finally:
+                lim.exit(width, big)
             if output_device is not None:
                 outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]
@@ -289,6 +300,15 @@ def _choose_executor(plan: Plan, executor: str) -> ParallelPlan | None:
         if elements / len(plan.steps) < _PARALLEL_MIN_ELEMENTS:
             return None
     return ParallelPlan(plan)
+
+
+def _blas_width(parallel: ParallelPlan | None) -> int:
+    """1 for a run on the caller's thread; for the scheduler's pool, the steps it can run at once."""
+    if parallel is None:
+        return 1
+    from . import _sched
+
+    return max(1, min(_sched.pool_size(), parallel_width(parallel.plan)))
 
 
 def _check_options(devices: list[str], graph, caps, forced) -> tuple[dict, dict]:

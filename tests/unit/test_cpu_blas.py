@@ -1,0 +1,180 @@
+"""The CPU device and NumPy's BLAS threads (vkml/runtime/blas.py): runs in flight cap them, the
+process's own setting comes back after, and a run in a worker thread is as fast as on the main one."""
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+import vkml
+import vkml.session
+from vkml.runtime import blas
+
+DIGITS = Path(vkml.__file__).parent / "data" / "digits_cnn.onnx"
+
+
+class FakeBlas:
+    def __init__(self, n: int) -> None:
+        self.n, self.calls = n, []
+
+    def get(self) -> int:
+        return self.n
+
+    def set(self, n: int) -> None:
+        self.calls.append(n)
+        self.n = n
+
+
+def test_auto_divides_the_process_setting_and_puts_it_back():
+    b = FakeBlas(4)
+    lim = blas.Limiter(b, "auto")
+    lim.enter(1, True)
+    assert b.n == 4
+    lim.enter(1, True)
+    assert b.n == 2
+    lim.enter(2, True)  # a parallel plan of width 2
+    assert b.n == 1
+    lim.exit(2, True)
+    lim.exit(1, True)
+    assert b.n == 4
+    lim.exit(1, True)
+    assert b.n == 4
+
+
+def test_small_gemm_runs_get_one_thread_and_a_user_setting_survives():
+    b = FakeBlas(3)
+    lim = blas.Limiter(b, "auto")
+    lim.enter(1, False)
+    assert b.n == 1
+    lim.enter(1, True)  # a big run joins: 3 // 2
+    assert b.n == 1
+    lim.exit(1, False)
+    assert b.n == 3
+    lim.exit(1, True)
+    assert b.n == 3
+    b.n = 5  # the user changes it between runs: vkml saves the new value
+    lim.enter(1, False)
+    lim.exit(1, False)
+    assert b.n == 5
+
+
+def test_fixed_and_off_policies():
+    b = FakeBlas(8)
+    lim = blas.Limiter(b, 2)
+    lim.enter(1, True)
+    lim.enter(1, True)
+    assert b.n == 2
+    lim.exit(1, True)
+    lim.exit(1, True)
+    assert b.n == 8
+    off = FakeBlas(8)
+    lim = blas.Limiter(off, None)
+    lim.enter(1, False)
+    lim.exit(1, False)
+    assert off.calls == []
+
+
+def test_config_parses(monkeypatch):
+    from vkml.runtime import config
+
+    for raw, want in (("", "auto"), ("auto", "auto"), ("off", None), ("0", None), ("3", 3)):
+        monkeypatch.setenv("VKML_CPU_BLAS_THREADS", raw)
+        assert config.cpu_blas_threads() == want
+    monkeypatch.setenv("VKML_CPU_BLAS_THREADS", "-2")
+    with pytest.raises(ValueError, match="VKML_CPU_BLAS_THREADS"):
+        config.cpu_blas_threads()
+
+
+def matmul_model(k: int):
+    """y = x @ w with x (1, k) and w (k, k): k*k multiply-adds."""
+    w = numpy_helper.from_array(np.full((k, k), 0.5, np.float32), "w")
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "mm",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, k])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, k])], [w])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.fixture
+def real_blas(monkeypatch):
+    """NumPy's OpenBLAS at 2 threads and a fresh limiter with the default policy."""
+    found = blas.find_blas()
+    if found is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS vkml can reach")
+    monkeypatch.delenv("VKML_CPU_BLAS_THREADS", raising=False)
+    saved = found.get()
+    found.set(2)
+    blas.reset()
+    yield found
+    blas.reset()
+    found.set(saved)
+
+
+def _seen_during_runs(monkeypatch, found, sess, k: int, threads: int) -> list[int]:
+    """BLAS's thread count seen inside run() by `threads` runs that are all in flight at once."""
+    seen, barrier, real = [], threading.Barrier(threads, timeout=30), vkml.session.run_plan
+
+    def recording(plan, feeds, outer=None):
+        if threads > 1:
+            barrier.wait()
+        seen.append(found.get())
+        if threads > 1:
+            barrier.wait()
+        return real(plan, feeds, outer)
+
+    monkeypatch.setattr(vkml.session, "run_plan", recording)
+    x = np.ones((1, k), np.float32)
+    ts = [threading.Thread(target=sess.run, args=(None, {"x": x})) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    monkeypatch.setattr(vkml.session, "run_plan", real)
+    return seen
+
+
+def test_runs_in_flight_cap_blas_threads(monkeypatch, real_blas):
+    k = 4096  # 16M multiply-adds: a GEMM worth two threads
+    sess = vkml.InferenceSession(matmul_model(k), devices=["cpu"], executor="sequential")
+    assert _seen_during_runs(monkeypatch, real_blas, sess, k, 1) == [2]
+    assert _seen_during_runs(monkeypatch, real_blas, sess, k, 2) == [1, 1]  # was [2, 2]: oversubscribed
+    assert real_blas.get() == 2
+    small = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
+    assert _seen_during_runs(monkeypatch, real_blas, small, 64, 1) == [1]
+    assert real_blas.get() == 2
+    y = sess.run(None, {"x": np.ones((1, k), np.float32)})[0]
+    np.testing.assert_allclose(y, np.full((1, k), 0.5 * k, np.float32))
+
+
+def test_worker_thread_and_two_threads_keep_pace(real_blas):
+    """Generous ratios against scheduling noise; before the cap, two threads sharing a session ran
+    the digits CNN 30x slower than one, and one run took 16 ms instead of 0.3 while another
+    process held a core."""
+    sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
+    feed = {sess.get_inputs()[0].name: np.zeros([d if isinstance(d, int) else 1
+                                                 for d in sess.get_inputs()[0].shape], np.float32)}
+
+    def times(n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            sess.run(None, feed)
+            out.append(time.perf_counter() - t)
+        return out
+
+    times(5)
+    main = statistics.median(times(30))
+    with ThreadPoolExecutor(2) as pool:
+        pool.submit(times, 5).result()
+        worker = statistics.median(pool.submit(times, 30).result())
+        start = time.perf_counter()
+        for f in [pool.submit(times, 30) for _ in range(2)]:
+            f.result()
+        two = 60 / (time.perf_counter() - start)
+    assert worker < 3 * main, (worker, main)
+    assert two > (1 / main) / 3, (two, 1 / main)

@@ -1,0 +1,223 @@
+"""Keeps the BLAS that NumPy loaded from oversubscribing the cores while vkml runs on the CPU.
+
+OpenBLAS splits every GEMM above a small size over all its threads, and the caller waits for
+the slowest of them. When another thread is runnable (a second run() of the same session, the
+scheduler's pool, the caller's own threads, another process), a helper waits for a scheduler
+tick: on a 2-core VM the mnist model's second convolution (a 16x200 by 200x196 GEMM, 0.1 ms
+alone) then takes 7 to 23 ms, and two threads sharing a session run 30 times slower than one.
+
+OpenBLAS's thread count is process-wide (openblas_set_num_threads_local is too), so vkml sets it
+only while its runs are in flight and puts the process's own setting back when the last one
+ends: `limiter().enter(width, big)` / `.exit(width, big)` around a run, where width is how many
+threads of that run call BLAS at once and big says whether it has a GEMM worth threading
+(`plan_is_big`): small GEMMs gain a few microseconds from a second thread and risk a scheduler
+tick, so while only small-GEMM runs are in flight BLAS gets one thread. The policy is VKML_CPU_BLAS_THREADS (vkml/runtime/config.py). A NumPy
+built on another BLAS (MKL, BLIS, Accelerate) is left alone, with one log line.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import logging
+import os
+import math
+import threading
+from typing import Any
+
+from . import config
+
+log = logging.getLogger("vkml")
+
+# (get, set) symbol pairs, most specific first: scipy-openblas64 (NumPy's wheels), scipy-openblas32,
+# a system OpenBLAS built with 64-bit integers and its symbol suffix, a plain OpenBLAS.
+_SYMBOLS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+            ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+            ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+            ("openblas_get_num_threads", "openblas_set_num_threads"))
+
+
+class Blas:
+    """get/set of one OpenBLAS's thread count through ctypes."""
+
+    def __init__(self, path: str, get, set_) -> None:
+        self.path = path
+        self._get = get
+        self._set = set_
+
+    def get(self) -> int:
+        return int(self._get())
+
+    def set(self, n: int) -> None:
+        self._set(int(n))
+
+
+def _loaded_candidates() -> list[str]:
+    """Paths of the OpenBLAS libraries this process has loaded (NumPy's first), else those
+    beside NumPy (its wheel's numpy.libs/.dylibs) and in its config's lib directory."""
+    import numpy as np
+
+    paths: list[str] = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.split(maxsplit=5)[-1].strip()
+                if "openblas" in os.path.basename(p).lower() and p not in paths:
+                    paths.append(p)
+    except OSError:
+        pass  # not Linux: look where NumPy's wheels and its build config put the library
+    root = os.path.dirname(os.path.dirname(np.__file__))
+    for pattern in ("numpy.libs/*openblas*", "numpy/.dylibs/*openblas*", "numpy.libs/*openblas*.dll"):
+        paths += [p for p in glob.glob(os.path.join(root, pattern)) if p not in paths]
+    try:
+        libdir = np.show_config(mode="dicts")["Build Dependencies"]["blas"].get("lib directory")
+    except Exception as e:  # older NumPy without mode=, or a config without the entry
+        log.debug("vkml: numpy's BLAS config unreadable (%s: %s)", type(e).__name__, e)
+        libdir = None
+    if libdir:
+        paths += [p for p in glob.glob(os.path.join(libdir, "*openblas*")) if p not in paths]
+    return paths
+
+
+def find_blas() -> Blas | None:
+    """NumPy's OpenBLAS, or None (logged once by the caller) when it has another BLAS or none."""
+    for path in _loaded_candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            log.debug("vkml: cannot open %s: %s", path, e)
+            continue
+        for get_name, set_name in _SYMBOLS:
+            get, set_ = getattr(lib, get_name, None), getattr(lib, set_name, None)
+            if get is not None and set_ is not None:
+                get.restype, get.argtypes = ctypes.c_int, []
+                set_.restype, set_.argtypes = None, [ctypes.c_int]
+                return Blas(path, get, set_)
+    return None
+
+
+# A GEMM of fewer multiply-adds than this (0.7 ms on one core of the 2-core VM) is not worth a
+# second BLAS thread: mnist's largest (627k) took 0.15 ms on one thread and 0.18 ms on two when
+# the cores were free, 7 to 23 ms on two when another process held a core.
+BIG_GEMM_MACS = 1 << 22
+_GEMM_OPS = ("MatMul", "Gemm", "FusedMatMul")
+
+
+def _gemm_macs(node, values: Any) -> float | None:
+    """Multiply-adds of a Conv/MatMul-like node from its static shapes; None when unknown."""
+    def shape(name):
+        d = values.get(name) if name else None
+        s = getattr(d, "shape", None)
+        return s if s is not None and all(isinstance(x, int) for x in s) else None
+
+    out = shape(node.outputs[0]) if node.outputs else None
+    if len(node.inputs) < 2 or out is None:
+        return None
+    a, w = shape(node.inputs[0]), shape(node.inputs[1])
+    if a is None or w is None:
+        return None
+    if "Conv" in node.op_type:
+        return math.prod(out) * math.prod(w[1:])
+    # M*K x K*N -> M*N: K**2 = |A| |B| / |out| (exact for 2-D, close enough when batched)
+    k = math.sqrt(max(1, math.prod(a)) * max(1, math.prod(w)) / max(1, math.prod(out)))
+    return math.prod(out) * k
+
+
+def plan_is_big(plan: Any) -> bool:
+    """Whether a plan has a GEMM (Conv, MatMul, Gemm) of BIG_GEMM_MACS or more, or one whose
+    size is unknown before it runs (symbolic shapes): only those runs get more than one BLAS thread."""
+    if plan.graph.subgraphs():
+        return True  # If/Loop/Scan bodies are planned apart: assume the worst
+    values = plan.graph.values
+    for st in plan.steps:
+        node = st.node
+        if "Conv" in node.op_type or node.op_type in _GEMM_OPS:
+            macs = _gemm_macs(node, values)
+            if macs is None or macs >= BIG_GEMM_MACS:
+                return True
+    return False
+
+
+class Limiter:
+    """Sets BLAS's threads while vkml's CPU runs are in flight; puts the process's back after.
+
+    `width` is the number of threads in flight that call BLAS (the sum over runs). With policy
+    "auto" the cap is the saved setting divided by that width, at least 1, and 1 while no run in
+    flight has a big GEMM; with an int, that int. The lock is held only around the ctypes calls
+    (about 0.5 µs each).
+    """
+
+    def __init__(self, blas: Blas | None, policy: str | int | None) -> None:
+        self.blas = blas if policy is not None else None
+        self.policy = policy
+        self._lock = threading.Lock()
+        self._width = 0
+        self._big = 0        # runs in flight with a GEMM worth threading
+        self._saved = 0      # the process's setting when the first run in flight entered
+        self._current = 0    # what vkml set, 0 when it has set nothing
+
+    def _cap(self) -> int:
+        if self.policy == "auto":
+            if not self._big:
+                return 1
+            return max(1, self._saved // max(1, self._width))
+        return int(self.policy)
+
+    def enter(self, width: int = 1, big: bool = True) -> None:
+        blas = self.blas
+        if blas is None:
+            return
+        with self._lock:
+            if self._width == 0:
+                self._saved = blas.get()
+            self._width += width
+            self._big += bool(big)
+            cap = self._cap()
+            if cap != self._current:
+                blas.set(cap)
+                self._current = cap
+
+    def exit(self, width: int = 1, big: bool = True) -> None:
+        blas = self.blas
+        if blas is None:
+            return
+        with self._lock:
+            self._width -= width
+            self._big -= bool(big)
+            if self._width <= 0:
+                self._width = self._big = 0
+                if self._current and self._current != self._saved:
+                    blas.set(self._saved)
+                self._current = 0
+                return
+            cap = self._cap()
+            if cap != self._current:
+                blas.set(cap)
+                self._current = cap
+
+
+_limiter: Limiter | None = None
+_limiter_lock = threading.Lock()
+
+
+def limiter() -> Limiter:
+    """The process's limiter, made on first use from VKML_CPU_BLAS_THREADS and NumPy's BLAS."""
+    global _limiter
+    lim = _limiter
+    if lim is None:
+        with _limiter_lock:
+            lim = _limiter
+            if lim is None:
+                policy = config.cpu_blas_threads()
+                blas = find_blas() if policy is not None else None
+                if policy is not None and blas is None:
+                    log.info("vkml: NumPy's BLAS is not an OpenBLAS vkml can reach; its threads are left "
+                             "as they are (VKML_CPU_BLAS_THREADS has no effect)")
+                lim = _limiter = Limiter(blas, policy)
+    return lim
+
+
+def reset() -> None:
+    """Forget the limiter (tests that change VKML_CPU_BLAS_THREADS); only between runs."""
+    global _limiter
+    with _limiter_lock:
+        _limiter = None

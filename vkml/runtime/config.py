@@ -1,0 +1,34 @@
+"""Environment settings of the run-time layer, parsed in one place (issue #16's runtime/config.py).
+
+Each setting is read by a function here, so that a test can set the variable and call it again;
+the Vulkan layer's own settings are in vkml/vulkan/config.py.
+
+VKML_CPU_BLAS_THREADS  how many threads the BLAS that NumPy loaded (OpenBLAS) may use while vkml's
+                      CPU runs are in flight; the process's own setting is put back when the last
+                      one ends. "auto" (the default): the process's setting divided by the number
+                      of BLAS-calling threads of vkml's runs in flight (concurrent run() calls,
+                      and the scheduler pool's width for a parallel plan), at least 1, so that
+                      concurrent runs never oversubscribe the cores. An integer N >= 1: N
+                      while runs are in flight. "off" (or 0): never touch BLAS's threads.
+"""
+from __future__ import annotations
+
+import os
+
+_OFF = ("off", "0", "no", "false", "none")
+
+
+def cpu_blas_threads() -> str | int | None:
+    """"auto", a fixed thread count, or None (leave BLAS alone), from VKML_CPU_BLAS_THREADS."""
+    raw = os.environ.get("VKML_CPU_BLAS_THREADS", "").strip().lower()
+    if raw in ("", "auto"):
+        return "auto"
+    if raw in _OFF:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise ValueError(f"VKML_CPU_BLAS_THREADS={raw!r}: expected 'auto', 'off' or a thread count >= 1")
+    return n
