@@ -36,7 +36,7 @@ out = {}
 if kind == "vkml":
     import vkml
     t1 = time.perf_counter()
-    s = vkml.InferenceSession(path, devices=[device, "cpu"])
+    s = vkml.InferenceSession(path, devices=[device] if device == "cpu" else [device, "cpu"])
     t2 = time.perf_counter()
     feed = {s.get_inputs()[0].name: x}
     s.run(None, feed)
@@ -105,6 +105,16 @@ def _models(names: list[str], tmp: str) -> list[tuple[str, str, bool]]:
     return out
 
 
+def child_env(cache: str | None) -> dict:
+    """A child process's environment: the checkout importable, NVIDIA's disk cache off, and
+    with `cache`, vkml's pipeline cache (and XDG's) in that fresh directory."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               __GL_SHADER_DISK_CACHE="0", OMP_NUM_THREADS=str(os.cpu_count()))
+    if cache is not None:
+        env.update(VKML_CACHE_DIR=os.path.join(cache, "vkml"), XDG_CACHE_HOME=cache)
+    return env
+
+
 def _child(kind: str, path: str, device: str, env: dict, timeout: float) -> dict:
     t0 = time.perf_counter()
     try:
@@ -129,12 +139,11 @@ def main() -> None:
     args = ap.parse_args()
     out = args.out or os.path.join(HERE, "results", f"first_run-{platform.node()}-{time.strftime('%Y-%m-%d')}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    base = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                __GL_SHADER_DISK_CACHE="0", OMP_NUM_THREADS=str(os.cpu_count()))
+    base = child_env(None)
     with tempfile.TemporaryDirectory(prefix="vkml-first-run-") as tmp:
         for name, path, tv in _models(args.models.split(","), tmp):
             cache = tempfile.mkdtemp(prefix="cache-", dir=tmp)
-            env = dict(base, VKML_CACHE_DIR=os.path.join(cache, "vkml"), XDG_CACHE_HOME=cache)
+            env = child_env(cache)
             rows = [("vkml", "cold", _child("vkml", path, args.device, env, args.timeout)),
                     ("vkml", "warm", _child("vkml", path, args.device, env, args.timeout)),
                     ("onnxruntime-cpu", "cold", _child("onnxruntime", path, "cpu", base, args.timeout))]

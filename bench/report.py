@@ -24,6 +24,9 @@ def _cell(r: dict) -> str:
         return f"+{r['over_baseline'] / 2**20:.0f} MiB (peak {r['vmhwm'] / 2**20:.0f})"
     if r["benchmark"] == "chain_add_fit":
         return f"{r['slope_us_per_op']:.3f} µs/op ({r['intercept_us']:+.1f} µs)"
+    if r["benchmark"] == "first_run":
+        pipes = f", {r['pipelines']} pipelines" if "pipelines" in r else ""
+        return f"first result {_fmt_s(r['first_result_s'])}{pipes}; steady {r['steady_median_ms']:.3g} ms"
     if r["benchmark"] == "threaded":
         return f"{r['throughput']:.1f}/s (median {_fmt_s(r['median'])})" if "median" in r else \
             f"{r['throughput']:.1f}/s"

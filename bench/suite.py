@@ -40,11 +40,13 @@ from bench import models as M  # noqa: E402
 from bench import timing  # noqa: E402
 from bench.runtimes import Runtime, Unavailable, discover  # noqa: E402
 
-FAMILIES = ("chain_add", "mnist", "matmul", "mlp", "resnet18", "mobilenet_v2", "conv_cnn", "memory", "threaded")
+FAMILIES = ("chain_add", "mnist", "matmul", "mlp", "resnet18", "mobilenet_v2", "conv_cnn", "memory", "threaded",
+            "first_run")
 # Under --time-limit each family gets this share of the time still left (of the families still to
 # run), so one slow family cannot starve the rest; time a family leaves unused goes to the next.
 WEIGHTS = {"chain_add": 60, "mnist": 15, "matmul": 60, "mlp": 60, "resnet18": 65, "mobilenet_v2": 65,
-           "conv_cnn": 25, "memory": 30, "threaded": 70}  # ~seconds each took on an H100 machine
+           "conv_cnn": 25, "memory": 30, "threaded": 70,
+           "first_run": 60}  # ~seconds each took on an H100 machine
 
 
 @dataclass
@@ -66,19 +68,21 @@ class Sizes:
     thread_s: float = 1.0
     thread_models: tuple[str, ...] = ("mnist", "resnet18")
     memory_image: int = 224
+    first_run_models: tuple[str, ...] = ("mnist", "resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0")
 
     @classmethod
     def quick(cls) -> "Sizes":
         return cls(chain_runs=(120, 20), mnist_runs=(1100, 100), cnn_size=48, mlp_width=512, matmul_n=512,
                    image=112, batches=(1, 4), model_runs=(30, 3), case_s=1.5, thread_s=0.6,
-                   thread_models=("mnist",))
+                   thread_models=("mnist",), first_run_models=("mnist", "resnet18"))
 
     @classmethod
     def smoke(cls) -> "Sizes":
         """The smallest sizes (the test suite's smoke run): seconds, not minutes."""
         return cls(chain=(1, 10, 100), chain_runs=(12, 2), mnist_runs=(12, 2), cnn_size=16, mlp_width=32,
                    mlp_batch=4, matmul_n=32, image=32, batches=(1,), model_runs=(4, 1), case_s=0.3,
-                   thread_counts=(1, 2), thread_s=0.1, thread_models=("mnist",), memory_image=32)
+                   thread_counts=(1, 2), thread_s=0.1, thread_models=("mnist",), memory_image=32,
+                   first_run_models=("mnist",))
 
 
 @dataclass
@@ -375,6 +379,37 @@ def fam_threaded(ctx: Ctx) -> None:
                          params={"model": name, "threads": t}, **res)
             del runner
             _release()
+
+
+def fam_first_run(ctx: Ctx) -> None:
+    """A new model's first result, each in a fresh process (bench/bench_first_run.py): vkml cold
+    (every cache empty, NVIDIA's disk cache off) and warm (its pipeline cache from the cold
+    run), onnxruntime (session + first run), torch eager (module to the GPU + first call)."""
+    import tempfile
+
+    from bench import bench_first_run as fr
+    from bench.runtimes import OnnxRuntime, Torch, Vkml
+
+    with tempfile.TemporaryDirectory(prefix="vkml-first-run-") as tmp:
+        for name, path, tv in fr._models(list(ctx.sizes.first_run_models), tmp):
+            cache = tempfile.mkdtemp(prefix="cache-", dir=tmp)
+            env = fr.child_env(cache)
+            cases = []
+            for rt in ctx.runtimes:
+                if isinstance(rt, Vkml):
+                    cases += [(rt.label, "cold", "vkml", rt.device, env), (rt.label, "warm", "vkml", rt.device, env)]
+                elif isinstance(rt, OnnxRuntime) and rt.device == "cpu":
+                    cases.append((rt.label, "cold", "onnxruntime", "cpu", fr.child_env(None)))
+                elif isinstance(rt, Torch) and rt.device == "cuda" and tv:
+                    cases.append((rt.label, "cold", "torch", name, fr.child_env(None)))
+            for label, state, kind, device, e in cases:
+                if ctx.deadline.left() <= 0:
+                    ctx.emit("first_run", name, label, state, "skipped", reason="suite time limit reached")
+                    continue
+                res = fr._child(kind, path, device, e, min(240.0, max(ctx.deadline.left(), 30.0)))
+                err = res.pop("error", None)
+                ctx.emit("first_run", name, label, state, "error" if err else "ok",
+                         **({"reason": err} if err else res))
 
 
 FAMILY_FNS = {n: globals()["fam_" + n] for n in FAMILIES}

@@ -83,3 +83,16 @@ def test_profile_cli(capsys):
     out = capsys.readouterr().out
     assert "session.run" in out and "Conv" in out and "GPU: skipped" in out
     assert main(["bench", "--profile", "no-such-model"]) == 1
+
+
+def test_first_run_family_smoke(tmp_path):
+    """vkml cold and warm and onnxruntime, each a fresh process, as `vkml bench --only first_run`."""
+    args = suite.build_parser().parse_args(
+        ["--smoke", "--out", str(tmp_path), "--machine", "smoke", "--device", "cpu", "-q", "--no-charts",
+         "--only", "first_run"])
+    recs = [r for r in suite.run(args)["records"] if r["benchmark"] == "first_run"]
+    got = {(r["runtime"], r["mode"]): r for r in recs}
+    assert {("vkml/cpu", "cold"), ("vkml/cpu", "warm")} <= set(got), recs
+    for r in recs:
+        assert r["status"] == "ok", r
+        assert 0 < r["first_result_s"] < 60 and r["steady_runs"] >= 30
