@@ -337,14 +337,14 @@ def _check_output_device(name: Any) -> None:
 
 
 def _signature(feed: Any) -> tuple | None:
-    """(name, dtype, shape) of every input when the feed is a dict of plain NumPy arrays,
-    else None: the key under which a feed's checks and its plan are remembered."""
+    """(name, dtype, shape) of every input when the feed is a dict of plain C-contiguous NumPy
+    arrays, else None: the key under which a feed's checks and its plan are remembered."""
     if type(feed) is not dict:
         return None
     sig = []
     for k, v in feed.items():
-        if type(v) is not np.ndarray:
-            return None
+        if type(v) is not np.ndarray or not v.flags.c_contiguous:
+            return None  # other layouts are copied by _check_value on every run
         sig.append((k, v.dtype, v.shape))
     return tuple(sig)
 
@@ -358,18 +358,25 @@ def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[s
         if desc is not None and desc.kind == "sequence" and not isinstance(value, list):
             raise ValueError(f"input {name!r}: expected a sequence (list of arrays), got {type(value).__name__}")
         return value
-    if isinstance(value, list):
-        value = np.asarray(value)
-    if not isinstance(value, np.ndarray):
-        if isinstance(value, (bool, int, float, complex, np.generic)):
+    if isinstance(value, (list, bool, int, float, complex, np.generic)):
+        try:
             value = np.asarray(value)
-        else:
-            raise ValueError(f"input {name!r}: expected a NumPy array, got {type(value).__name__}")
+        except (ValueError, TypeError, OverflowError) as e:  # ragged lists, ints beyond int64
+            raise ValueError(f"input {name!r}: cannot be read as an array: {e}") from None
+    elif not isinstance(value, np.ndarray):
+        raise ValueError(f"input {name!r}: expected a NumPy array, got {type(value).__name__}")
     _check_tensor(name, value, desc, symbols)
-    return value
+    # One layout for every run: the same values give the same bits whatever their strides (BLAS
+    # takes other paths for Fortran-ordered or strided operands), and no kernel sees a view.
+    return value if value.flags.c_contiguous else np.ascontiguousarray(value)
 
 
 def _check_tensor(name: str, value: Any, desc: TensorDesc, symbols: dict[str, tuple[int, str]]) -> None:
+    nbytes = int(np.prod(value.shape, dtype=object)) * value.dtype.itemsize
+    if nbytes > _host_memory():
+        # A zero-stride view costs nothing to make; running it would allocate its full size.
+        raise ValueError(f"input {name!r}: shape {list(value.shape)} ({value.dtype}) is {_fmt_bytes(nbytes)}, "
+                         f"more than this machine's memory ({_fmt_bytes(_host_memory())})")
     want = desc.dtype
     if want is not None and value.dtype != want:
         if not (want.kind == "O" and value.dtype.kind in "OUS"):
@@ -388,6 +395,28 @@ def _check_tensor(name: str, value: Any, desc: TensorDesc, symbols: dict[str, tu
                 if seen[0] != n:
                     raise ValueError(f"input {name!r}: dimension {axis} ({d!r}) is {n}, but {d!r} is "
                                      f"{seen[0]} in input {seen[1]!r}")
+
+
+def _host_memory() -> int:
+    """Physical memory in bytes: no feed larger than this can be run (nor copied)."""
+    global _HOST_MEMORY
+    if _HOST_MEMORY is None:
+        try:
+            _HOST_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # not POSIX: no limit of our own
+            _HOST_MEMORY = 1 << 62
+    return _HOST_MEMORY
+
+
+_HOST_MEMORY: int | None = None
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024 or unit == "EiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return f"{n} B"
 
 
 def _fmt(shape) -> str:

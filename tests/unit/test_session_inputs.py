@@ -28,12 +28,30 @@ def good():
     ({**good(), "a": np.ones((2, 4), np.float32)}, r"input 'a': dimension 1 must be 3"),
     ({"a": np.ones((2, 3), np.float32), "b": np.ones((5, 3), np.float32)}, r"input 'b': dimension 0 \('N'\) is 5"),
     ({**good(), "a": "text"}, r"input 'a': expected a NumPy array"),
+    ({**good(), "a": [[1.0], [1.0, 2.0]]}, r"input 'a': cannot be read as an array"),
+    # Zero strides: terabytes that cost nothing to make are refused before anything is allocated.
+    ({"a": np.broadcast_to(np.float32(1), (1 << 40, 3)), "b": np.broadcast_to(np.float32(1), (1 << 40, 3))},
+     r"input 'a': shape \[1099511627776, 3\] \(float32\) is 12.0 TiB, more than this machine's memory"),
 ])
 def test_bad_feed(sess, feed, match):
     with pytest.raises(ValueError, match=match):
         sess.run(None, feed)
     # The session keeps working after a failed call.
     np.testing.assert_array_equal(sess.run(None, good())[0], np.full((2, 3), 2, np.float32))
+
+
+def test_feed_layout_does_not_change_the_bits():
+    """Strided, negative-stride and Fortran-ordered feeds give exactly the contiguous answer
+    (the session copies them; BLAS would otherwise take other paths)."""
+    import sys, os
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "e2e"))
+    import _models
+
+    s = vkml.InferenceSession(_models.transformer_block(), devices=["cpu"])
+    x = np.random.default_rng(0).standard_normal((3, 5, 16)).astype(np.float32)
+    want = s.run(None, {"x": x})[0]
+    for view in (np.asfortranarray(x), np.repeat(x[..., None], 2, -1)[..., 1], x[::-1][::-1]):
+        np.testing.assert_array_equal(s.run(None, {"x": view})[0], want)
 
 
 def test_unknown_output_name(sess):
