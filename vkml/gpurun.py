@@ -601,16 +601,3 @@ class GpuRunner:
                 with self._lock:
                     self._plans.clear()
                     self._by_sig = {}
-                    self.consts = ConstCache()  # (what the failed slot uploaded goes too)
-                del cp
-                gc.collect()  # memory of the failed slot held in reference cycles
-                for d in peaks:
-                    vulkan_device(d).allocator.trim()  # empty blocks another pool could use
-            except RecordError as e:
-                # Nothing ran yet (slots are made before the run starts): plan again without it.
-                if e.node in self.broken:
-                    raise
-                self.broken[e.node] = e.reason
-                with self._lock:
-                    self._plans.clear()
-                    self._by_sig = {}

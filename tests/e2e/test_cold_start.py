@@ -79,3 +79,28 @@ def test_cli_warmup_fills_the_pipeline_cache(gpu, tmp_path, capsys):
         assert glob.glob(os.path.join(cache, "pipelines-*.bin"))
     assert cli.main(["warmup", str(path), "--shape", "x=bad"]) == 1
     assert cli.main(["warmup", str(path), "--device", "cpu"]) == 1
+
+
+def test_a_kernel_that_cannot_record_sends_its_node_to_the_cpu(gpu, monkeypatch):
+    """A GPU kernel that accepted a node but fails to record it: the plan is made again with
+    that node on the CPU (the report says why), during warmup as during a run."""
+    from _models import cnn
+    from vkml.kernels import get_kernel
+
+    kernel = get_kernel("Sigmoid")
+    real = kernel.record
+
+    def broken(rec, op_type, *a, **k):
+        if op_type == "Sigmoid":
+            raise RuntimeError("simulated recording failure")
+        return real(rec, op_type, *a, **k)
+
+    monkeypatch.setattr(kernel, "record", broken)
+    model = cnn(seed=21)
+    sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    sess.warmup({"x": (2, 3, 12, 12)})
+    rows = {r["node"]: r for r in sess.placement()}
+    assert rows["sig2"]["device"] == "cpu" and "simulated recording failure" in rows["sig2"]["reason"]
+    x = np.random.default_rng(1).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    (ref,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref, rtol=1e-4, atol=1e-5)
