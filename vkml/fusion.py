@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .graph import Graph, Node, TensorDesc, _graphs_in
+from .compile.rewrite import replace_nodes
 from .ops.registry import Op
 
 # VKML_FUSE=0 turns fusion off (for comparisons); tests flip ENABLED.
@@ -181,12 +182,7 @@ def fuse(live: Sequence[Node], values: Mapping[str, TensorDesc], consts: Mapping
         replace[id(chain[0])] = node
         for n in chain[1:]:
             replace[id(n)] = None
-    out = []
-    for n in live:
-        r = replace.get(id(n), n)
-        if r is not None:
-            out.append(r)
-    return out, fused
+    return replace_nodes(live, replace), fused
 
 
 def fuse_graph(graph: Graph, weights: Mapping[str, np.ndarray], keep: set[str] | frozenset[str] = frozenset()) -> Graph:

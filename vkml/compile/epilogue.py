@@ -22,6 +22,7 @@ from ..graph import Node, TensorDesc, _graphs_in
 from ..kernels.conv import FUSED_CONV, fusable_route
 from ..kernels.matmul import EPI_RELU, EPI_RESIDUAL
 from ..ops.registry import Op
+from .rewrite import replace_nodes
 
 DOMAIN = "ai.vkml"
 F32 = np.dtype(np.float32)
@@ -121,9 +122,4 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
             replace[id(n)] = None
     if not fused:
         return list(live), {}
-    out = []
-    for n in live:
-        r = replace.get(id(n), n)
-        if r is not None:
-            out.append(r)
-    return out, fused
+    return replace_nodes(live, replace), fused
