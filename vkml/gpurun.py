@@ -22,6 +22,7 @@ import numpy as np
 from .executor import NodeFailure
 from . import fusion
 from .compile.epilogue import fuse_epilogues
+from .compile.fold_bn import fold_batchnorm
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
@@ -107,11 +108,15 @@ class ConcretePlan:
         self.runner = runner
         self.output_device = output_device
         self.concrete = concretize(graph, runner.weights, feeds_desc, fed, known)
-        if fusion.ENABLED:  # chains of elementwise ops become one dispatch, and so do convolutions
-            c = self.concrete  # with the Add and Relu after them
-            c.live, c.fused = fusion.fuse(c.live, c.values, c.consts, graph.outputs, frozenset(runner.forced))
-            c.live, more = fuse_epilogues(c.live, c.values, graph.outputs, frozenset(runner.forced))
-            c.fused.update(more)
+        if fusion.ENABLED:  # BatchNormalization folds into the Conv before it; chains of
+            c = self.concrete  # elementwise ops become one dispatch, and so do convolutions with
+            keep = frozenset(runner.forced)  # the Add and Relu after them
+            c.live, c.fused = fold_batchnorm(c.live, c.values, c.consts, graph.outputs, keep)
+            for rewrite in (lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
+                            lambda live: fuse_epilogues(live, c.values, graph.outputs, keep)):
+                c.live, more = rewrite(c.live)
+                for name, chain in more.items():  # (in terms of the graph's own nodes)
+                    c.fused[name] = [o for n in chain for o in c.fused.pop(n.name, [n])]
         specs = device_specs(runner.devices, self.concrete, runner.caps, runner.broken)
         self.placement, self.report = place_concrete(graph, self.concrete, specs, runner.forced)
         gpus = sorted({d for d in self.placement.devices if d != "cpu"}

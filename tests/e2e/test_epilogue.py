@@ -89,3 +89,42 @@ def test_resnet_like_fuses_every_relu_and_residual(gpu):
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     (ref,) = ort_run(model, {"x": x})
     np.testing.assert_allclose(s.run(None, {"x": x})[0], ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+
+
+def test_batchnorm_folds_into_the_conv_before_it(gpu):
+    """resnet_like keeps its BatchNormalization nodes (as opset-9 zoo models do): each folds into
+    its Conv (weights scaled in float64, rounded once), so Relu and the residual Add fuse too;
+    the result stays within float32 rounding of onnxruntime's."""
+    from _models import ort_run
+
+    model = resnet_like(bn=True)
+    s = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    report = s.placement()
+    assert all(r["device"] == gpu for r in report)
+    for r in report:
+        if r["op"] in ("BatchNormalization", "Add", "Relu"):
+            assert "fused into" in r["reason"], r
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    (ref,) = ort_run(model, {"x": x})
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+
+
+def test_batchnorm_not_folded_when_its_input_is_read_elsewhere(gpu):
+    rng = np.random.default_rng(0)
+    inits = [nh.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w", (4, 3, 3, 3)), ("sc", (4,)), ("bb", (4,)), ("mu", (4,)))]
+    inits.append(nh.from_array(np.abs(rng.standard_normal(4)).astype(np.float32) + 0.5, "var"))
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1] * 4),
+             h.make_node("BatchNormalization", ["c", "sc", "bb", "mu", "var"], ["n"], name="bn"),
+             h.make_node("Add", ["n", "c"], ["y"], name="add")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 6, 6])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    from onnx import helper
+
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    s = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    rows = {r["node"]: r for r in s.placement()}
+    assert "fused" not in rows["bn"]["reason"]
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    ref = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(s.run(None, {"x": x})[0], ref, rtol=1e-5, atol=1e-5)
