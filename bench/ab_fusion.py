@@ -14,19 +14,43 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _export_keeping_bn(name: str):
+    import tempfile
+
+    import numpy as np
+    import onnx
+    import torch
+    import torchvision
+
+    net = getattr(torchvision.models, name)(weights=None).eval()
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    path = os.path.join(tempfile.gettempdir(), f"vkml-ab-{name}-bn.onnx")
+    with torch.no_grad():
+        torch.onnx.export(net, (x,), path, input_names=["x"], output_names=["y"], opset_version=17, dynamo=False,
+                          do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE)
+    n_bn = sum(n.op_type == "BatchNormalization" for n in onnx.load(path).graph.node)
+    print(f"{name}: exported with {n_bn} BatchNormalization nodes")
+    return path, x.numpy().astype(np.float32)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--device", default="vulkan:0")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--block", type=int, default=30)
+    ap.add_argument("--keep-bn", action="store_true",
+                    help="torchvision export with its BatchNormalization nodes kept (as opset-9 zoo models have them)")
     args = ap.parse_args()
     sys.path.insert(0, ROOT)
     from bench.profile_first_run import _model
     import vkml
     import vkml.fusion
 
-    path, x = _model(args.model)
+    if args.keep_bn:
+        path, x = _export_keeping_bn(args.model)
+    else:
+        path, x = _model(args.model)
     sessions = {}
     for name, on in (("fused", True), ("unfused", False)):
         vkml.fusion.ENABLED = on
