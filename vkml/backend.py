@@ -39,11 +39,35 @@ class VkmlBackend(Backend):
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        return device in ("CPU",)
+        """CPU always; GPU (or VULKAN, GPU:N) when such a Vulkan device exists; not CUDA."""
+        try:
+            _devices(device)
+        except ValueError:
+            return False
+        return True
 
 
-def _devices(device: str) -> list[str] | None:
-    return ["cpu"] if device == "CPU" else None
+def _devices(device: str) -> list[str]:
+    """The session's devices for an onnx.backend device string: "CPU"; "GPU"/"VULKAN" (the first
+    Vulkan device vkml lists, then the CPU for what it cannot run); "GPU:N"/"VULKAN:N" for
+    vulkan:N. Anything else is a ValueError, never a silent CPU run."""
+    text = str(device).strip()
+    kind, _, index = text.upper().partition(":")
+    if kind == "CPU" and not index:
+        return ["cpu"]
+    if kind in ("GPU", "VULKAN"):
+        from .devices import devices
+
+        gpus = [d.name for d in devices() if d.vulkan is not None]
+        if index:
+            want = f"vulkan:{index}"
+            if not index.isdigit() or want not in gpus:
+                raise ValueError(f"device {text!r}: no {want}; Vulkan devices here: {gpus or 'none'}")
+            return [want, "cpu"]
+        if not gpus:
+            raise ValueError(f"device {text!r}: no Vulkan device here (vkml.devices() says why)")
+        return [gpus[0], "cpu"]
+    raise ValueError(f"device {text!r}: vkml runs on 'CPU', 'GPU' or 'GPU:N' (Vulkan), not CUDA")
 
 
 prepare = VkmlBackend.prepare

@@ -56,6 +56,13 @@ class Tensor:
             return self._data.copy()
         return self._data.numpy()
 
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """np.asarray(tensor): its values on the host (a copy for a GPU tensor)."""
+        if copy is False and self.device != "cpu":
+            raise ValueError(f"a tensor on {self.device} cannot become a NumPy array without a copy")
+        a = self.numpy() if copy else self._host()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
     def _host(self) -> np.ndarray:
         """The values as an array, without a copy where they already are on the host."""
         return self._data if self.device == "cpu" else self._data.numpy()
