@@ -77,7 +77,7 @@ struct sched_run {
     int fail_status;                  /* written by the first failing task, read after done */
     atomic_int refs;                  /* the creator's, and the pool's while it runs */
     atomic_int remaining;             /* tasks not yet finished */
-    atomic_int cancelled;             /* set by the first failure: pending tasks are skipped */
+    atomic_int cancelled;             /* set by every failure (and cancel): pending tasks are skipped */
     atomic_int failed_task;           /* index of the first failing task, -1 if none */
     atomic_uint done;                 /* 0 -> 1 when the last task ends; a futex word */
     atomic_int waiters;               /* threads sleeping on done */
@@ -286,13 +286,17 @@ static inline void sched_run_unref(sched_run *run)
     }
 }
 
-/* Records the first failure of a run and cancels its pending tasks. Returns 1 for the first. */
+/* Records the first failure of a run and cancels its pending tasks. Returns 1 for the first.
+ * Every failing task sets `cancelled` itself, before it releases its successors: were only the
+ * first one to set it (after its CAS), a second failure could lose the CAS, release its own
+ * successors and have them run while the first thread sat between its CAS and its store (the
+ * TSan stress driver caught a task downstream of a failure running, once in some 30 runs). */
 static int sched_run_fail(sched_run *run, int32_t task, int status)
 {
     int expected = -1;
+    atomic_store_explicit(&run->cancelled, 1, memory_order_release);
     if (atomic_compare_exchange_strong(&run->failed_task, &expected, task)) {
         run->fail_status = status;
-        atomic_store_explicit(&run->cancelled, 1, memory_order_release);
         return 1;
     }
     return 0;
