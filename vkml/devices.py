@@ -56,13 +56,19 @@ def devices() -> list[DeviceInfo]:
     return gpus + [cpu]
 
 
+def cpu_only(names: Sequence[str] | str | None) -> bool:
+    """Whether a devices= value names the CPU alone: such a session never opens Vulkan (which
+    maps every installed driver; lavapipe's LLVM alone is 40 MiB)."""
+    return names == "cpu" or (names is not None and not isinstance(names, str) and list(names) == ["cpu"])
+
+
 def resolve_devices(names: Sequence[str] | None) -> list[str]:
     """Validate a user's devices= list against what exists, in order of preference, the CPU
     last (it runs whatever no GPU can). None: every real GPU, then the CPU; a CPU-type
     Vulkan device (lavapipe) only when named, so plain sessions on GPU-less machines stay on
     NumPy."""
-    if names == "cpu" or (names is not None and not isinstance(names, str) and list(names) == ["cpu"]):
-        return ["cpu"]  # no Vulkan: opening it maps every installed driver (lavapipe's LLVM alone is 40 MiB)
+    if cpu_only(names):
+        return ["cpu"]
     all_devices = devices()
     if names is None:
         return [d.name for d in all_devices if d.kind != "cpu"] + ["cpu"]

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import dtypes, fusion
-from .devices import resolve_devices
+from .devices import cpu_only, resolve_devices
 from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
@@ -40,7 +40,7 @@ class _DeviceOpener:
     def __init__(self, names):
         self._names = names
         self._devices = self._error = None
-        if names == "cpu" or (names is not None and not isinstance(names, str) and list(names) == ["cpu"]):
+        if cpu_only(names):
             self._thread = None
             self._open()  # nothing slow: no Vulkan for a CPU session
         else:
