@@ -216,12 +216,11 @@ def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> No
         wg, wm = geo.mg * k, k
         vec_a = 4 if k % 4 == 0 and w.view.offset % 16 == 0 else 1
     spec = t.spec() + (vec_a, b is not None, geo.transposed)
-    dt = dtype_name(out.dtype)
-    pipe = dev.pipeline(f"conv_{dt}", "rrrwrwr", CONV_PUSH.size, spec)
-    vr = res.view if res is not None and epi & mm.EPI_RESIDUAL else out.view
+    pipe = dev.pipeline(f"conv_{dtype_name(out.dtype)}", "rrrwrwr", CONV_PUSH.size, spec)
+    vr = mm.residual_view(epi, res, out)
     table = rec.constants(k_table(geo).tobytes())
-    blocks = -(-geo.mg // t.bm) * -(-(geo.n * p) // t.bn) * geo.group
-    splits, ks = mm.split_k(blocks, k, t.bk, geo.m * geo.n * p * 4, dev.max_storage_buffer_range)
+    splits, ks = mm.split_k(t.blocks(geo.mg, geo.n * p, geo.group), k, t.bk, geo.m * geo.n * p * 4,
+                            dev.max_storage_buffer_range)
     part = dev.alloc(splits * geo.m * geo.n * p * 4) if splits > 1 else out.view
     push = CONV_PUSH.pack(geo.mg, geo.n * p, k, geo.group, p, geo.c * s, geo.cg * s, wg, wm, geo.m,
                           *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads, ks, splits, epi)
@@ -230,11 +229,8 @@ def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> No
     bias = b.view if b is not None else out.view
     rec.dispatch(pipe, [x.view, w.view, bias, out.view, table, part, vr], push, grid)
     if splits > 1:
-        red = dev.pipeline(f"splitk_reduce_{dt}", "rrwr", mm.SPLITK_PUSH.size, (256, b is not None))
-        total = geo.m * geo.n * p
-        rec.dispatch(red, [part, bias, out.view, vr],
-                     mm.SPLITK_PUSH.pack(total, geo.m, geo.n * p, p, splits, 1, 0, 1.0, epi),
-                     red.groups_for(total))
+        mm.record_split_reduce(rec, part, splits, bias, b is not None, out, vr, geo.m, geo.n * p, p, (1, 0),
+                               1.0, epi)
 
 
 @register

@@ -79,6 +79,10 @@ class Tiling:
     def spec(self) -> tuple:
         return (self.threads, self.bm, self.bn, self.bk, self.tm, self.tn)
 
+    def blocks(self, m: int, n: int, batch: int) -> int:
+        """Workgroups for an m x n output, `batch` times."""
+        return -(-m // self.bm) * -(-n // self.bn) * batch
+
 
 # Measured on an H100 at 4096^3 fp32 (bench/bench_matmul.py): 64x128x16 8x8 (128 invocations)
 # 43 TFLOPS, 128x64x16 41, 128x128x8 37, 128x256x8 8x16 35, 128x128x16 33.
@@ -112,13 +116,10 @@ def choose_tiling(device, m: int, n: int, batch: int) -> Tiling:
         forced.validate(device)
         return forced
 
-    def blocks(t: Tiling) -> int:
-        return -(-m // t.bm) * -(-n // t.bn) * batch
-
     for t in BIG:
-        if _fits(t, device) and blocks(t) >= 96:
+        if _fits(t, device) and t.blocks(m, n, batch) >= 96:
             return t
-    if _fits(MEDIUM, device) and blocks(MEDIUM) >= 48:
+    if _fits(MEDIUM, device) and MEDIUM.blocks(m, n, batch) >= 48:
         return MEDIUM
     return SMALL
 
@@ -136,6 +137,25 @@ def split_k(blocks: int, k: int, bk: int, out_bytes: int, limit: int) -> tuple[i
         return 1, k
     ks = -(-(-(-k // s)) // bk) * bk
     return -(-k // ks), ks
+
+
+def residual_view(epi: int, res, out):
+    """The epilogue's residual binding: `res` where EPI_RESIDUAL asks for it, else the output
+    (bound, never read)."""
+    return res.view if res is not None and epi & EPI_RESIDUAL else out.view
+
+
+def record_split_reduce(rec, part, splits: int, bias, has_bias: bool, out, res_view, rows: int, cols: int,
+                        positions: int, bias_strides: tuple[int, int], beta: float, epi: int) -> None:
+    """The second pass of a split-K GEMM or convolution (shaders/splitk_reduce.comp): the
+    `splits` partial sums in `part` ([splits][rows][cols] float32) plus beta * bias, then the
+    epilogue, into `out` (positions: columns per image of an NCHW output, else cols)."""
+    dt = dtype_name(out.dtype)
+    red = rec.device.pipeline(f"splitk_reduce_{dt}", "rrwr", SPLITK_PUSH.size, (256, has_bias))
+    total = rows * cols
+    rec.dispatch(red, [part, bias, out.view, res_view],
+                 SPLITK_PUSH.pack(total, rows, cols, positions, splits, *bias_strides, beta, epi),
+                 red.groups_for(total))
 
 
 # ---------------------------------------------------------------------------- problem
@@ -272,14 +292,13 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     has_c = g.c_strides is not None
     spec = t.spec() + (vec_a, vec_b, g.trans_a, g.trans_b, has_c)
     p = dev.pipeline(f"matmul_{dt}", "rrrwwr", MATMUL_PUSH.size, spec)
-    vr = res.view if res is not None and epi & EPI_RESIDUAL else out.view
+    vr = residual_view(epi, res, out)
     # Empty operands (K = 0) still need a binding: the output stands in, never read.
     va = a.view if g.k else out.view
     vb = b.view if g.k else out.view
     vc = c.view if has_c else out.view
-    blocks = -(-g.m // t.bm) * -(-g.n // t.bn) * g.batch
     out_bytes = g.m * g.n * g.batch * 4
-    splits, ks = split_k(blocks, g.k, t.bk, out_bytes, dev.max_storage_buffer_range)
+    splits, ks = split_k(t.blocks(g.m, g.n, g.batch), g.k, t.bk, out_bytes, dev.max_storage_buffer_range)
     if has_c and g.batch > 1:
         splits, ks = 1, g.k  # (the second pass adds C over (m, n) of one batch)
     part = dev.alloc(splits * out_bytes) if splits > 1 else out.view
@@ -287,12 +306,8 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     grid = dispatch_grid(dev, split_g, t.bm, t.bn)
     rec.dispatch(p, [va, vb, vc, out.view, part, vr], gemm_push(g, ks, splits, epi), grid)
     if splits > 1:
-        scm, scn = g.c_strides or (0, 0)
-        red = dev.pipeline(f"splitk_reduce_{dt}", "rrwr", SPLITK_PUSH.size, (256, has_c))
-        total = g.m * g.n * g.batch
-        rec.dispatch(red, [part, vc, out.view, vr],
-                     SPLITK_PUSH.pack(total, g.m * g.batch, g.n, g.n, splits, scm, scn, g.beta, epi),
-                     red.groups_for(total))
+        record_split_reduce(rec, part, splits, vc, has_c, out, vr, g.m * g.batch, g.n, g.n,
+                            g.c_strides or (0, 0), g.beta, epi)
 
 
 def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None]) -> str:
