@@ -147,7 +147,7 @@ class Slot:
                 n0 = len(rec.deferred)
                 _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec,
                              self.faults.get(u.device))
-                self.node_pipelines[node.name] = [c[1] for c in rec.deferred[n0:] if c[0] == 0]
+                self.node_pipelines[node.name] = rec.dispatch_pipelines(n0)
                 for src, stage, n in copy_after.get(id(node), ()):
                     rec.copy(src, stage, n)
         self.pipelines = compile_ahead(recs.values())

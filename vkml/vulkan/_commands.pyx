@@ -469,13 +469,12 @@ cdef class CommandRecorder:
 
     def pending_pipelines(self) -> list:
         """The pipelines that deferred dispatches wait for (not compiled yet)."""
-        if not self.deferred:
-            return []
-        return [c[1] for c in self.deferred if c[0] == 0 and not (<Pipeline>c[1]).compiled]
+        return [p for p in self.dispatch_pipelines() if not (<Pipeline>p).compiled]
 
-    def dispatch_pipelines(self) -> list:
-        """Every pipeline the deferred dispatches use, compiled or not."""
-        return [c[1] for c in self.deferred or () if c[0] == 0]
+    def dispatch_pipelines(self, int start=0) -> list:
+        """Every pipeline the deferred dispatches use, compiled or not; from the `start`-th
+        deferred command on (len(recorder.deferred) before recording a node: that node's)."""
+        return [c[1] for c in (self.deferred or ())[start:] if c[0] == 0]
 
     cdef int _replay(self) except -1:
         todo = self.deferred
