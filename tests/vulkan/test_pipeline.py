@@ -119,3 +119,26 @@ def test_pipeline_cache_off(dev, monkeypatch):
         assert d.pipeline_cache_path is None and d.save_pipeline_cache() is None
     finally:
         d.close()
+
+
+def test_pipeline_cache_saves_merge_between_processes(dev, tmp_path, monkeypatch):
+    """Two devices (as two processes would) on one cache file: the second save merges what the
+    first wrote (vkMergePipelineCaches under the lock file) instead of overwriting it."""
+    from vkml.vulkan import _instance
+    from vkml.vulkan._device import Device
+
+    monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path))
+    a = Device(_instance.instance(), dev.index)
+    b = Device(_instance.instance(), dev.index)  # opened before a saved: knows nothing of a's save
+    try:
+        a.pipeline("exp_f32", "rw", 16, (64,)).compile()
+        path = a.save_pipeline_cache()
+        size_a = os.path.getsize(path)
+        b.pipeline("log_f32", "rw", 16, (64,)).compile()
+        alone = len(b.pipeline_cache_data())
+        assert b.save_pipeline_cache() == path
+        merged = os.path.getsize(path)
+        assert merged >= max(size_a, alone) and os.path.exists(path + ".lock")
+    finally:
+        a.close()
+        b.close()

@@ -40,6 +40,8 @@ cdef inline uint64_t _now_ns() noexcept nogil:
 from vkml.vulkan._instance cimport Instance, check, check_messages
 
 from vkml.vulkan import config
+from vkml.vulkan.errors import VulkanError, VulkanUnavailable
+from vkml.vulkan.info import from_raw
 
 try:
     import fcntl
@@ -47,8 +49,6 @@ except ImportError:  # not POSIX: saves are still atomic, only not merged
     fcntl = None
 
 _log = logging.getLogger("vkml")
-from vkml.vulkan.errors import VulkanError, VulkanUnavailable
-from vkml.vulkan.info import from_raw
 
 cdef enum:
     API_1_2 = (1 << 22) | (2 << 12)
@@ -324,21 +324,9 @@ cdef class Device:
                 data = b""
             if not _cache_header_ok(data, raw["vendor_id"], raw["device_id"], uuid):
                 data = b""
-        cdef const unsigned char* p = data
-        cdef VkPipelineCacheCreateInfo ci
-        memset(&ci, 0, sizeof(ci))
-        ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO
-        ci.initialDataSize = len(data)
-        ci.pInitialData = p if len(data) else NULL
-        cdef VkResult r
-        with nogil:
-            r = self.fn.vkCreatePipelineCache(self.handle, &ci, NULL, &self.pipeline_cache)
+        cdef VkResult r = _create_cache(self, data, &self.pipeline_cache)
         if r != VK_SUCCESS and len(data):
-            # A cache the driver rejects is just discarded.
-            ci.initialDataSize = 0
-            ci.pInitialData = NULL
-            with nogil:
-                r = self.fn.vkCreatePipelineCache(self.handle, &ci, NULL, &self.pipeline_cache)
+            r = _create_cache(self, b"", &self.pipeline_cache)  # a cache the driver rejects is discarded
         check(r, b"vkCreatePipelineCache")
         self.loaded_cache_bytes = len(data)
         self._saved_cache = data
@@ -395,16 +383,8 @@ cdef class Device:
         """Merge a cache blob (another process's save) into this device's cache."""
         if not _cache_header_ok(data, self.info.vendor_id, self.info.device_id, self.cache_uuid):
             return
-        cdef const unsigned char* p = data
-        cdef VkPipelineCacheCreateInfo ci
         cdef VkPipelineCache other = 0
-        cdef VkResult r
-        memset(&ci, 0, sizeof(ci))
-        ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO
-        ci.initialDataSize = len(data)
-        ci.pInitialData = p
-        with nogil:
-            r = self.fn.vkCreatePipelineCache(self.handle, &ci, NULL, &other)
+        cdef VkResult r = _create_cache(self, data, &other)
         if r != VK_SUCCESS:
             return  # a blob the driver rejects is left to be overwritten
         with nogil:
@@ -666,6 +646,20 @@ cdef class Device:
     def __repr__(self):
         state = "closed" if self.closed else f"submitted={self.submitted}"
         return f"<vkml.vulkan.Device {self.name} {self.info.device_name!r} {state}>"
+
+
+cdef VkResult _create_cache(Device dev, bytes data, VkPipelineCache* out):
+    """A VkPipelineCache on `dev` holding `data` (a saved blob, or b"" for an empty cache)."""
+    cdef const unsigned char* p = data
+    cdef VkPipelineCacheCreateInfo ci
+    cdef VkResult r
+    memset(&ci, 0, sizeof(ci))
+    ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO
+    ci.initialDataSize = len(data)
+    ci.pInitialData = p if len(data) else NULL
+    with nogil:
+        r = dev.fn.vkCreatePipelineCache(dev.handle, &ci, NULL, out)
+    return r
 
 
 def _cache_header_ok(bytes data, uint32_t vendor, uint32_t device, bytes uuid) -> bool:
