@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .graph import Graph, Node, TensorDesc, _graphs_in
-from .compile.rewrite import replace_nodes
+from .compile.rewrite import only_reader, readers_of, replace_nodes
 from .ops.registry import Op
 
 # VKML_FUSE=0 turns fusion off (for comparisons); tests flip ENABLED.
@@ -135,16 +135,7 @@ def fuse(live: Sequence[Node], values: Mapping[str, TensorDesc], consts: Mapping
          outputs: Sequence[str], keep: set[str] | frozenset[str] = frozenset()) -> tuple[list[Node], dict]:
     """(the live nodes with chains replaced by fused nodes, {fused node name: [original nodes]}).
     `outputs`: the graph's outputs (never fused away); `keep`: node names left alone."""
-    readers: dict[str, int] = {}
-    for node in live:
-        for i in node.inputs:
-            if i:
-                readers[i] = readers.get(i, 0) + 1
-        for g in _graphs_in(node.attrs):  # names a subgraph reads from this scope
-            for i in g.outer:
-                readers[i] = readers.get(i, 0) + 2
-    for o in outputs:
-        readers[o] = readers.get(o, 0) + 2
+    readers = readers_of(live, outputs)
     steps = {id(n): (None if n.name in keep else _step(n, values, consts)) for n in live}
     producer = {n.outputs[0]: n for n in live if steps[id(n)] is not None}
     consumer = {steps[id(n)][0]: n for n in live if steps[id(n)] is not None}  # by chain input
@@ -155,10 +146,10 @@ def fuse(live: Sequence[Node], values: Mapping[str, TensorDesc], consts: Mapping
         if steps[id(node)] is None or id(node) in in_chain:
             continue
         prev = producer.get(steps[id(node)][0])
-        if prev is not None and readers.get(prev.outputs[0]) == 1:
+        if prev is not None and only_reader(readers, prev.outputs[0]) is not None:
             continue  # not a chain head: the chain starting earlier takes it
         chain = [node]
-        while readers.get(chain[-1].outputs[0]) == 1:
+        while only_reader(readers, chain[-1].outputs[0]) is not None:
             nxt = consumer.get(chain[-1].outputs[0])
             if nxt is None:
                 break

@@ -22,7 +22,7 @@ from ..graph import Node, TensorDesc, _graphs_in
 from ..kernels.conv import FUSED_CONV, fusable_route
 from ..kernels.matmul import EPI_RELU, EPI_RESIDUAL
 from ..ops.registry import Op
-from .rewrite import replace_nodes
+from .rewrite import only_reader, readers_of, replace_nodes
 
 DOMAIN = "ai.vkml"
 F32 = np.dtype(np.float32)
@@ -58,20 +58,11 @@ def _single(node: Node, op_type: str) -> bool:
 def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outputs: Sequence[str],
                    keep: set[str] | frozenset[str] = frozenset()) -> tuple[list[Node], dict[str, list[Node]]]:
     """(live nodes with Conv [+ Add] [+ Relu] patterns replaced, {fused name: originals})."""
-    readers: dict[str, list[Node]] = {}
-    for node in live:
-        for i in node.inputs:
-            if i:
-                readers.setdefault(i, []).append(node)
-        for g in _graphs_in(node.attrs):
-            for i in g.outer:
-                readers.setdefault(i, []).extend((node, node))
-    for o in outputs:
-        readers.setdefault(o, []).extend((None, None))
+    readers = readers_of(live, outputs)
 
-    def only_reader(name: str) -> Node | None:
-        r = readers.get(name, [])
-        return r[0] if len(r) == 1 and r[0] is not None and r[0].name not in keep else None
+    def next_node(name: str) -> Node | None:
+        r = only_reader(readers, name)
+        return r if r is not None and r.name not in keep else None
 
     replace: dict[int, Node | None] = {}
     fused: dict[str, list[Node]] = {}
@@ -88,14 +79,14 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
         if not fusable_route("Conv", conv.attrs, xd.shape, wd.shape):
             continue
         chain, res, flags = [conv], "", 0
-        nxt = only_reader(conv.outputs[0])
+        nxt = next_node(conv.outputs[0])
         if nxt is not None and _single(nxt, "Add") and len(nxt.inputs) == 2 and id(nxt) not in replace:
             other = nxt.inputs[1] if nxt.inputs[0] == conv.outputs[0] else nxt.inputs[0]
             od = values.get(other)
             if other and other != conv.outputs[0] and od == y and values.get(nxt.outputs[0]) == y:
                 chain.append(nxt)
                 res, flags = other, EPI_RESIDUAL
-                nxt = only_reader(nxt.outputs[0])
+                nxt = next_node(nxt.outputs[0])
             else:
                 nxt = None
         if nxt is not None and _single(nxt, "Relu") and len(nxt.inputs) == 1 and id(nxt) not in replace \

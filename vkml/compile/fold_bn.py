@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..graph import Node, TensorDesc, _graphs_in
-from .rewrite import replace_nodes
+from ..graph import Node, TensorDesc
+from .rewrite import only_reader, readers_of, replace_nodes
 
 
 def _training(bn: Node) -> bool:
@@ -29,16 +29,7 @@ def fold_batchnorm(live: Sequence[Node], values: dict[str, TensorDesc], consts: 
                    ) -> tuple[list[Node], dict[str, list[Node]]]:
     """(live nodes with Conv -> BatchNormalization pairs folded into one Conv, {new conv: [conv,
     bn]}). The folded weights are added to `consts` (and `values`) under new names."""
-    readers: dict[str, int] = {}
-    for node in live:
-        for i in node.inputs:
-            if i:
-                readers[i] = readers.get(i, 0) + 1
-        for g in _graphs_in(node.attrs):
-            for i in g.outer:
-                readers[i] = readers.get(i, 0) + 2
-    for o in outputs:
-        readers[o] = readers.get(o, 0) + 2
+    readers = readers_of(live, outputs)
     by_input: dict[str, Node] = {}
     for node in live:
         if node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx") and node.inputs:
@@ -51,7 +42,7 @@ def fold_batchnorm(live: Sequence[Node], values: dict[str, TensorDesc], consts: 
                 or len(conv.outputs) != 1 or len(conv.inputs) < 2 or conv.op is None:
             continue
         bn = by_input.get(conv.outputs[0])
-        if bn is None or bn.name in keep or readers.get(conv.outputs[0]) != 1 or _training(bn) \
+        if bn is None or bn.name in keep or only_reader(readers, conv.outputs[0]) is not bn or _training(bn) \
                 or len(bn.inputs) != 5 or bn.op is None:
             continue
         w = consts.get(conv.inputs[1])

@@ -3,7 +3,30 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..graph import Node
+from ..graph import Node, _graphs_in
+
+
+def readers_of(live: Sequence[Node], outputs: Sequence[str]) -> dict[str, list[Node | None]]:
+    """Who reads each value: the reading nodes, once per input they read it through. A subgraph
+    reading it from this scope counts twice, and a graph output (None) twice too: such a value
+    never has the single reader a fusion needs."""
+    readers: dict[str, list[Node | None]] = {}
+    for node in live:
+        for i in node.inputs:
+            if i:
+                readers.setdefault(i, []).append(node)
+        for g in _graphs_in(node.attrs):  # names a subgraph reads from this scope
+            for i in g.outer:
+                readers.setdefault(i, []).extend((node, node))
+    for o in outputs:
+        readers.setdefault(o, []).extend((None, None))
+    return readers
+
+
+def only_reader(readers: dict[str, list[Node | None]], name: str) -> Node | None:
+    """The one node that reads `name`, if exactly one does (and it is no graph output)."""
+    r = readers.get(name, ())
+    return r[0] if len(r) == 1 else None
 
 
 def replace_nodes(live: Sequence[Node], replace: dict[int, Node | None]) -> list[Node]:
