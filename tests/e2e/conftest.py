@@ -28,6 +28,13 @@ def gpu() -> str:
 
 
 @pytest.fixture(scope="session")
+def gpu_on_cpu(gpu) -> bool:
+    """Whether `gpu` is a CPU-type Vulkan device (lavapipe): it runs on this machine's cores, so
+    tests keep its work small; a real GPU needs more of it to outlast a wait's first spin."""
+    return next(d for d in vk.list_devices() if d.name == gpu).device_type == "cpu"
+
+
+@pytest.fixture(scope="session")
 def gpus(gpu) -> list[str]:
     """Every usable Vulkan device (two with VKML_SPLIT_DEVICE=2 on one lavapipe)."""
     return [d.name for d in vk.list_devices() if d.usable]

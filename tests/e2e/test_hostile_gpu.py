@@ -231,15 +231,6 @@ def matmul_chain(n: int, d: int) -> bytes:
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
 
 
-def _slow_size(gpu) -> int:
-    """A matmul_chain width whose runs outlast a wait's first spin (~100 us on GPUs): 256 on a
-    CPU device such as lavapipe, 2048 on a real GPU (an H100 does 256^3 in microseconds)."""
-    import vkml.vulkan as vk
-
-    kind = next((d.device_type for d in vk.list_devices() if d.name == gpu), "cpu")
-    return 256 if kind == "cpu" else 2048
-
-
 def _device_used(gpu) -> int:
     from vkml.tensor import vulkan_device
 
@@ -264,7 +255,7 @@ def test_valid_gpu_timeouts(monkeypatch):
 
 
 @pytest.mark.parametrize("executor", ["parallel", "sequential"])
-def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, monkeypatch, executor):
+def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_cpu, monkeypatch, executor):
     """50 runs that time out: at most max_slots retired slots at once (later runs wait for
     them, then time out too, instead of queueing more GPU work); once the GPU is done their
     memory is freed with no further run (runtime.reaper), and the session works."""
@@ -272,7 +263,7 @@ def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, monkeypa
 
     import vkml.gpurun
 
-    d = _slow_size(gpu)
+    d = 256 if gpu_on_cpu else 2048  # runs that outlast a wait's first spin (an H100 does 256^3 in µs)
     model = matmul_chain(3, d)
     sess = vkml.InferenceSession(model, devices=[gpu], executor=executor, max_slots=2)
     x = np.ones((d, d), np.float32)
