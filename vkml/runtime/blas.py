@@ -11,8 +11,9 @@ only while its runs are in flight and puts the process's own setting back when t
 ends: `limiter().enter(width, big)` / `.exit(width, big)` around a run, where width is how many
 threads of that run call BLAS at once and big says whether it has a GEMM worth threading
 (`plan_is_big`): small GEMMs gain a few microseconds from a second thread and risk a scheduler
-tick, so while only small-GEMM runs are in flight BLAS gets one thread. The policy is VKML_CPU_BLAS_THREADS (vkml/runtime/config.py). A NumPy
-built on another BLAS (MKL, BLIS, Accelerate) is left alone, with one log line.
+tick, so while only small-GEMM runs are in flight BLAS gets one thread. The policy is
+VKML_CPU_BLAS_THREADS (vkml/runtime/config.py). A NumPy built on another BLAS (MKL, BLIS,
+Accelerate) is left alone, with one log line.
 """
 from __future__ import annotations
 
