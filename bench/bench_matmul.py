@@ -43,7 +43,7 @@ def describe_path(dev, g, dtype, tiling, coop_tiling, coop: bool) -> str:
             t = matmul_coop.choose(dev, g, shape)
             if t is not None:
                 return f"coop {shape.m}x{shape.n}x{shape.k} tile {t.bm}x{t.bn}x{t.bk} warp {t.wm}x{t.wn}"
-    t = tiling or mm.choose_tiling(dev, g.m, g.n, g.batch)
+    t = tiling or mm.choose_tiling(dev, g.m, g.n, g.batch, g.k)
     return f"simt tile {t.bm}x{t.bn}x{t.bk} micro {t.tm}x{t.tn}"
 
 

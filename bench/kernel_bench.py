@@ -41,9 +41,12 @@ def write_results(kind: str, info, payload: dict[str, Any], path: str | None = N
     return path
 
 
-def best_seconds(dev, record_once: Callable[[Any], None], inner: int, outer: int) -> float:
+def best_seconds(dev, record_once: Callable[[Any], None], inner: int, outer: int,
+                 warm_s: float = 0.0) -> float:
     """GPU seconds of one `record_once(rec)`, from timestamps around `inner` of them in one
-    command buffer; the best of `outer` submissions."""
+    command buffer; the best of `outer` submissions. With warm_s, the command buffer first runs
+    for that long: a GPU that idles at a low clock (an H100 at 345 of 1980 MHz) only boosts
+    under sustained load, and short bursts would otherwise be timed at the idle clock."""
     from vkml.vulkan._commands import CommandRecorder
 
     rec = CommandRecorder(dev)
@@ -52,6 +55,9 @@ def best_seconds(dev, record_once: Callable[[Any], None], inner: int, outer: int
         record_once(rec)
     rec.timestamp("end")
     cb = rec.finish()
+    t_end = time.perf_counter() + warm_s
+    while time.perf_counter() < t_end:
+        cb.run(timeout=600)
     best = math.inf
     for _ in range(outer):
         cb.run(timeout=600)

@@ -40,12 +40,12 @@ from bench import models as M  # noqa: E402
 from bench import timing  # noqa: E402
 from bench.runtimes import Runtime, Unavailable, discover  # noqa: E402
 
-FAMILIES = ("chain_add", "mnist", "matmul", "mlp", "resnet18", "mobilenet_v2", "conv_cnn", "memory", "threaded",
-            "first_run")
+FAMILIES = ("chain_add", "mnist", "matmul", "mlp", "resnet18", "mobilenet_v2", "resnet50", "efficientnet_b0",
+            "conv_cnn", "memory", "threaded", "first_run")
 # Under --time-limit each family gets this share of the time still left (of the families still to
 # run), so one slow family cannot starve the rest; time a family leaves unused goes to the next.
 WEIGHTS = {"chain_add": 60, "mnist": 15, "matmul": 60, "mlp": 60, "resnet18": 65, "mobilenet_v2": 65,
-           "conv_cnn": 25, "memory": 30, "threaded": 70,
+           "resnet50": 65, "efficientnet_b0": 65, "conv_cnn": 25, "memory": 30, "threaded": 70,
            "first_run": 60}  # ~seconds each took on an H100 machine
 
 
@@ -300,6 +300,10 @@ def _image_models(ctx: Ctx, name: str) -> None:
     for b in ctx.sizes.batches:
         params = {"batch": b, "size": s}
         bm, why = M.torchvision_model(name, b, s) if s == 224 else (None, "quick sizes: built with onnx.helper")
+        if bm is None and name not in M.BUILDERS:  # torchvision only (no onnx.helper twin)
+            for rt in ctx.runtimes:
+                ctx.emit(name, f"b{b} {s}x{s}", rt.label, "host", "skipped", reason=why, params=params)
+            continue
         if bm is None:
             bm = M.BUILDERS[name](b, s)
             params["torchvision"] = why
@@ -312,6 +316,14 @@ def fam_resnet18(ctx: Ctx) -> None:
 
 def fam_mobilenet_v2(ctx: Ctx) -> None:
     _image_models(ctx, "mobilenet_v2")
+
+
+def fam_resnet50(ctx: Ctx) -> None:
+    _image_models(ctx, "resnet50")
+
+
+def fam_efficientnet_b0(ctx: Ctx) -> None:
+    _image_models(ctx, "efficientnet_b0")
 
 
 def fam_memory(ctx: Ctx) -> None:

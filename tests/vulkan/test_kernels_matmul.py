@@ -317,7 +317,7 @@ def test_split_k_gemm(dev, case, dtype):
         feeds["c"] = rng.uniform(-1, 1, sc).astype(dtype)
         names.append("c")
     g, _ = km.matmul_problem(sa, sb) if op == "MatMul" else km.gemm_problem(attrs, sa, sb, sc)
-    t = km.choose_tiling(dev, g.m, g.n, g.batch)
+    t = km.choose_tiling(dev, g.m, g.n, g.batch, g.k)
     blocks = -(-g.m // t.bm) * -(-g.n // t.bn) * g.batch
     assert km.split_k(blocks, g.k, t.bk, 4, 1 << 30)[0] > 1
     got = run_ops(dev, [(op, attrs, names, ["y"])], feeds)["y"]

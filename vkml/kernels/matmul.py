@@ -84,11 +84,17 @@ class Tiling:
         return -(-m // self.bm) * -(-n // self.bn) * batch
 
 
-# Measured on an H100 at 4096^3 fp32 (bench/bench_matmul.py): 64x128x16 8x8 (128 invocations)
-# 43 TFLOPS, 128x64x16 41, 128x128x8 37, 128x256x8 8x16 35, 128x128x16 33.
-BIG = (Tiling(64, 128, 16, 8, 8), Tiling(64, 128, 8, 8, 8))
+# Measured on an H100 (bench/results/checks/h100-2026-11-23-compile-probe.md, with the k loop
+# not unrolled): 64x128x8 8x8 35 TFLOPS at 4096^3 fp32, 64x64x16 4x4 28, 64x128x16 8x8 17.
+# On ResNet-50's convolutions at batch 1 (bench/bench_conv.py, GPU clock warm,
+# bench/results/checks/h100-2026-11-23-conv-tilings.md) 64x64x16 4x4 with split K is the best
+# or within 10% of it on every shape (model sum 1.05 ms; 32x32 1.77 ms), and the 8x8 tilings
+# are 7-8x slower: they only pay on big GEMMs with a long K.
+BIG = (Tiling(64, 128, 8, 8, 8),)
 MEDIUM = Tiling(64, 64, 16, 4, 4)
 SMALL = Tiling(32, 32, 16, 4, 4)
+BIG_MIN_BLOCKS = 264   # two waves of 64x128 blocks on a 132-SM GPU
+BIG_MIN_K = 1024
 
 
 def _fits(t: Tiling, device) -> bool:
@@ -109,17 +115,19 @@ def _forced_tiling() -> Tiling | None:
         raise ValueError(f"VKML_MATMUL_TILE={v!r}: expected five integers BM,BN,BK,TM,TN") from None
 
 
-def choose_tiling(device, m: int, n: int, batch: int) -> Tiling:
-    """The biggest tile that still gives the GPU enough workgroups to stay busy."""
+def choose_tiling(device, m: int, n: int, batch: int, k: int = 0) -> Tiling:
+    """64x64 blocks (split K gives them parallelism when there are few), 64x128 8x8 only for
+    big GEMMs with a long K (`k`; 0 never takes them), 32x32 when M or N is at most 32 and a
+    64-wide block would be mostly empty."""
     forced = _forced_tiling()
     if forced is not None:
         forced.validate(device)
         return forced
-
-    for t in BIG:
-        if _fits(t, device) and t.blocks(m, n, batch) >= 96:
-            return t
-    if _fits(MEDIUM, device) and MEDIUM.blocks(m, n, batch) >= 48:
+    if k >= BIG_MIN_K:
+        for t in BIG:
+            if _fits(t, device) and t.blocks(m, n, batch) >= BIG_MIN_BLOCKS:
+                return t
+    if _fits(MEDIUM, device) and min(m, n) > SMALL.bm:
         return MEDIUM
     return SMALL
 
@@ -285,7 +293,7 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     dt = dtype_name(out.dtype)
     if coop and not epi and tiling is None and dt == "f16" and matmul_coop.record_if_suitable(rec, g, a, b, c, out):
         return
-    t = tiling or choose_tiling(dev, g.m, g.n, g.batch)
+    t = tiling or choose_tiling(dev, g.m, g.n, g.batch, g.k)
     t.validate(dev)
     vec_a = 4 if g.k and _vec_ok(g, True) and a.view.offset % 16 == 0 else 1
     vec_b = 4 if g.k and _vec_ok(g, False) and b.view.offset % 16 == 0 else 1
