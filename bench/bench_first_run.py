@@ -132,7 +132,7 @@ def _child(kind: str, path: str, device: str, env: dict, timeout: float) -> dict
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="mnist,resnet18,resnet50,mobilenet_v2,efficientnet_b0")
+    ap.add_argument("--models", default="mnist,resnet18,resnet50,mobilenet_v2,efficientnet_b0,dbnet_like,bert_like")
     ap.add_argument("--device", default="vulkan:0")
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=float, default=240)

@@ -2,7 +2,8 @@
 
 Every runtime in a run loads the same bytes, so the comparison is about execution, never about
 weights or export quirks. BatchNorm is folded into the convolutions, as exporters do for
-inference graphs. When torch and torchvision are importable, resnet18 and mobilenet_v2 can come
+inference graphs, except in dbnet_like, which keeps its BatchNormalization nodes as real
+detector exports carry them. When torch and torchvision are importable, resnet18 and mobilenet_v2 can come
 from torchvision instead (`torchvision_model`); the builders here are the fallback and the default
 on machines without them.
 """
@@ -57,8 +58,10 @@ class _Graph:
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), n))
         return n
 
-    def op(self, op_type: str, inputs: list[str], stem: str | None = None, **attrs) -> str:
-        out = self.name(stem or op_type.lower())
+    def op(self, op_type: str, inputs: list[str], stem: str | None = None, out: str | None = None,
+           **attrs) -> str:
+        """One node; its output is `out` when given (a graph output's name), else a fresh name."""
+        out = out or self.name(stem or op_type.lower())
         self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
         return out
 
@@ -78,15 +81,36 @@ class _Graph:
         hi = self.const("hi", np.array(6, self.dtype))
         return self.op("Clip", [x, lo, hi], "relu6")
 
+    def bn(self, x: str, c: int, eps: float = 1e-5) -> str:
+        """BatchNormalization (inference form) with random statistics near the identity."""
+        r = self.rng
+        scale = (1.0 + r.standard_normal(c) * 0.1).astype(self.dtype)
+        bias = (r.standard_normal(c) * 0.1).astype(self.dtype)
+        mean = (r.standard_normal(c) * 0.1).astype(self.dtype)
+        var = (1.0 + np.abs(r.standard_normal(c)) * 0.1).astype(self.dtype)
+        return self.op("BatchNormalization", [x, self.const("bn_scale", scale), self.const("bn_b", bias),
+                                              self.const("bn_mean", mean), self.const("bn_var", var)],
+                       "bn", epsilon=eps)
+
+    def conv_transpose(self, x: str, cin: int, cout: int, k: int, stride: int, bias: bool = True) -> str:
+        w = (self.rng.standard_normal((cin, cout, k, k)) * np.sqrt(2.0 / (cin * k * k / stride ** 2))
+             ).astype(self.dtype)
+        ins = [x, self.const("wt", w)]
+        if bias:
+            ins.append(self.const("b", (self.rng.standard_normal(cout) * 0.01).astype(self.dtype)))
+        return self.op("ConvTranspose", ins, "deconv", kernel_shape=[k, k], strides=[stride, stride])
+
     def gemm(self, x: str, cin: int, cout: int) -> str:
         w = (self.rng.standard_normal((cout, cin)) / np.sqrt(cin)).astype(self.dtype)
         b = (self.rng.standard_normal(cout) * 0.01).astype(self.dtype)
         return self.op("Gemm", [x, self.const("fc_w", w), self.const("fc_b", b)], "fc", transB=1)
 
-    def model(self, name: str, inputs: list[tuple[str, tuple]], output: str, out_shape) -> onnx.ModelProto:
+    def model(self, name: str, inputs: list[tuple], output: str, out_shape) -> onnx.ModelProto:
+        """`inputs`: (name, shape) of the graph's dtype, or (name, shape, onnx element type)."""
         et = _NP_TO_ONNX[self.dtype]
         g = helper.make_graph(self.nodes, name,
-                              [helper.make_tensor_value_info(n, et, list(s)) for n, s in inputs],
+                              [helper.make_tensor_value_info(i[0], i[2] if len(i) > 2 else et, list(i[1]))
+                               for i in inputs],
                               [helper.make_tensor_value_info(output, et, out_shape)], self.inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="vkml-bench")
         m.ir_version = 8
@@ -221,6 +245,126 @@ def mobilenet_v2(batch: int = 1, size: int = 224) -> BenchModel:
     return BenchModel("mobilenet_v2", m, feed, meta={"batch": batch, "size": size})
 
 
+def dbnet_like(batch: int = 1, size: int = 640) -> BenchModel:
+    """A DBNet-style text detector, BN kept as real exports have it: a strided Conv+BN+Relu
+    backbone (stem, then stages of 16/32/64/128 channels at 1/4..1/32), an FPN neck (1x1 lateral
+    convs, nearest Resize x2 and Add top-down, 3x3 smoothing convs, every level resized to 1/4 and
+    concatenated), and the probability head: Conv3x3+BN+Relu, ConvTranspose(2,2)+BN+Relu,
+    ConvTranspose(2,2) to one channel, HardSigmoid. Output "y" is (batch, 1, size, size)."""
+    if size % 32 or size <= 0:
+        raise ValueError(f"dbnet_like: size must be a positive multiple of 32, got {size}")
+    g = _Graph(seed=7)
+    flops = [0.0]
+
+    def conv(x, cin, cout, k, hw_out, stride=1, bias=False):
+        flops[0] += 2.0 * batch * hw_out * hw_out * cout * cin * k * k
+        return g.conv(x, cin, cout, k, stride=stride, bias=bias)
+
+    def cbr(x, cin, cout, k, hw_out, stride=1):
+        return g.op("Relu", [g.bn(conv(x, cin, cout, k, hw_out, stride), cout)])
+
+    def up(x, factor):  # torch.onnx's F.interpolate(mode="nearest"): Resize(X, "", scales)
+        scales = g.const("scales", np.array([1, 1, factor, factor], np.float32))
+        return g.op("Resize", [x, "", scales], "resize", mode="nearest",
+                    coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+
+    hw = size // 2
+    x = cbr("x", 3, 16, 3, hw, stride=2)  # stem, 1/2
+    feats, c = [], 16
+    for cout in (16, 32, 64, 128):  # 1/4, 1/8, 1/16, 1/32
+        hw //= 2
+        x = cbr(x, c, cout, 3, hw, stride=2)
+        x = cbr(x, cout, cout, 3, hw)
+        feats.append((x, cout, hw))
+        c = cout
+    inner, outc = 64, 16
+    lat = [(conv(f, fc, inner, 1, fhw), fhw) for f, fc, fhw in feats]
+    td = [lat[3][0]]
+    for i in (2, 1, 0):  # top-down: in_i + up(out_{i+1})
+        td.insert(0, g.op("Add", [lat[i][0], up(td[0], 2)]))
+    levels = []
+    for i, (t, (_, fhw)) in enumerate(zip(td, lat)):
+        p = conv(t, inner, outc, 3, fhw)
+        levels.append(up(p, 2 ** i) if i else p)
+    x = g.op("Concat", levels, "fuse", axis=1)  # 4*16 = 64 channels at 1/4
+    q = size // 4
+    x = cbr(x, 4 * outc, outc, 3, q)
+    x = g.conv_transpose(x, outc, outc, 2, 2, bias=False)
+    flops[0] += 2.0 * batch * (2 * q) ** 2 * outc * outc
+    x = g.op("Relu", [g.bn(x, outc)])
+    x = g.conv_transpose(x, outc, 1, 2, 2)
+    flops[0] += 2.0 * batch * size * size * outc
+    g.op("HardSigmoid", [x], out="y", alpha=0.2, beta=0.5)  # the probability map
+    m = g.model("dbnet_like", [("x", (batch, 3, size, size))], "y", [batch, 1, size, size])
+    feed = {"x": np.random.default_rng(1).standard_normal((batch, 3, size, size), dtype=np.float32)}
+    return BenchModel("dbnet_like", m, feed, flops=flops[0], meta={"batch": batch, "size": size})
+
+
+def bert_like(batch: int = 1, seq: int = 128, hidden: int = 768, layers: int = 12, heads: int = 12,
+              vocab: int = 30522) -> BenchModel:
+    """A BERT-base-like encoder as exporters emit it, nothing fused: Gather word embeddings + a
+    sliced position table, LayerNormalization, then per layer MatMul+Add Q/K/V, Reshape/Transpose
+    to heads, Q·Kᵀ / sqrt(d) + mask, Softmax, ·V, back to (batch, seq, hidden), the output
+    projection, residual + LayerNorm, the FFN with Gelu spelled with Erf, residual + LayerNorm.
+    Input "input_ids" int64 (batch, seq); output "y" float32 (batch, seq, hidden)."""
+    if hidden % heads:
+        raise ValueError(f"bert_like: hidden ({hidden}) must be a multiple of heads ({heads})")
+    d, ffn = hidden // heads, 4 * hidden
+    g = _Graph(seed=11)
+    r = g.rng
+
+    def normal(*shape):
+        return (r.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
+
+    def linear(x, cin, cout):
+        return g.op("Add", [g.op("MatMul", [x, g.const("w", normal(cin, cout))]),
+                            g.const("b", normal(cout))])
+
+    def layer_norm(x, out=None):
+        scale = (1.0 + r.standard_normal(hidden, dtype=np.float32) * 0.02).astype(np.float32)
+        return g.op("LayerNormalization", [x, g.const("ln_scale", scale), g.const("ln_b", normal(hidden))],
+                    "ln", out=out, axis=-1, epsilon=1e-12)
+
+    heads_shape = g.const("shape_heads", np.array([batch, seq, heads, d], np.int64))
+    flat_shape = g.const("shape_flat", np.array([batch, seq, hidden], np.int64))
+    sqrt_d = g.const("sqrt_d", np.array(np.sqrt(d), np.float32))
+    mask = g.const("mask", np.zeros((batch, 1, 1, seq), np.float32))
+    sqrt2 = g.const("sqrt2", np.array(np.sqrt(2.0), np.float32))
+    one = g.const("one", np.array(1.0, np.float32))
+    half = g.const("half", np.array(0.5, np.float32))
+
+    x = g.op("Gather", [g.const("word_emb", normal(vocab, hidden)), "input_ids"], "word", axis=0)
+    pos_table = g.const("pos_emb", normal(max(512, seq), hidden))
+    pos = g.op("Slice", [pos_table, g.const("starts", np.array([0], np.int64)),
+                         g.const("ends", np.array([seq], np.int64)), g.const("axes", np.array([0], np.int64))],
+               "pos")
+    x = layer_norm(g.op("Add", [x, pos], "embed"), out="y" if layers == 0 else None)
+    def split(t, perm):  # (b, s, hidden) -> (b, s, h, d) -> perm
+        return g.op("Transpose", [g.op("Reshape", [t, heads_shape])], perm=perm)
+
+    for i in range(layers):
+        q = split(linear(x, hidden, hidden), [0, 2, 1, 3])  # (b, h, s, d)
+        k = split(linear(x, hidden, hidden), [0, 2, 3, 1])  # (b, h, d, s)
+        v = split(linear(x, hidden, hidden), [0, 2, 1, 3])
+        att = g.op("Add", [g.op("Div", [g.op("MatMul", [q, k], "scores"), sqrt_d]), mask])
+        ctx = g.op("MatMul", [g.op("Softmax", [att], axis=-1), v], "context")
+        ctx = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), flat_shape])
+        x = layer_norm(g.op("Add", [linear(ctx, hidden, hidden), x], "residual"))
+        h = linear(x, hidden, ffn)
+        erf = g.op("Erf", [g.op("Div", [h, sqrt2])])
+        h = g.op("Mul", [g.op("Mul", [h, g.op("Add", [erf, one])]), half], "gelu")
+        x = layer_norm(g.op("Add", [linear(h, ffn, hidden), x], "residual"),
+                       out="y" if i == layers - 1 else None)
+    m = g.model("bert_like", [("input_ids", (batch, seq), TensorProto.INT64)], "y", [batch, seq, hidden])
+    feed = {"input_ids": np.random.default_rng(1).integers(0, vocab, (batch, seq), dtype=np.int64)}
+    tokens = batch * seq
+    flops = layers * (2.0 * tokens * hidden * hidden * 4 + 2.0 * tokens * hidden * ffn * 2
+                      + 2.0 * 2 * batch * heads * seq * seq * d)
+    return BenchModel("bert_like", m, feed, flops=flops,
+                      meta={"batch": batch, "seq": seq, "hidden": hidden, "layers": layers, "heads": heads,
+                            "vocab": vocab})
+
+
 def torchvision_model(name: str, batch: int, size: int = 224):
     """(BenchModel exported from torchvision with weights=None, the torch module) or None when
     torch/torchvision are missing or the export fails (the reason is in the returned tuple)."""
@@ -247,5 +391,5 @@ def torchvision_model(name: str, batch: int, size: int = 224):
 
 BUILDERS: dict[str, Callable[..., BenchModel]] = {
     "chain_add": chain_add, "mnist": mnist, "conv_cnn": conv_cnn, "mlp": mlp, "matmul": matmul,
-    "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
+    "resnet18": resnet18, "mobilenet_v2": mobilenet_v2, "dbnet_like": dbnet_like, "bert_like": bert_like,
 }

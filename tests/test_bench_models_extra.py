@@ -1,0 +1,109 @@
+"""bench/models.py's dbnet_like and bert_like at small sizes: valid opset-17 graphs that
+onnxruntime, vkml's CPU device and its Vulkan device (lavapipe on CI) all agree on.
+
+The benchmark runs them at their defaults (640x640; BERT-base, seq 128); here they are shrunk
+so that the whole file takes seconds on two cores.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import pytest
+
+# Pipeline caches of test runs go to a scratch directory, not ~/.cache/vkml (as tests/e2e does).
+os.environ.setdefault("VKML_CACHE_DIR", tempfile.mkdtemp(prefix="vkml-test-cache-"))
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+import vkml  # noqa: E402
+import vkml.vulkan as vk  # noqa: E402
+from bench import models as M  # noqa: E402
+
+ort = pytest.importorskip("onnxruntime")
+
+SMALL = {
+    "dbnet_like": lambda: M.dbnet_like(1, 64),
+    "bert_like": lambda: M.bert_like(1, seq=16, hidden=64, layers=2, heads=4, vocab=100),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(SMALL))
+def case(request):
+    """(BenchModel, onnxruntime's output) for each builder at its small size."""
+    bm = SMALL[request.param]()
+    want = ort.InferenceSession(bm.bytes(), providers=["CPUExecutionProvider"]).run(None, bm.feed)
+    return bm, want
+
+
+@pytest.fixture(scope="module")
+def gpu() -> str:
+    """The first usable Vulkan device, found as tests/e2e/conftest.py's `gpu` fixture finds it
+    (that fixture is out of this directory's reach); without one this skips, except under
+    CI=true, where a missing device is a failure."""
+    reason = vk.unavailable_reason()
+    usable = [] if reason is not None else [d.name for d in vk.list_devices() if d.usable]
+    if not usable:
+        why = f"no Vulkan: {reason}" if reason is not None else "no usable Vulkan device"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but {why}")
+        pytest.skip(why)
+    return usable[0]
+
+
+def test_builders_registered_and_sized():
+    assert M.BUILDERS["dbnet_like"] is M.dbnet_like and M.BUILDERS["bert_like"] is M.bert_like
+    with pytest.raises(ValueError, match="multiple of 32"):
+        M.dbnet_like(1, 48)
+    with pytest.raises(ValueError, match="multiple of heads"):
+        M.bert_like(1, seq=8, hidden=30, layers=1, heads=4, vocab=10)
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    import bench_first_run
+
+    src = open(bench_first_run.__file__).read()
+    assert "dbnet_like,bert_like" in src
+
+
+def test_graph_is_valid_and_shaped(case):
+    bm, want = case
+    onnx.checker.check_model(bm.proto, full_check=True)
+    assert bm.proto.opset_import[0].version == M.OPSET
+    (y,) = want
+    assert y.dtype == np.float32 and np.isfinite(y).all()
+    if bm.name == "dbnet_like":
+        ops = collections.Counter(n.op_type for n in bm.proto.graph.node)
+        assert ops["BatchNormalization"] > 0 and ops["Resize"] > 0 and ops["ConvTranspose"] == 2
+        assert list(bm.feed) == ["x"] and y.shape == (1, 1, 64, 64)
+        assert 0.0 <= y.min() and y.max() <= 1.0  # HardSigmoid's probability map
+    else:
+        ops = collections.Counter(n.op_type for n in bm.proto.graph.node)
+        assert ops["LayerNormalization"] == 5 and ops["Erf"] == 2 and ops["Softmax"] == 2
+        assert bm.feed["input_ids"].dtype == np.int64 and bm.feed["input_ids"].max() < 100
+        assert y.shape == (1, 16, 64)
+    assert bm.flops and bm.flops > 0
+
+
+def test_vkml_cpu_matches_onnxruntime(case):
+    bm, want = case
+    s = vkml.InferenceSession(bm.bytes(), devices=["cpu"])
+    got = s.run(None, bm.feed)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_vkml_gpu_matches_onnxruntime(case, gpu):
+    bm, want = case
+    s = vkml.InferenceSession(bm.bytes(), devices=[gpu, "cpu"])
+    got = s.run(None, bm.feed)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-3)
+    placement = s.placement()
+    assert len(placement) == len(bm.proto.graph.node)
+    counts = collections.Counter(p["device"] for p in placement)
+    on_cpu = [(p["op"], p.get("reason")) for p in placement if p["device"] == "cpu"]
+    print(f"{bm.name} on {gpu}: {counts[gpu]} of {len(placement)} nodes on the GPU; on the CPU: {on_cpu}")
+    # Every op of both graphs has a Vulkan kernel today; a fallback would be a regression.
+    assert counts[gpu] == len(placement), on_cpu
