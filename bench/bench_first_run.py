@@ -14,6 +14,7 @@ start is not bought with slower runs. torchvision models are exported with weigh
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -139,6 +140,10 @@ def main() -> None:
     args = ap.parse_args()
     out = args.out or os.path.join(HERE, "results", f"first_run-{platform.node()}-{time.strftime('%Y-%m-%d')}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    # An installed package has its bytecode compiled (pip does it at install time); a checkout
+    # whose __pycache__ is missing or not writable would time CPython's compiler instead
+    # (0.25-0.3 s of a warm start on the H100 machine).
+    compileall.compile_dir(os.path.join(ROOT, "vkml"), quiet=1)
     base = child_env(None)
     with tempfile.TemporaryDirectory(prefix="vkml-first-run-") as tmp:
         for name, path, tv in _models(args.models.split(","), tmp):
