@@ -90,6 +90,38 @@ def private_buffer(size: int) -> mmap.mmap:
     return buf
 
 
+PARALLEL_READ_CHUNK = 32 << 20
+
+
+def _read_parallel(fd: int, buf: memoryview, path: str, what: str) -> None:
+    """_read_into from offset 0, in pieces on up to 8 threads when the file is big: preadv
+    releases the GIL, and a single reader is bound by page faults and copying, not by the disk
+    (a 436 MB BERT-base model took 0.35 s on one thread on the H100 machine)."""
+    pieces = min(8, os.cpu_count() or 1, len(buf) // PARALLEL_READ_CHUNK)
+    if pieces < 2:
+        _read_into(fd, buf, 0, path, what)
+        return
+    import threading
+
+    step = -(-len(buf) // pieces)
+    errors: list[BaseException] = []
+
+    def read(lo: int) -> None:
+        try:
+            _read_into(fd, buf[lo:lo + step], lo, path, what)
+        except BaseException as e:  # re-raised on the caller's thread below
+            errors.append(e)
+
+    threads = [threading.Thread(target=read, args=(lo,), name="vkml-read-model") for lo in range(step, len(buf), step)]
+    for t in threads:
+        t.start()
+    read(0)
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def read_model_file(path: str) -> bytes | mmap.mmap:
     """The whole file in private anonymous memory (see the module docstring for why a copy)."""
     fd, size = _open_regular(path, "cannot read model file")
@@ -97,7 +129,7 @@ def read_model_file(path: str) -> bytes | mmap.mmap:
         if size == 0:
             return b""
         buf = private_buffer(size)
-        _read_into(fd, memoryview(buf), 0, path, "model file")
+        _read_parallel(fd, memoryview(buf), path, "model file")
         return buf
     finally:
         os.close(fd)

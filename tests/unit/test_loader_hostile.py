@@ -426,3 +426,26 @@ def test_constant_folding_does_not_allocate_what_a_tiny_model_asks_for(op):
         tracemalloc.stop()
     assert m.graph.values["y"].shape == (n,)  # still inferred, just not evaluated
     assert peak < 32 * 2 ** 20, f"loading allocated {peak / 2 ** 20:.0f} MiB"
+
+
+def test_a_big_model_file_is_read_in_parallel_pieces_exactly(tmp_path, monkeypatch):
+    """read_model_file splits a big file over threads: every byte lands where it belongs, and a
+    file that shrinks under the readers is still a ModelError naming it."""
+    from vkml import model_files
+    from vkml.errors import ModelError
+
+    monkeypatch.setattr(model_files, "PARALLEL_READ_CHUNK", 4096)
+    data = np.random.default_rng(0).integers(0, 256, 5 * 4096 + 123, dtype=np.uint8).tobytes()
+    path = tmp_path / "m.bin"
+    path.write_bytes(data)
+    assert bytes(model_files.read_model_file(str(path))) == data
+
+    real = model_files._read_into
+
+    def shrunk(fd, buf, offset, p, what):  # the piece at the end finds the file cut short
+        if offset > 0:
+            raise ModelError(f"{what} {p!r} shrank while it was read")
+        real(fd, buf, offset, p, what)
+    monkeypatch.setattr(model_files, "_read_into", shrunk)
+    with pytest.raises(ModelError, match="shrank"):
+        model_files.read_model_file(str(path))
