@@ -22,6 +22,7 @@ import numpy as np
 from .executor import NodeFailure
 from . import fusion
 from .compile.epilogue import fuse_epilogues
+from .compile.fold_bias import fold_bias_adds
 from .compile.fold_bn import fold_batchnorm
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
@@ -108,11 +109,12 @@ class ConcretePlan:
         self.runner = runner
         self.output_device = output_device
         self.concrete = concretize(graph, runner.weights, feeds_desc, fed, known)
-        if fusion.ENABLED:  # BatchNormalization folds into the Conv before it; chains of
+        if fusion.ENABLED:  # BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them; chains of
             c = self.concrete  # elementwise ops become one dispatch, and so do convolutions with
             keep = frozenset(runner.forced)  # the Add and Relu after them
             c.live, c.fused = fold_batchnorm(c.live, c.values, c.consts, graph.outputs, keep)
-            for rewrite in (lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
+            for rewrite in (lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
+                            lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
                             lambda live: fuse_epilogues(live, c.values, graph.outputs, keep)):
                 c.live, more = rewrite(c.live)
                 for name, chain in more.items():  # (in terms of the graph's own nodes)

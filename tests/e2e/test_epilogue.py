@@ -128,3 +128,54 @@ def test_batchnorm_not_folded_when_its_input_is_read_elsewhere(gpu):
     x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
     ref = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(s.run(None, {"x": x})[0], ref, rtol=1e-5, atol=1e-5)
+
+
+def _bias_model(c_shape, mm_c_shape, conv_bias: bool = False, extra_reader: bool = False) -> bytes:
+    """mnist-12's pattern: Conv (bias as a separate Add of c) -> Relu -> Reshape -> MatMul -> Add."""
+    rng = np.random.default_rng(len(c_shape) + len(mm_c_shape))
+    arr = lambda n, *s: nh.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+    inits = [arr("w", 8, 3, 3, 3), arr("c", *c_shape), arr("wm", 8 * 6 * 6, 10), arr("cm", *mm_c_shape),
+             arr("b", 8), nh.from_array(np.array([1, -1], np.int64), "shape")]
+    nodes = [h.make_node("Conv", ["x", "w", "b"] if conv_bias else ["x", "w"], ["cv"], name="conv", pads=[1] * 4),
+             h.make_node("Add", ["c", "cv"], ["a"], name="bias_add"),
+             h.make_node("Relu", ["a"], ["r"], name="relu"),
+             h.make_node("Reshape", ["r", "shape"], ["f"], name="flat"),
+             h.make_node("MatMul", ["f", "wm"], ["m"], name="fc"),
+             h.make_node("Add", ["m", "cm"], ["y"], name="fc_add")]
+    outs = [h.make_tensor_value_info("y", T.FLOAT, None)]
+    if extra_reader:
+        outs.append(h.make_tensor_value_info("cv", T.FLOAT, None))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 6, 6])], outs, inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_constant_bias_adds_fold_into_conv_and_matmul(gpu):
+    """Conv without B + Add of a per-channel constant becomes the Conv's bias (and its Relu
+    then fuses too); a 2-D MatMul + constant Add becomes a Gemm: two dispatches instead of five."""
+    from _models import ort_run
+
+    x = np.random.default_rng(7).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    for c_shape, mm_c, conv_bias in (((8, 1, 1), (10,), False), ((1, 8, 1, 1), (1, 10), True), ((1,), (1, 1), False)):
+        model = _bias_model(c_shape, mm_c, conv_bias)
+        s = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+        rows = {r["node"]: r for r in s.placement()}
+        assert all(r["device"] == gpu for r in rows.values())
+        for n in ("bias_add", "relu", "fc_add"):
+            assert "fused into" in rows[n]["reason"], (c_shape, rows[n])
+        (ref,) = ort_run(model, {"x": x})
+        np.testing.assert_allclose(s.run(None, {"x": x})[0], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_adds_that_are_not_biases_stay_adds(gpu):
+    """An Add varying along the image, a MatMul output read twice: left alone, still right."""
+    from _models import ort_run
+
+    x = np.random.default_rng(8).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    for c_shape, mm_c, extra in (((8, 6, 6), (10,), False), ((8, 1, 1), (10,), True), ((1, 8, 1, 6), (10,), False)):
+        model = _bias_model(c_shape, mm_c, extra_reader=extra)
+        s = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+        rows = {r["node"]: r for r in s.placement()}
+        assert "fused into conv" not in rows["bias_add"]["reason"], rows["bias_add"]
+        refs = ort_run(model, {"x": x})
+        for got, ref in zip(s.run(None, {"x": x}), refs):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
