@@ -2,7 +2,8 @@
 // Direct convolution for one input channel per group (depthwise, and depthwise with a
 // channel multiplier): output channel m reads input channel m / mult only, so a GEMM would
 // have K = taps; instead each invocation computes output elements by walking the kernel
-// window. 1-3 spatial dims (missing ones are 1), fp32 accumulation.
+// window. 1-3 spatial dims (missing ones are 1), fp32 accumulation. The epilogue
+// (include/vkml_epilogue.glsl: residual Add, Relu) follows the bias, as in conv.comp.
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
@@ -14,6 +15,7 @@ layout(std430, binding = 0) readonly buffer BX { SX x[]; };
 layout(std430, binding = 1) readonly buffer BW { SX w[]; };
 layout(std430, binding = 2) readonly buffer BBias { SO bias[]; };
 layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
+layout(std430, binding = 4) readonly buffer BR { SO res[]; };
 
 layout(push_constant) uniform Push {
     uint total;             // N * M * P
@@ -24,7 +26,10 @@ layout(push_constant) uniform Push {
     int sz, sy, sx;
     int pz, py, px;
     int dz, dy, dx;         // dilations
+    uint EPI;               // epilogue flags (vkml_epilogue.glsl)
 } pc;
+
+#include "include/vkml_epilogue.glsl"
 
 void main() {
     int hw = pc.H * pc.W;
@@ -56,6 +61,6 @@ void main() {
             }
         }
         if (HAS_BIAS) acc += float(bias[m]);
-        o[i] = SO(acc);
+        o[i] = SO(epilogue(acc, i, pc.EPI));
     }
 }

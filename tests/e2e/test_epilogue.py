@@ -179,3 +179,30 @@ def test_adds_that_are_not_biases_stay_adds(gpu):
         refs = ort_run(model, {"x": x})
         for got, ref in zip(s.run(None, {"x": x}), refs):
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_and_single_channel_convs_take_the_epilogue_too(gpu, monkeypatch):
+    """The direct route (one input channel per group: depthwise convs, and mnist's first conv
+    on a 1-channel image) applies residual Add and Relu in its own dispatch, bit for bit."""
+    rng = np.random.default_rng(11)
+    arr = lambda n, *s: nh.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+    nodes = [h.make_node("Conv", ["x", "wd", "bd"], ["d"], name="dw", group=4, pads=[1] * 4),
+             h.make_node("Add", ["d", "x"], ["s"], name="res"),
+             h.make_node("Relu", ["s"], ["r"], name="relu"),
+             h.make_node("Conv", ["x1", "w1"], ["c1"], name="one_channel", pads=[2] * 4),
+             h.make_node("Relu", ["c1"], ["y1"], name="relu1")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 7, 7]),
+                                  h.make_tensor_value_info("x1", T.FLOAT, [1, 1, 8, 8])],
+                     [h.make_tensor_value_info("r", T.FLOAT, None), h.make_tensor_value_info("y1", T.FLOAT, None)],
+                     [arr("wd", 4, 1, 3, 3), arr("bd", 4), arr("w1", 6, 1, 5, 5)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    feeds = {"x": rng.standard_normal((1, 4, 7, 7)).astype(np.float32),
+             "x1": rng.standard_normal((1, 1, 8, 8)).astype(np.float32)}
+    monkeypatch.setattr(vkml.fusion, "ENABLED", False)
+    ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)
+    monkeypatch.setattr(vkml.fusion, "ENABLED", True)
+    s = vkml.InferenceSession(model, devices=[gpu])
+    fused = {r["node"] for r in s.placement() if "fused into" in r["reason"]}
+    assert {"res", "relu", "relu1"} <= fused, s.placement()
+    for got, want in zip(s.run(None, feeds), ref):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

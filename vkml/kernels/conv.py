@@ -29,8 +29,8 @@ from .registry import Kernel, TensorSpec, Unsupported, register
 MAX_INDEX = (1 << 31) - 1
 # Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads, KS, S, EPI: 100 bytes
 CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3iIII", "conv")
-# total, M, mult, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations: 88 bytes
-DW_PUSH = PushBlock("IIIIIII3i3i3i3i3i", "conv_dw")
+# total, M, mult, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations, EPI: 92 bytes
+DW_PUSH = PushBlock("IIIIIII3i3i3i3i3iI", "conv_dw")
 
 
 @dataclass(frozen=True)
@@ -193,15 +193,15 @@ def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) 
     mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res)
 
 
-def _record_dw(rec, geo: Geometry, x, w, b, out) -> None:
+def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> None:
     dev = rec.device
     p = math.prod(geo.out_sp)
     total = geo.n * geo.m * p
-    pipe = dev.pipeline(f"conv_dw_{dtype_name(out.dtype)}", "rrrw", DW_PUSH.size, (256, b is not None))
+    pipe = dev.pipeline(f"conv_dw_{dtype_name(out.dtype)}", "rrrwr", DW_PUSH.size, (256, b is not None))
     push = DW_PUSH.pack(total, geo.m, geo.mg, p, *geo.out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
-                        *geo.pads, *geo.dil)
-    rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view], push,
-                 pipe.groups_for(total))
+                        *geo.pads, *geo.dil, epi)
+    rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view,
+                        mm.residual_view(epi, res, out)], push, pipe.groups_for(total))
 
 
 def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> None:
@@ -289,13 +289,13 @@ FUSED_CONV = "FusedConv"  # vkml/compile/epilogue.py: Conv [+ Add residual] [+ R
 
 
 def fusable_route(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> bool:
-    """Whether a Conv's GPU route applies an epilogue in its own dispatch (the implicit GEMM and
-    pointwise routes do; the direct depthwise one does not)."""
+    """Whether a Conv's GPU route applies an epilogue in its own dispatch (every route does:
+    implicit GEMM, pointwise and depthwise)."""
     try:
-        geo = geometry(op_type, attrs, x_shape, w_shape)
+        geometry(op_type, attrs, x_shape, w_shape)
     except ValueError:
         return False
-    return _route(geo) in ("gemm", "pointwise")
+    return True
 
 
 @register
@@ -308,8 +308,6 @@ class FusedConvKernel(ConvKernel):
     def check(self, device, op_type, attrs, inputs):
         super().check(device, "Conv", attrs, list(inputs[:3]))
         geo = self._geo("Conv", attrs, list(inputs[:3]))
-        if _route(geo) == "dw":
-            raise Unsupported("the depthwise route has no epilogue")
         r = inputs[3] if len(inputs) > 3 else None
         if r is not None and (tuple(r.shape) != geo.out_shape or np.dtype(r.dtype) != np.dtype(inputs[0].dtype)):
             raise Unsupported(f"residual {tuple(r.shape)} {r.dtype} does not match the output {geo.out_shape}")
@@ -325,7 +323,10 @@ class FusedConvKernel(ConvKernel):
         if out.size == 0:
             return
         epi = int(attrs["epilogue"])
-        if _route(geo) == "pointwise":
+        route = _route(geo)
+        if route == "pointwise":
             _record_pointwise(rec, geo, x, w, b, out, epi, res)
+        elif route == "dw":
+            _record_dw(rec, geo, x, w, b, out, epi, res)
         else:
             _record_gemm(rec, geo, x, w, b, out, epi, res)
