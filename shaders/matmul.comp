@@ -45,7 +45,8 @@ layout(push_constant) uniform Push {
     float alpha, beta;
     uint scm, scn;          // C's strides over (m, n), 0 where it broadcasts
     uint KS, S;             // k per split, splits (1: no split, part[] unused)
-    uint EPI;               // epilogue (vkml_epilogue.glsl): 1 adds res[] (the output's layout), 2 Relu
+    uint EPI;               // epilogue (vkml_epilogue.glsl): 1 adds res[] (the output's layout), 2 Relu, 4 Clip
+    float ELO, EHI;         // Clip's bounds (EPI & 4)
 } pc;
 
 #include "include/vkml_epilogue.glsl"

@@ -23,6 +23,7 @@ layout(push_constant) uniform Push {
     uint br, bc;            // bias strides over (row, col)
     float beta;
     uint EPI;               // epilogue (vkml_epilogue.glsl)
+    float ELO, EHI;         // Clip's bounds (EPI & 4)
 } pc;
 
 #include "include/vkml_epilogue.glsl"

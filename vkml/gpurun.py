@@ -115,7 +115,7 @@ class ConcretePlan:
             c.live, c.fused = fold_batchnorm(c.live, c.values, c.consts, graph.outputs, keep)
             for rewrite in (lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
                             lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
-                            lambda live: fuse_epilogues(live, c.values, graph.outputs, keep)):
+                            lambda live: fuse_epilogues(live, c.values, graph.outputs, keep, c.consts)):
                 c.live, more = rewrite(c.live)
                 for name, chain in more.items():  # (in terms of the graph's own nodes)
                     c.fused[name] = [o for n in chain for o in c.fused.pop(n.name, [n])]

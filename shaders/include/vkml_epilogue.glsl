@@ -1,13 +1,15 @@
 // Epilogue of a GEMM or convolution: what follows it in the model, done before the store
 // (vkml/compile/epilogue.py fuses Conv [+ Add] [+ Relu] into one node). The including shader
-// declares `SO res[]` (the residual, laid out like the output) and passes its push-constant
-// flags: bit 0 adds res[i], bit 1 applies Relu. Each step rounds to the output type first, as
+// declares `SO res[]` (the residual, laid out like the output) and a push-constant block `pc`
+// with `float ELO, EHI` (Clip's bounds), and passes its flags: bit 0 adds res[i], bit 1
+// applies Relu, bit 2 Clip(ELO, EHI) (NaN kept, as shaders/unary.comp's Clip). Each step rounds to the output type first, as
 // the separate ops would (exact for float32; for float16 the same roundings as Conv, Add, Relu).
 #ifndef VKML_EPILOGUE_GLSL
 #define VKML_EPILOGUE_GLSL
 
 const uint EPI_RESIDUAL = 1u;
 const uint EPI_RELU = 2u;
+const uint EPI_CLIP = 4u;
 
 float epilogue(float v, uint i, uint flags) {
     if (flags == 0u) return v;
@@ -19,6 +21,8 @@ float epilogue(float v, uint i, uint flags) {
         uint b = floatBitsToUint(v);
         if (b > 0x80000000u && b <= 0xFF800000u) v = 0.0;
     }
+    if ((flags & EPI_CLIP) != 0u && (floatBitsToUint(v) & 0x7FFFFFFFu) <= 0x7F800000u)
+        v = min(max(v, pc.ELO), pc.EHI);
     return v;
 }
 

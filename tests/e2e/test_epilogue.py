@@ -206,3 +206,38 @@ def test_depthwise_and_single_channel_convs_take_the_epilogue_too(gpu, monkeypat
     assert {"res", "relu", "relu1"} <= fused, s.placement()
     for got, want in zip(s.run(None, feeds), ref):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_clip_rides_on_every_conv_route(gpu, monkeypatch):
+    """ReLU6 as torch exports it (Clip with constant min/max inputs; and the opset-6 attribute
+    form): one dispatch on the implicit-GEMM, pointwise and depthwise routes, bit for bit, NaN
+    kept as Clip keeps it."""
+    rng = np.random.default_rng(12)
+    arr = lambda n, *s: nh.from_array((rng.standard_normal(s) * 2).astype(np.float32), n)
+    for opset in (17, 6):
+        def clip(i, o, name):
+            if opset >= 11:
+                return h.make_node("Clip", [i, "lo", "hi"], [o], name=name)
+            return h.make_node("Clip", [i], [o], name=name, min=0.0, max=6.0)
+        nodes = [h.make_node("Conv", ["x", "w3", "b3"], ["a"], name="c3", pads=[1] * 4), clip("a", "ra", "k3"),
+                 h.make_node("Conv", ["ra", "w1"], ["p"], name="c1"), clip("p", "rp", "k1"),
+                 h.make_node("Conv", ["rp", "wd"], ["d"], name="cd", group=8, pads=[1] * 4), clip("d", "y", "kd")]
+        inits = [arr("w3", 8, 4, 3, 3), arr("b3", 8), arr("w1", 8, 8, 1, 1), arr("wd", 8, 1, 3, 3)]
+        if opset >= 11:
+            inits += [nh.from_array(np.array(0.0, np.float32), "lo"), nh.from_array(np.array(6.0, np.float32), "hi")]
+        g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 6, 6])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+        model = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=8).SerializeToString()
+        x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+        x[0, 1, 2, 2] = np.nan
+        monkeypatch.setattr(vkml.fusion, "ENABLED", False)
+        ref = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})[0]
+        monkeypatch.setattr(vkml.fusion, "ENABLED", True)
+        s = vkml.InferenceSession(model, devices=[gpu])
+        fused = {r["node"] for r in s.placement() if "fused into" in r["reason"]}
+        assert {"k3", "k1", "kd"} <= fused, s.placement()
+        got = s.run(None, {"x": x})[0]
+        assert np.isnan(got).any() and float(np.nanmax(got)) <= 6.0
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+        cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, cpu, rtol=1e-5, atol=1e-5)

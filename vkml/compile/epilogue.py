@@ -1,14 +1,14 @@
-"""Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or a Relu becomes one
-FusedConv node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl).
+"""Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or a Relu or a Clip with
+constant bounds (ReLU6) becomes one FusedConv node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl).
 
 Why: on a GPU each op is a dispatch and a barrier. In a ResNet-50 at batch 1 the 49 Relu and 16
 Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
 (bench/results/checks/h100-2026-11-23-profile-resnet50-splitk.txt).
 
 The patterns, on one input signature's live nodes (concrete shapes): Conv -> Relu, Conv -> Add,
-Conv -> Add -> Relu, where each intermediate value has that one reader and is no graph output,
+Conv -> Add -> Relu (and Clip in Relu's place wherever its bounds are constants), where each intermediate value has that one reader and is no graph output,
 the Add's other input has the Conv output's shape and dtype (no broadcasting), the dtype is
-float32 and the Conv takes a route with an epilogue (implicit GEMM, pointwise). The fused node
+float32 and the Conv's geometry is one the GPU kernel takes. The fused node
 keeps the results: on the CPU it replays the original operators, on the GPU each step rounds to
 the output type as the separate ops do.
 """
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..graph import Node, TensorDesc, _graphs_in
 from ..kernels.conv import FUSED_CONV, fusable_route
-from ..kernels.matmul import EPI_RELU, EPI_RESIDUAL
+from ..kernels.matmul import EPI_CLIP, EPI_RELU, EPI_RESIDUAL
 from ..ops.registry import Op
 from .rewrite import only_reader, readers_of, replace_nodes
 
@@ -29,15 +29,15 @@ F32 = np.dtype(np.float32)
 
 
 class FusedConv(Op):
-    """Conv [+ Add residual] [+ Relu]. Inputs: X, W, B ("" if none), R ("" if none). `replay`:
-    the original operators, run in order on the CPU."""
+    """Conv [+ Add residual] [+ Relu or Clip]. Inputs: X, W, B ("" if none), R ("" if none).
+    `replay`: the original operators, run in order on the CPU (Clip with its bound arrays)."""
 
     op_type, domain, since = FUSED_CONV, DOMAIN, 1
-    attrs = {"epilogue": None, "replay": None, "fused": None, "auto_pad": "NOTSET", "dilations": None,
+    attrs = {"epilogue": None, "replay": None, "fused": None, "clip": None, "auto_pad": "NOTSET", "dilations": None,
              "group": 1, "kernel_shape": None, "pads": None, "strides": None}
 
     def check(self) -> None:
-        self._conv, self._add, self._relu = self.replay
+        self._conv, self._add, self._act, self._act_args = self.replay
 
     def infer(self, inputs: list[TensorDesc], consts: list) -> list[TensorDesc]:
         return self._conv.infer(list(inputs[:3]), list(consts[:3]))
@@ -46,8 +46,8 @@ class FusedConv(Op):
         y = self._conv.run(x, w, b)[0] if b is not None else self._conv.run(x, w)[0]
         if self._add is not None:
             y = self._add.run(y, r)[0]
-        if self._relu is not None:
-            y = self._relu.run(y)[0]
+        if self._act is not None:
+            y = self._act.run(y, *self._act_args)[0]
         return [y]
 
 
@@ -55,9 +55,33 @@ def _single(node: Node, op_type: str) -> bool:
     return node.op_type == op_type and node.domain in ("", "ai.onnx") and not _graphs_in(node.attrs)
 
 
+def _clip_bounds(node: Node, consts: Mapping[str, np.ndarray]) -> tuple[tuple[float, float], tuple] | None:
+    """((lo, hi), the bound arrays Clip.run takes) of a float32 Clip whose bounds are known now
+    (attributes before opset 11, constant inputs after), else None."""
+    if node.opset < 11:
+        lo, hi = float(node.attrs.get("min", -np.inf)), float(node.attrs.get("max", np.inf))
+        return (lo, hi), ()
+    args, bounds = [], [-np.inf, np.inf]
+    for k, name in enumerate(node.inputs[1:3]):
+        if not name:
+            args.append(None)
+            continue
+        v = consts.get(name)
+        if v is None or v.dtype != F32 or v.size != 1:
+            return None
+        args.append(v)
+        bounds[k] = float(v.reshape(-1)[0])
+    while args and args[-1] is None:
+        args.pop()
+    return (bounds[0], bounds[1]), tuple(args)
+
+
 def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outputs: Sequence[str],
-                   keep: set[str] | frozenset[str] = frozenset()) -> tuple[list[Node], dict[str, list[Node]]]:
-    """(live nodes with Conv [+ Add] [+ Relu] patterns replaced, {fused name: originals})."""
+                   keep: set[str] | frozenset[str] = frozenset(), consts: Mapping[str, np.ndarray] | None = None
+                   ) -> tuple[list[Node], dict[str, list[Node]]]:
+    """(live nodes with Conv [+ Add] [+ Relu | Clip] patterns replaced, {fused name: originals});
+    `consts` gives Clip's bound inputs (without them only attribute bounds fuse)."""
+    consts = consts or {}
     readers = readers_of(live, outputs)
 
     def next_node(name: str) -> Node | None:
@@ -89,20 +113,27 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
                 nxt = next_node(nxt.outputs[0])
             else:
                 nxt = None
-        if nxt is not None and _single(nxt, "Relu") and len(nxt.inputs) == 1 and id(nxt) not in replace \
-                and values.get(nxt.outputs[0]) == y:
-            chain.append(nxt)
-            flags |= EPI_RELU
+        clip, act_args = None, ()
+        if nxt is not None and id(nxt) not in replace and values.get(nxt.outputs[0]) == y:
+            if _single(nxt, "Relu") and len(nxt.inputs) == 1:
+                chain.append(nxt)
+                flags |= EPI_RELU
+            elif _single(nxt, "Clip") and len(nxt.outputs) == 1 and nxt.op is not None:
+                got = _clip_bounds(nxt, consts)
+                if got is not None:
+                    (clip, act_args) = got
+                    chain.append(nxt)
+                    flags |= EPI_CLIP
         if len(chain) == 1:
             continue
         add = chain[1] if flags & EPI_RESIDUAL else None
-        relu = chain[-1] if flags & EPI_RELU else None
+        act = chain[-1] if flags & (EPI_RELU | EPI_CLIP) else None
         name = "+".join(n.name for n in chain)
         b = conv.inputs[2] if len(conv.inputs) > 2 else ""
         attrs = {k: v for k, v in conv.attrs.items()}
         attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op,
-                                             None if relu is None else relu.op),
-                     fused=[n.name for n in chain])
+                                             None if act is None else act.op, act_args),
+                     fused=[n.name for n in chain], clip=clip)
         node = Node(name, FUSED_CONV, DOMAIN, [x, w, b, res], [chain[-1].outputs[0]], attrs, 1)
         node.op = FusedConv(node)
         fused[name] = chain

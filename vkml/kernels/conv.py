@@ -27,10 +27,11 @@ from .common import PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 MAX_INDEX = (1 << 31) - 1
-# Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads, KS, S, EPI: 100 bytes
-CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3iIII", "conv")
-# total, M, mult, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations, EPI: 92 bytes
-DW_PUSH = PushBlock("IIIIIII3i3i3i3i3iI", "conv_dw")
+# Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads, KS, S, EPI, ELO,
+# EHI: 108 bytes
+CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3iIIIff", "conv")
+# total, M, mult, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations, EPI, ELO, EHI: 100 bytes
+DW_PUSH = PushBlock("IIIIIII3i3i3i3i3iIff", "conv_dw")
 
 
 @dataclass(frozen=True)
@@ -186,25 +187,25 @@ def _conv_tiling(device, geo: Geometry) -> mm.Tiling:
     return t
 
 
-def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> None:
+def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=mm.NO_CLIP) -> None:
     s = math.prod(geo.in_sp)
     g = mm.Gemm(geo.m, s, geo.c, False, False, geo.c, s, [geo.n], [0], [geo.c * s],
                 1.0, 1.0, (1, 0) if b is not None else None)
-    mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res)
+    mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res, clip=clip)
 
 
-def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> None:
+def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=mm.NO_CLIP) -> None:
     dev = rec.device
     p = math.prod(geo.out_sp)
     total = geo.n * geo.m * p
     pipe = dev.pipeline(f"conv_dw_{dtype_name(out.dtype)}", "rrrwr", DW_PUSH.size, (256, b is not None))
     push = DW_PUSH.pack(total, geo.m, geo.mg, p, *geo.out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
-                        *geo.pads, *geo.dil, epi)
+                        *geo.pads, *geo.dil, epi, *clip)
     rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view,
                         mm.residual_view(epi, res, out)], push, pipe.groups_for(total))
 
 
-def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> None:
+def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=mm.NO_CLIP) -> None:
     dev = rec.device
     t = _conv_tiling(dev, geo)
     t.validate(dev)
@@ -224,14 +225,14 @@ def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None) -> No
                             dev.max_storage_buffer_range)
     part = dev.alloc(splits * geo.m * geo.n * p * 4) if splits > 1 else out.view
     push = CONV_PUSH.pack(geo.mg, geo.n * p, k, geo.group, p, geo.c * s, geo.cg * s, wg, wm, geo.m,
-                          *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads, ks, splits, epi)
+                          *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads, ks, splits, epi, *clip)
     g = mm.Gemm(geo.mg, geo.n * p, k, False, False, 0, 0, [geo.group * splits], [0], [0])
     grid = mm.dispatch_grid(dev, g, t.bm, t.bn)
     bias = b.view if b is not None else out.view
     rec.dispatch(pipe, [x.view, w.view, bias, out.view, table, part, vr], push, grid)
     if splits > 1:
         mm.record_split_reduce(rec, part, splits, bias, b is not None, out, vr, geo.m, geo.n * p, p, (1, 0),
-                               1.0, epi)
+                               1.0, epi, clip)
 
 
 @register
@@ -323,10 +324,11 @@ class FusedConvKernel(ConvKernel):
         if out.size == 0:
             return
         epi = int(attrs["epilogue"])
+        clip = tuple(float(v) for v in attrs.get("clip") or mm.NO_CLIP)
         route = _route(geo)
         if route == "pointwise":
-            _record_pointwise(rec, geo, x, w, b, out, epi, res)
+            _record_pointwise(rec, geo, x, w, b, out, epi, res, clip)
         elif route == "dw":
-            _record_dw(rec, geo, x, w, b, out, epi, res)
+            _record_dw(rec, geo, x, w, b, out, epi, res, clip)
         else:
-            _record_gemm(rec, geo, x, w, b, out, epi, res)
+            _record_gemm(rec, geo, x, w, b, out, epi, res, clip)

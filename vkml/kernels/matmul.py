@@ -29,15 +29,17 @@ MAX_BATCH_RANK = 4
 MAX_DIM = (1 << 31) - 1
 MAX_GROUPS_Z = 65535  # the shader loops over batches beyond this
 
-# M, N, K, batch, brank, bshape[4], sab[4], sbb[4], lda, ldb, alpha, beta, scm, scn, KS, S, EPI:
-# 104 bytes (matmul_coop.comp reads the first 92)
-MATMUL_PUSH = PushBlock("IIIII4I4I4IIIffIIIII", "matmul")
-# total, rows, cols, P, S, br, bc, beta, EPI: 36 bytes (shaders/splitk_reduce.comp)
-SPLITK_PUSH = PushBlock("IIIIIIIfI", "splitk_reduce")
+# M, N, K, batch, brank, bshape[4], sab[4], sbb[4], lda, ldb, alpha, beta, scm, scn, KS, S, EPI,
+# ELO, EHI: 112 bytes (matmul_coop.comp reads the first 92)
+MATMUL_PUSH = PushBlock("IIIII4I4I4IIIffIIIIIff", "matmul")
+# total, rows, cols, P, S, br, bc, beta, EPI, ELO, EHI: 44 bytes (shaders/splitk_reduce.comp)
+SPLITK_PUSH = PushBlock("IIIIIIIfIff", "splitk_reduce")
 # Epilogue flags (shaders/include/vkml_epilogue.glsl): add a residual laid out like the output,
 # then Relu.
 EPI_RESIDUAL = 1
 EPI_RELU = 2
+EPI_CLIP = 4   # Clip(lo, hi): the bounds travel with the flags as `clip`
+NO_CLIP = (0.0, 0.0)
 # Split K when a GEMM has fewer workgroups than this: a GPU has ~100 multiprocessors (an H100
 # 132), each running several workgroups; a 512 x 49 output (ResNet-50's last 3x3 convs at batch
 # 1) gives 8 of them, and walks K = 4608 alone. Each split keeps at least MIN_SPLIT_TILES K tiles.
@@ -157,7 +159,8 @@ def residual_view(epi: int, res, out):
 
 
 def record_split_reduce(rec, part, splits: int, bias, has_bias: bool, out, res_view, rows: int, cols: int,
-                        positions: int, bias_strides: tuple[int, int], beta: float, epi: int) -> None:
+                        positions: int, bias_strides: tuple[int, int], beta: float, epi: int,
+                        clip: tuple[float, float] = NO_CLIP) -> None:
     """The second pass of a split-K GEMM or convolution (shaders/splitk_reduce.comp): the
     `splits` partial sums in `part` ([splits][rows][cols] float32) plus beta * bias, then the
     epilogue, into `out` (positions: columns per image of an NCHW output, else cols)."""
@@ -165,7 +168,7 @@ def record_split_reduce(rec, part, splits: int, bias, has_bias: bool, out, res_v
     red = rec.device.pipeline(f"splitk_reduce_{dt}", "rrwr", SPLITK_PUSH.size, (256, has_bias))
     total = rows * cols
     rec.dispatch(red, [part, bias, out.view, res_view],
-                 SPLITK_PUSH.pack(total, rows, cols, positions, splits, *bias_strides, beta, epi),
+                 SPLITK_PUSH.pack(total, rows, cols, positions, splits, *bias_strides, beta, epi, *clip),
                  red.groups_for(total))
 
 
@@ -267,11 +270,12 @@ def _pad4(v: Sequence[int]) -> list[int]:
     return list(v) + [0] * (MAX_BATCH_RANK - len(v))
 
 
-def gemm_push(g: Gemm, ks: int | None = None, splits: int = 1, epi: int = 0) -> bytes:
+def gemm_push(g: Gemm, ks: int | None = None, splits: int = 1, epi: int = 0,
+              clip: tuple[float, float] = NO_CLIP) -> bytes:
     scm, scn = g.c_strides or (0, 0)
     return MATMUL_PUSH.pack(g.m, g.n, g.k, g.batch, len(g.bshape), *_pad4(g.bshape), *_pad4(g.sab),
                             *_pad4(g.sbb), g.lda, g.ldb, g.alpha, g.beta, scm, scn,
-                            g.k if ks is None else ks, splits, epi)
+                            g.k if ks is None else ks, splits, epi, *clip)
 
 
 def dispatch_grid(device, g: Gemm, bm: int, bn: int) -> tuple[int, int, int]:
@@ -285,9 +289,10 @@ def dispatch_grid(device, g: Gemm, bm: int, bn: int) -> tuple[int, int, int]:
 
 
 def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: bool = True,
-                epi: int = 0, res=None) -> None:
+                epi: int = 0, res=None, clip: tuple[float, float] = NO_CLIP) -> None:
     """Record out = alpha * op(a) @ op(b) (+ beta * c) for DeviceTensors a, b, c (or None),
-    then the epilogue `epi` (EPI_RESIDUAL: + res, laid out like out; EPI_RELU).
+    then the epilogue `epi` (EPI_RESIDUAL: + res, laid out like out; EPI_RELU; EPI_CLIP to
+    `clip` = (lo, hi)).
     float16 runs on cooperative matrices where the device has them (unless coop=False or an
     epilogue asks for the SIMT shader's)."""
     if g.m == 0 or g.n == 0 or g.batch == 0:
@@ -315,10 +320,10 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     part = dev.alloc(splits * out_bytes) if splits > 1 else out.view
     split_g = Gemm(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, [g.batch * splits], [0], [0])
     grid = dispatch_grid(dev, split_g, t.bm, t.bn)
-    rec.dispatch(p, [va, vb, vc, out.view, part, vr], gemm_push(g, ks, splits, epi), grid)
+    rec.dispatch(p, [va, vb, vc, out.view, part, vr], gemm_push(g, ks, splits, epi, clip), grid)
     if splits > 1:
         record_split_reduce(rec, part, splits, vc, has_c, out, vr, g.m * g.batch, g.n, g.n,
-                            g.c_strides or (0, 0), g.beta, epi)
+                            g.c_strides or (0, 0), g.beta, epi, clip)
 
 
 def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None]) -> str:
