@@ -2,7 +2,8 @@
 // (vkml/compile/epilogue.py fuses Conv [+ Add] [+ Relu] into one node). The including shader
 // declares `SO res[]` (the residual, laid out like the output) and a push-constant block `pc`
 // with `float ELO, EHI` (Clip's bounds), and passes its flags: bit 0 adds res[i], bit 1
-// applies Relu, bit 2 Clip(ELO, EHI) (NaN kept, as shaders/unary.comp's Clip). Each step rounds to the output type first, as
+// applies Relu, bit 2 Clip(ELO, EHI) (NaN kept, as shaders/unary.comp's Clip), bit 3 SiLU
+// (v * Sigmoid(v), the Sigmoid rounded to the output type as the separate op's would be). Each step rounds to the output type first, as
 // the separate ops would (exact for float32; for float16 the same roundings as Conv, Add, Relu).
 #ifndef VKML_EPILOGUE_GLSL
 #define VKML_EPILOGUE_GLSL
@@ -10,6 +11,7 @@
 const uint EPI_RESIDUAL = 1u;
 const uint EPI_RELU = 2u;
 const uint EPI_CLIP = 4u;
+const uint EPI_SILU = 8u;
 
 float epilogue(float v, uint i, uint flags) {
     if (flags == 0u) return v;
@@ -23,6 +25,7 @@ float epilogue(float v, uint i, uint flags) {
     }
     if ((flags & EPI_CLIP) != 0u && (floatBitsToUint(v) & 0x7FFFFFFFu) <= 0x7F800000u)
         v = min(max(v, pc.ELO), pc.EHI);
+    if ((flags & EPI_SILU) != 0u) v = float(SO(v * float(SO(1.0 / (1.0 + exp(-v))))));
     return v;
 }
 

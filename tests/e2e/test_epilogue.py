@@ -241,3 +241,49 @@ def test_clip_rides_on_every_conv_route(gpu, monkeypatch):
         np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
         cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0]
         np.testing.assert_allclose(got, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_silu_rides_on_its_conv(gpu, monkeypatch):
+    """SiLU as exporters write it (Sigmoid, then Mul of x with it; either operand order) fuses
+    into the conv on the GEMM and depthwise routes, bit for bit; with a third reader of the
+    conv output it must not."""
+    rng = np.random.default_rng(13)
+    arr = lambda n, *s: nh.from_array((rng.standard_normal(s) * 0.5).astype(np.float32), n)
+    nodes = [h.make_node("Conv", ["x", "w3", "b3"], ["a"], name="c3", pads=[1] * 4),
+             h.make_node("Sigmoid", ["a"], ["sa"], name="s3"),
+             h.make_node("Mul", ["a", "sa"], ["ra"], name="m3"),
+             h.make_node("Conv", ["ra", "wd"], ["d"], name="cd", group=8, pads=[1] * 4),
+             h.make_node("Sigmoid", ["d"], ["sd"], name="sd"),
+             h.make_node("Mul", ["sd", "d"], ["rd"], name="md"),
+             h.make_node("Conv", ["rd", "w1"], ["p"], name="c1"),
+             h.make_node("Sigmoid", ["p"], ["sp"], name="sp"),
+             h.make_node("Mul", ["p", "sp"], ["mp"], name="mp"),
+             h.make_node("Add", ["mp", "p"], ["y"], name="third_reader")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 6, 6])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [arr("w3", 8, 4, 3, 3), arr("b3", 8), arr("wd", 8, 1, 3, 3), arr("w1", 8, 8, 1, 1)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32) * 3
+    monkeypatch.setattr(vkml.fusion, "ENABLED", False)
+    ref = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})[0]
+    monkeypatch.setattr(vkml.fusion, "ENABLED", True)
+    s = vkml.InferenceSession(model, devices=[gpu])
+    rows = {r["node"]: r["reason"] for r in s.placement()}
+    assert all("fused into c3+s3+m3" in rows[n] for n in ("s3", "m3")), rows
+    assert all("fused into cd+sd+md" in rows[n] for n in ("sd", "md")), rows
+    assert "fused into c1+sp" not in rows["sp"], rows
+    got = s.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+    cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, cpu, rtol=1e-5, atol=1e-5)
+    # The fused nodes' CPU replay gives the separate ops' result exactly.
+    from vkml.compile.epilogue import fuse_epilogues
+    from vkml.onnx_loader import load_model
+
+    m = load_model(model)
+    nodes_f, fused = fuse_epilogues(m.graph.nodes, m.graph.values, m.graph.outputs)
+    assert {"c3+s3+m3", "cd+sd+md"} <= set(fused)
+    env = {"x": x, **{k: m.weights[m.graph.weight_key(k)] for k in m.graph.constants}}
+    for n in nodes_f:
+        env.update(zip(n.outputs, n.op.run(*[env[i] if i else None for i in n.inputs])))
+    np.testing.assert_array_equal(env["y"], cpu)

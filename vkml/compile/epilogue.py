@@ -1,12 +1,13 @@
-"""Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or a Relu or a Clip with
-constant bounds (ReLU6) becomes one FusedConv node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl).
+"""Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or an activation (Relu,
+Clip with constant bounds as in ReLU6, SiLU written as x * Sigmoid(x)) becomes one FusedConv node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl).
 
 Why: on a GPU each op is a dispatch and a barrier. In a ResNet-50 at batch 1 the 49 Relu and 16
 Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
 (bench/results/checks/h100-2026-11-23-profile-resnet50-splitk.txt).
 
 The patterns, on one input signature's live nodes (concrete shapes): Conv -> Relu, Conv -> Add,
-Conv -> Add -> Relu (and Clip in Relu's place wherever its bounds are constants), where each intermediate value has that one reader and is no graph output,
+Conv -> Add -> Relu (and Clip in Relu's place wherever its bounds are constants; SiLU: the value
+read by exactly a Sigmoid and a Mul of it with the Sigmoid's output), where each intermediate value has that one reader and is no graph output,
 the Add's other input has the Conv output's shape and dtype (no broadcasting), the dtype is
 float32 and the Conv's geometry is one the GPU kernel takes. The fused node
 keeps the results: on the CPU it replays the original operators, on the GPU each step rounds to
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..graph import Node, TensorDesc, _graphs_in
 from ..kernels.conv import FUSED_CONV, fusable_route
-from ..kernels.matmul import EPI_CLIP, EPI_RELU, EPI_RESIDUAL
+from ..kernels.matmul import EPI_CLIP, EPI_RELU, EPI_RESIDUAL, EPI_SILU
 from ..ops.registry import Op
 from .rewrite import only_reader, readers_of, replace_nodes
 
@@ -29,15 +30,17 @@ F32 = np.dtype(np.float32)
 
 
 class FusedConv(Op):
-    """Conv [+ Add residual] [+ Relu or Clip]. Inputs: X, W, B ("" if none), R ("" if none).
-    `replay`: the original operators, run in order on the CPU (Clip with its bound arrays)."""
+    """Conv [+ Add residual] [+ Relu, Clip or SiLU]. Inputs: X, W, B ("" if none), R ("" if
+    none). `replay`: (conv, add or None, activation or None), the original operators run in
+    order on the CPU; an activation is ("unary", op, extra inputs) or ("silu", Sigmoid, Mul,
+    whether the Mul reads x first)."""
 
     op_type, domain, since = FUSED_CONV, DOMAIN, 1
     attrs = {"epilogue": None, "replay": None, "fused": None, "clip": None, "auto_pad": "NOTSET", "dilations": None,
              "group": 1, "kernel_shape": None, "pads": None, "strides": None}
 
     def check(self) -> None:
-        self._conv, self._add, self._act, self._act_args = self.replay
+        self._conv, self._add, self._act = self.replay
 
     def infer(self, inputs: list[TensorDesc], consts: list) -> list[TensorDesc]:
         return self._conv.infer(list(inputs[:3]), list(consts[:3]))
@@ -46,8 +49,12 @@ class FusedConv(Op):
         y = self._conv.run(x, w, b)[0] if b is not None else self._conv.run(x, w)[0]
         if self._add is not None:
             y = self._add.run(y, r)[0]
-        if self._act is not None:
-            y = self._act.run(y, *self._act_args)[0]
+        act = self._act
+        if act is not None and act[0] == "unary":
+            y = act[1].run(y, *act[2])[0]
+        elif act is not None:
+            sg = act[1].run(y)[0]
+            y = act[2].run(y, sg)[0] if act[3] else act[2].run(sg, y)[0]
         return [y]
 
 
@@ -74,6 +81,24 @@ def _clip_bounds(node: Node, consts: Mapping[str, np.ndarray]) -> tuple[tuple[fl
     while args and args[-1] is None:
         args.pop()
     return (bounds[0], bounds[1]), tuple(args)
+
+
+def _silu(name: str, readers, values, y: TensorDesc, keep, replace) -> tuple[Node, Node] | None:
+    """(Sigmoid, Mul) when `name` is read by exactly a Sigmoid of it and a Mul of it with that
+    Sigmoid's output (its only reader), all of y's shape and dtype, else None."""
+    rs = readers.get(name, ())
+    if len(rs) != 2 or None in rs:
+        return None
+    sig = next((r for r in rs if _single(r, "Sigmoid")), None)
+    if sig is None or len(sig.inputs) != 1 or sig.name in keep or id(sig) in replace:
+        return None
+    mul = only_reader(readers, sig.outputs[0])
+    if mul is None or mul is sig or not _single(mul, "Mul") or mul.name in keep or id(mul) in replace \
+            or sorted(mul.inputs) != sorted([name, sig.outputs[0]]) or [r for r in rs if r is not sig] != [mul]:
+        return None
+    if values.get(sig.outputs[0]) != y or values.get(mul.outputs[0]) != y:
+        return None
+    return sig, mul
 
 
 def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outputs: Sequence[str],
@@ -113,26 +138,33 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
                 nxt = next_node(nxt.outputs[0])
             else:
                 nxt = None
-        clip, act_args = None, ()
+        clip, act = None, None
         if nxt is not None and id(nxt) not in replace and values.get(nxt.outputs[0]) == y:
             if _single(nxt, "Relu") and len(nxt.inputs) == 1:
                 chain.append(nxt)
                 flags |= EPI_RELU
+                act = ("unary", nxt.op, ())
             elif _single(nxt, "Clip") and len(nxt.outputs) == 1 and nxt.op is not None:
                 got = _clip_bounds(nxt, consts)
                 if got is not None:
-                    (clip, act_args) = got
+                    clip, args = got
                     chain.append(nxt)
                     flags |= EPI_CLIP
+                    act = ("unary", nxt.op, args)
+        elif nxt is None and not flags & EPI_RESIDUAL:
+            silu = _silu(conv.outputs[0], readers, values, y, keep, replace)
+            if silu is not None:
+                sig, mul = silu
+                chain += [sig, mul]
+                flags |= EPI_SILU
+                act = ("silu", sig.op, mul.op, mul.inputs[0] == conv.outputs[0])
         if len(chain) == 1:
             continue
         add = chain[1] if flags & EPI_RESIDUAL else None
-        act = chain[-1] if flags & (EPI_RELU | EPI_CLIP) else None
         name = "+".join(n.name for n in chain)
         b = conv.inputs[2] if len(conv.inputs) > 2 else ""
         attrs = {k: v for k, v in conv.attrs.items()}
-        attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op,
-                                             None if act is None else act.op, act_args),
+        attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op, act),
                      fused=[n.name for n in chain], clip=clip)
         node = Node(name, FUSED_CONV, DOMAIN, [x, w, b, res], [chain[-1].outputs[0]], attrs, 1)
         node.op = FusedConv(node)
