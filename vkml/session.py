@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -15,6 +16,7 @@ from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
 from .plan import Plan, Runtime
 from .runtime import blas
+from .runtime.batch import RunPool
 from .tensor import Tensor, vulkan_device
 
 
@@ -107,6 +109,7 @@ class InferenceSession:
         self._out_index = {n: i for i, n in enumerate(g.outputs)}
         caps, forced = _check_options(self.devices, g, memory_caps, placement)
         self._gpu = None
+        self._pool: RunPool | None = None  # run_async / run_batch threads, started on first use
         self._accepted: set = set()  # feed signatures (_signature) already checked once
         if self.devices != ["cpu"]:
             from .gpurun import GpuRunner
@@ -243,6 +246,34 @@ class InferenceSession:
             if output_device is not None:
                 outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]
+
+    def _run_pool(self) -> RunPool:
+        if self._pool is None:
+            # As many threads as runs can be in flight: every GPU run slot, or every core.
+            n = self._gpu.max_slots * len(self.devices) if self._gpu is not None else (os.cpu_count() or 1)
+            self._pool = RunPool(min(n, 64))
+        return self._pool
+
+    def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+                  run_options: Any = None, *, output_device: str | None = None) -> Future:
+        """run() on the session's own threads: a concurrent.futures.Future of its outputs.
+        Futures of one session run concurrently (as many as it has GPU run slots, or CPU
+        cores); a bad feed is the Future's exception, as run() would raise it."""
+        return self._run_pool().submit(self.run, output_names, input_feed, run_options, output_device=output_device)
+
+    def run_batch(self, input_feeds: Sequence[Mapping[str, Any]], output_names: Sequence[str] | None = None,
+                  run_options: Any = None, *, output_device: str | None = None) -> list[list[Any]]:
+        """run() for each feed of `input_feeds`, concurrently on the session's threads; the
+        outputs in the feeds' order. If a run fails, the runs not started yet are dropped and
+        the first failure is raised, its note naming the feed's position."""
+        if isinstance(input_feeds, Mapping) or not isinstance(input_feeds, Sequence):
+            raise TypeError("input_feeds must be a list of feeds (dicts of name -> array), "
+                            f"not {type(input_feeds).__name__}")
+        if not input_feeds:
+            return []
+        return self._run_pool().map_ordered(
+            lambda feed: self.run(output_names, feed, run_options, output_device=output_device),
+            list(input_feeds), "InferenceSession.run_batch")
 
     def placement(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[dict]:
         """Per node: {"node", "op", "device", "reason"}, for the most recent run's input shapes

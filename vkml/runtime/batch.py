@@ -1,0 +1,78 @@
+"""Runs handed to threads: what InferenceSession.run_async and run_batch use.
+
+Session.run is safe from many threads and gives up the GIL while a GPU works, so a batch of
+independent requests gets through faster on a few threads than one after another: each GPU run
+slot (InferenceSession's max_slots) can be in flight at once, and CPU runs overlap where NumPy
+releases the GIL. Each session owns one pool, started on first use with as many threads as it
+can keep busy; a forked child starts a fresh one (the parent's threads do not exist there).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+_pools: "weakref.WeakSet[RunPool]" = weakref.WeakSet()
+
+
+class RunPool:
+    """A lazily started ThreadPoolExecutor of `workers` threads."""
+
+    def __init__(self, workers: int, name: str = "vkml-run"):
+        self.workers = max(1, int(workers))
+        self._name = name
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        _pools.add(self)
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        ex = self._executor
+        if ex is None:
+            with self._lock:
+                ex = self._executor
+                if ex is None:
+                    ex = self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix=self._name)
+        return ex.submit(fn, *args, **kwargs)
+
+    def map_ordered(self, fn: Callable[[Any], Any], items: Sequence[Any], what: str) -> list[Any]:
+        """[fn(item) for item in items] on the pool, in order. When some fail, the ones not
+        started are cancelled, the rest awaited, and the first failure (by position) raised with
+        a note saying which item it was."""
+        futures = [self.submit(fn, item) for item in items]
+        results, first = [], None
+        for i, f in enumerate(futures):
+            try:
+                results.append(f.result())
+            except BaseException as e:  # re-raised below, after the rest settle
+                if first is None:
+                    first = (i, e)
+                    for g in futures[i + 1:]:
+                        g.cancel()
+                results.append(None)
+        if first is not None:
+            i, e = first
+            e.add_note(f"{what}: item {i} of {len(items)}")
+            raise e
+        return results
+
+    def shutdown(self) -> None:
+        with self._lock:
+            ex, self._executor = self._executor, None
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
+
+    def _forget(self) -> None:
+        """In a forked child: the executor's threads stayed in the parent."""
+        self._lock = threading.Lock()
+        self._executor = None
+
+
+def _after_fork_in_child() -> None:
+    for p in list(_pools):
+        p._forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
