@@ -24,8 +24,9 @@ class Unavailable(Exception):
 
 class Runner:
     def __init__(self, host: Callable[[], Any], device: Callable[[], Any] | None = None,
-                 device_note: str = "", thread_safe: bool = True):
+                 device_note: str = "", thread_safe: bool = True, batch: Callable[[int], Any] | None = None):
         self.host = host
+        self.batch = batch  # batch(n): n host runs in one call (vkml's run_batch), where there is one
         self.device = device
         self.device_note = device_note  # why device() is None
         self.thread_safe = thread_safe
@@ -69,7 +70,8 @@ class Vkml(Runtime):
         feed = bm.feed
         host = lambda: sess.run(None, feed)  # noqa: E731
         dev, note = _vkml_device_runner(vkml, sess, feed, self.device)
-        return Runner(host, dev, note)
+        batch = (lambda n: sess.run_batch([feed] * n)) if hasattr(sess, "run_batch") else None
+        return Runner(host, dev, note, batch=batch)
 
 
 def _vkml_device_runner(vkml, sess, feed, device: str):

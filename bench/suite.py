@@ -64,7 +64,8 @@ class Sizes:
     batches: tuple[int, ...] = (1, 32)
     model_runs: tuple[int, int] = (100, 5)
     case_s: float = 2.0  # per case and mode: the loop stops early past this
-    thread_counts: tuple[int, ...] = (1, 2, 4, 8)
+    thread_counts: tuple[int, ...] = (1, 2, 4, 8, 16)
+    batch_calls: int = 64  # runs per run_batch call
     thread_s: float = 1.0
     thread_models: tuple[str, ...] = ("mnist", "resnet18")
     memory_image: int = 224
@@ -389,6 +390,14 @@ def fam_threaded(ctx: Ctx) -> None:
                     continue
                 ctx.emit("threaded", f"{name} {t} threads", rt.label, "host", "ok",
                          params={"model": name, "threads": t}, **res)
+            if runner.batch is not None and not ctx.deadline.expired():
+                n = sz.batch_calls
+                cfg = f"{name} run_batch({n})"
+                try:
+                    res = timing.batched(lambda: runner.batch(n), n, sz.thread_s)
+                    ctx.emit("threaded", cfg, rt.label, "host", "ok", params={"model": name, "batch": n}, **res)
+                except Exception as e:
+                    ctx.emit("threaded", cfg, rt.label, "host", "error", reason=f"{type(e).__name__}: {e}")
             del runner
             _release()
 

@@ -31,7 +31,8 @@ class Deadline:
 def stats(samples: list[float]) -> dict[str, float]:
     a = np.asarray(samples, dtype=np.float64)
     return {"median": float(np.median(a)), "p05": float(np.percentile(a, 5)),
-            "p95": float(np.percentile(a, 95)), "mean": float(a.mean()), "min": float(a.min())}
+            "p95": float(np.percentile(a, 95)), "p99": float(np.percentile(a, 99)), "mean": float(a.mean()),
+            "min": float(a.min())}
 
 
 def measure(fn: Callable[[], Any], runs: int, drop: int, max_s: float, deadline: Deadline | None = None
@@ -66,6 +67,21 @@ def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """Least-squares (slope, intercept) of ys over xs."""
     slope, intercept = np.polyfit(np.asarray(xs, np.float64), np.asarray(ys, np.float64), 1)
     return float(slope), float(intercept)
+
+
+def batched(fn: Callable[[], Any], per_call: int, seconds: float) -> dict[str, Any]:
+    """fn() handles `per_call` runs at once (run_batch): calls in a loop for `seconds`; runs/s
+    and per-call latency."""
+    fn()
+    lat: list[float] = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds or len(lat) < 3:
+        a = time.perf_counter()
+        fn()
+        lat.append(time.perf_counter() - a)
+    wall = time.perf_counter() - t0
+    return {"throughput": per_call * len(lat) / wall, "throughput_unit": "runs/s", "runs": per_call * len(lat),
+            "calls": len(lat), "batch": per_call, "wall_s": wall, "unit": "s", **stats(lat)}
 
 
 def threaded(fn: Callable[[], Any], threads: int, seconds: float) -> dict[str, Any]:
