@@ -47,9 +47,6 @@ NO_CLIP = (0.0, 0.0)
 SPLIT_BELOW_GROUPS = 128
 SPLIT_TARGET_GROUPS = 256
 MIN_SPLIT_TILES = 4
-# ... and never below this K: a split costs a second dispatch and a barrier (~4 us on an H100),
-# more than a few K tiles walked alone (mnist's 8->16 5x5 conv, K = 200, was split in 3).
-SPLIT_MIN_K = 256
 MAX_SPLITS = 32
 
 
@@ -142,7 +139,7 @@ def split_k(blocks: int, k: int, bk: int, out_bytes: int, limit: int) -> tuple[i
     """(splits, k per split) for a GEMM of `blocks` workgroups over `k`: more workgroups when
     there are too few to fill a GPU, each split a whole number of K tiles; (1, k) when it does
     not pay or the partial sums (splits x out_bytes) would not fit in one buffer."""
-    if blocks >= SPLIT_BELOW_GROUPS or k < max(2 * MIN_SPLIT_TILES * bk, SPLIT_MIN_K):
+    if blocks >= SPLIT_BELOW_GROUPS or k < 2 * MIN_SPLIT_TILES * bk:
         return 1, k
     s = min(-(-SPLIT_TARGET_GROUPS // blocks), k // (MIN_SPLIT_TILES * bk), MAX_SPLITS)
     while s > 1 and s * out_bytes > limit:
