@@ -249,16 +249,14 @@ class InferenceSession:
 
     def _run_pool(self) -> RunPool:
         if self._pool is None:
-            # As many threads as runs can be in flight: every GPU run slot, or every core.
-            n = self._gpu.max_slots * len(self.devices) if self._gpu is not None else (os.cpu_count() or 1)
-            self._pool = RunPool(min(n, 64))
+            self._pool = RunPool(_RUN_THREADS)
         return self._pool
 
     def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
                   run_options: Any = None, *, output_device: str | None = None) -> Future:
         """run() on the session's own threads: a concurrent.futures.Future of its outputs.
-        Futures of one session run concurrently (as many as it has GPU run slots, or CPU
-        cores); a bad feed is the Future's exception, as run() would raise it."""
+        Futures of one session run two at a time (what pays today, see _RUN_THREADS); a bad
+        feed is the Future's exception, as run() would raise it."""
         return self._run_pool().submit(self.run, output_names, input_feed, run_options, output_device=output_device)
 
     def run_batch(self, input_feeds: Sequence[Mapping[str, Any]], output_names: Sequence[str] | None = None,
@@ -309,6 +307,11 @@ class InferenceSession:
 
 
 _DEFAULT_SLOTS = 4  # GPU run slots per input signature
+# run_async/run_batch threads per session. Measured on the H100 (2026-11-23, issue #14), one
+# session shared by N threads: mnist 11.6k runs/s at 1 thread, 14.3k at 2, 10.9k at 4, 8.2k at
+# 8 (vkml cpu: 2.7k, 2.8k, 2.5k, 1.3k), resnet18 on the GPU flat from 2 on: runs still take
+# the GIL several times and share one queue, so more threads than 2 lose throughput.
+_RUN_THREADS = 2
 
 _PARALLEL_MIN_ELEMENTS = 1 << 15  # mean output size per step that pays for a pool hand-off
 
