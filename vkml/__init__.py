@@ -1,4 +1,5 @@
 """vkml: run ONNX models on any GPU through Vulkan, and on the CPU, from one process."""
+from .api.options import ExecutionMode, GraphOptimizationLevel, ModelMetadata, RunOptions, SessionOptions
 from .devices import DeviceInfo, devices, gpu_unavailable_reason
 from .errors import ModelError, UnsupportedOpsError
 from .session import InferenceSession, NodeArg
@@ -7,4 +8,13 @@ from . import ops as _ops  # noqa: F401  (registers the operators)
 
 __version__ = "0.1.0"
 __all__ = ["InferenceSession", "NodeArg", "Tensor", "ModelError", "UnsupportedOpsError", "devices", "DeviceInfo",
-           "gpu_unavailable_reason"]
+           "gpu_unavailable_reason", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "ExecutionMode",
+           "ModelMetadata", "get_available_providers"]
+
+
+def get_available_providers() -> list[str]:
+    """onnxruntime's question: "VulkanExecutionProvider" where a Vulkan device is usable, then
+    "CPUExecutionProvider"."""
+    from .api.options import CPU_EP, VULKAN_EP
+
+    return ([VULKAN_EP] if any(d.name != "cpu" for d in devices()) else []) + [CPU_EP]

@@ -92,7 +92,7 @@ def cmd_run(args) -> int:
         dt = out.dtype if hasattr(out, "dtype") else type(out).__name__
         print(f"output {arg.name}: shape {shape} dtype {dt}  {_summary(out)}")
     med = _time_runs(sess, feed, args.repeat)
-    print(f"median latency over {args.repeat} runs: {med * 1e6:.1f} us on {', '.join(sess.get_providers())}")
+    print(f"median latency over {args.repeat} runs: {med * 1e6:.1f} us on {', '.join(sess.devices)}")
     return 0
 
 
@@ -134,7 +134,7 @@ def cmd_warmup(args) -> int:
     t0 = time.perf_counter()
     devices = args.device or None
     sess = vkml.InferenceSession(args.model, devices=devices, warmup=False)
-    if not any(d != "cpu" for d in sess.get_providers()):
+    if not any(d != "cpu" for d in sess.devices):
         print("vkml: no GPU in this session's devices: nothing to compile", file=sys.stderr)
         return 1
     pipes = sess.warmup(_parse_shapes(args.shape))

@@ -109,7 +109,7 @@ class ConcretePlan:
         self.runner = runner
         self.output_device = output_device
         self.concrete = concretize(graph, runner.weights, feeds_desc, fed, known)
-        if fusion.ENABLED:  # BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them; chains of
+        if runner.fuse:  # BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them; chains of
             c = self.concrete  # elementwise ops become one dispatch, and so do convolutions with
             keep = frozenset(runner.forced)  # the Add and Relu after them
             c.live, c.fused = fold_batchnorm(c.live, c.values, c.consts, graph.outputs, keep)
@@ -460,8 +460,9 @@ class GpuRunner:
     """The session's path when a GPU takes part: concrete plans by input signature."""
 
     def __init__(self, model, runtime: Runtime, devices: Sequence[str], caps: Mapping[str, int] | None,
-                 forced: Mapping[str, str] | None, executor: str, max_slots: int):
+                 forced: Mapping[str, str] | None, executor: str, max_slots: int, fuse: bool | None = None):
         self.graph = model.graph
+        self.fuse = fusion.ENABLED if fuse is None else bool(fuse)  # graph rewrites for GPU plans
         self.weights = model.weights
         self.runtime = runtime
         self.devices = list(devices)

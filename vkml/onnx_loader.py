@@ -43,6 +43,9 @@ class Model:
     ir_version: int
     overridable: set[str] = field(default_factory=set)  # initializers a caller may feed
     producer: str = ""
+    # What onnxruntime's get_modelmeta reports: graph_name, domain, description,
+    # graph_description, version, custom_metadata_map.
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- parsing
@@ -455,4 +458,7 @@ def load_model(model: Any) -> Model:
     from .inference import infer_graph
 
     infer_graph(graph, b.weights)
-    return Model(graph, b.weights, b.opsets, proto.ir_version, b.overridable, proto.producer_name)
+    meta = {"graph_name": proto.graph.name, "domain": proto.domain, "description": proto.doc_string,
+            "graph_description": proto.graph.doc_string, "version": int(proto.model_version),
+            "custom_metadata_map": {p.key: p.value for p in proto.metadata_props}}
+    return Model(graph, b.weights, b.opsets, proto.ir_version, b.overridable, proto.producer_name, meta)

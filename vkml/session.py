@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -15,6 +16,8 @@ from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
 from .plan import Plan, Runtime
+from .api.options import (CPU_EP, ExecutionMode, GraphOptimizationLevel, ModelMetadata, SessionOptions,
+                          devices_from_providers, provider_name)
 from .runtime import blas
 from .runtime.batch import RunPool
 from .tensor import Tensor, vulkan_device
@@ -69,13 +72,17 @@ class _DeviceOpener:
 class InferenceSession:
     """Runs one ONNX model. ``run`` may be called from many threads at once."""
 
-    def __init__(self, model: str | bytes | os.PathLike | Any, devices: Sequence[str] | None = None,
-                 *, executor: str = "auto", memory_caps: Mapping[str, int] | None = None,
-                 placement: Mapping[str, str] | None = None, max_slots: int | None = None,
-                 warmup: bool | None = None):
+    def __init__(self, model: str | bytes | os.PathLike | Any, devices: Sequence[str] | SessionOptions | None = None,
+                 providers: Sequence[Any] | None = None, provider_options: Sequence[Mapping[str, Any]] | None = None,
+                 *, sess_options: SessionOptions | None = None, executor: str = "auto",
+                 memory_caps: Mapping[str, int] | None = None, placement: Mapping[str, str] | None = None,
+                 max_slots: int | None = None, warmup: bool | None = None):
         """devices: in order of preference; None means every real GPU, then the CPU (a CPU-type
         Vulkan device such as lavapipe is used only when named). The CPU is always last and
         runs what no GPU can.
+        onnxruntime's arguments work too (vkml/api/options.py): `providers` (with
+        `provider_options`) instead of devices, and `sess_options` (also as the second
+        positional argument, as onnxruntime takes it).
         executor: "parallel" runs independent branches at once on the scheduler's pool,
         "sequential" runs steps in order on the calling thread, "auto" picks parallel when the
         graph has independent branches with enough work in them to pay for the hand-offs.
@@ -88,8 +95,28 @@ class InferenceSession:
         parallel) rather than at the first run. None (the default) does it when a GPU takes part
         and every input's shape is fixed; True insists (ValueError for symbolic shapes: call
         warmup(input_shapes) instead); False leaves it to the first run."""
+        if isinstance(devices, SessionOptions):
+            if sess_options is not None:
+                raise TypeError("sess_options given twice (positionally and by name)")
+            devices, sess_options = None, devices
+        so = sess_options if sess_options is not None else SessionOptions()
+        if providers is not None:
+            if devices is not None:
+                raise ValueError("give devices= or providers=, not both")
+            from .devices import devices as _all_devices
+
+            devices = devices_from_providers(providers, provider_options,
+                                             [d.name for d in _all_devices() if d.name != "cpu"])
+        elif provider_options is not None:
+            raise ValueError("provider_options without providers")
+        if executor == "auto" and so.execution_mode is not None:
+            executor = "parallel" if so.execution_mode == ExecutionMode.ORT_PARALLEL else "sequential"
         if executor not in ("auto", "parallel", "sequential"):
             raise ValueError(f"executor must be 'auto', 'parallel' or 'sequential', not {executor!r}")
+        fuse = fusion.ENABLED and so.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
+        self._profile: list[dict] | None = [] if so.enable_profiling else None
+        self._profile_prefix = so.profile_file_prefix
+        self._profile_t0 = time.perf_counter()
         # Opening the GPUs (the Vulkan instance, each device, its pipeline cache) overlaps with
         # reading the model: the driver calls run without the GIL. A bad device name is still
         # reported before a bad model.
@@ -117,19 +144,21 @@ class InferenceSession:
             slots = _DEFAULT_SLOTS if max_slots is None else int(max_slots)
             if slots < 1:
                 raise ValueError(f"max_slots must be at least 1, not {max_slots!r}")
-            self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, forced, executor, slots)
+            self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, forced, executor, slots, fuse)
             self._parallel = None
             if warmup or (warmup is None and self._static_shapes() is not None):
                 self.warmup()
         else:
             # GPU plans fuse per input signature (vkml/gpurun.py); the CPU plan fuses once here.
-            fused = fusion.fuse_graph(g, self.model.weights, frozenset(forced)) if fusion.ENABLED else g
+            fused = fusion.fuse_graph(g, self.model.weights, frozenset(forced)) if fuse else g
             self._plan = self._runtime.plan(fused)
             self._parallel = _choose_executor(self._plan, executor)
             # How many threads of one run call BLAS at once: its share of BLAS's threads
             # (vkml/runtime/blas.py) shrinks with it.
             self._blas_width = _blas_width(self._parallel)
-            self._blas = blas.limiter()
+            n = int(so.intra_op_num_threads or 0)
+            # intra_op_num_threads: BLAS's threads while this session's runs are in flight
+            self._blas = blas.Limiter(blas.find_blas(), n) if n > 0 else blas.limiter()
             self._blas_big = blas.plan_is_big(self._plan)
 
     # ------------------------------------------------------------ description
@@ -143,7 +172,37 @@ class InferenceSession:
         return list(self._overridable)
 
     def get_providers(self) -> list[str]:
-        return list(self.devices)
+        """onnxruntime's spelling of the devices (self.devices has vkml's names)."""
+        return list(dict.fromkeys(provider_name(d) for d in self.devices))
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        opts: dict[str, dict[str, str]] = {}
+        for d in self.devices:
+            if d == "cpu":
+                opts.setdefault(CPU_EP, {})
+            else:
+                opts.setdefault(provider_name(d), {"device_id": d.split(":")[1]})
+        return opts
+
+    def get_modelmeta(self) -> ModelMetadata:
+        m = self.model.meta
+        return ModelMetadata(self.model.producer, m.get("graph_name", ""), m.get("domain", ""),
+                             m.get("description", ""), m.get("graph_description", ""), m.get("version", 0),
+                             dict(m.get("custom_metadata_map", {})))
+
+    def end_profiling(self) -> str:
+        """With SessionOptions.enable_profiling: write the runs since the session began (or the
+        last end_profiling) as a Chrome-trace JSON (chrome://tracing, Perfetto), as onnxruntime's
+        end_profiling does, and return its path; "" when profiling is off."""
+        if self._profile is None:
+            return ""
+        import json
+
+        events, self._profile = self._profile, []
+        path = f"{self._profile_prefix}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
+        with open(path, "w") as f:
+            json.dump(events, f)
+        return path
 
     # ------------------------------------------------------------ preparing
     def _static_shapes(self) -> dict[str, tuple[int, ...]] | None:
@@ -207,7 +266,9 @@ class InferenceSession:
             run_options: Any = None, *, output_device: str | None = None) -> list[Any]:
         """Outputs named (all when None), in that order, as NumPy arrays; as vkml.Tensors on
         `output_device` when given (a GPU: they stay there, ready to feed another run).
-        Inputs may be arrays or vkml.Tensors. run_options may be {"output_device": ...}."""
+        Inputs may be arrays or vkml.Tensors. run_options may be {"output_device": ...}, or a
+        RunOptions (vkml's or onnxruntime's): terminate=True refuses the run, logid names it in
+        the profile."""
         if output_names is None:
             picks = list(range(len(self._out_index)))
         else:
@@ -217,8 +278,25 @@ class InferenceSession:
             if unknown:
                 raise ValueError(f"unknown output name(s) {unknown}; the model's outputs are {list(self._out_index)}")
             picks = [self._out_index[n] for n in output_names]
+        tag = ""
         if output_device is None and isinstance(run_options, Mapping):
             output_device = run_options.get("output_device")
+        elif run_options is not None and not isinstance(run_options, Mapping):
+            if getattr(run_options, "terminate", False):  # onnxruntime.RunOptions or vkml's
+                raise RuntimeError("run terminated: its RunOptions.terminate is set")
+            tag = str(getattr(run_options, "logid", "") or "")
+        if self._profile is not None:
+            t0 = time.perf_counter()
+            try:
+                return self._run(picks, input_feed, output_device)
+            finally:
+                t1 = time.perf_counter()
+                self._profile.append({"cat": "Session", "name": "model_run", "ph": "X", "pid": os.getpid(),
+                                      "tid": threading.get_ident(), "ts": (t0 - self._profile_t0) * 1e6,
+                                      "dur": (t1 - t0) * 1e6, "args": {"logid": tag}})
+        return self._run(picks, input_feed, output_device)
+
+    def _run(self, picks: list[int], input_feed: Mapping[str, Any], output_device: str | None) -> list[Any]:
         if output_device is not None:
             _check_output_device(output_device)
             if output_device == "cpu":

@@ -159,8 +159,8 @@ def test_default_devices_skip_cpu_type_vulkan():
     # lavapipe (a CPU-type Vulkan device) is never picked unless named.
     cpu_like = {d.name for d in vkml.devices() if d.kind == "cpu"}
     sess = vkml.InferenceSession(mlp())
-    assert sess.get_providers()[-1] == "cpu"
-    assert not (set(sess.get_providers()[:-1]) & cpu_like)
+    assert sess.devices[-1] == "cpu"
+    assert not (set(sess.devices[:-1]) & cpu_like)
 
 
 def test_a_failing_run_leaves_the_session_usable(gpu):

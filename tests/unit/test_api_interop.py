@@ -40,15 +40,15 @@ def test_backend_devices():
     with pytest.raises(ValueError, match="not CUDA"):
         backend.prepare(_relu_model(), "CUDA")
     rep = backend.prepare(_relu_model(), "CPU")
-    assert rep.session.get_providers() == ["cpu"]
+    assert rep.session.devices == ["cpu"]
     x = np.array([[-1, 0, 1], [2, -3, 4]], np.float32)
     assert np.array_equal(rep.run([x])[0], np.maximum(x, 0))
     gpus = [d.name for d in vkml.devices() if d.vulkan is not None]
     assert backend.supports_device("GPU") == bool(gpus)
     if gpus:
         rep = backend.prepare(_relu_model(), "GPU")
-        assert rep.session.get_providers() == [gpus[0], "cpu"]
+        assert rep.session.devices == [gpus[0], "cpu"]
         assert np.array_equal(rep.run([x])[0], np.maximum(x, 0))
-        assert backend.prepare(_relu_model(), "VULKAN:0").session.get_providers()[0] == "vulkan:0"
+        assert backend.prepare(_relu_model(), "VULKAN:0").session.devices[0] == "vulkan:0"
     with pytest.raises(ValueError, match="vulkan:99"):
         backend.prepare(_relu_model(), "GPU:99")
