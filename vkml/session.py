@@ -450,14 +450,21 @@ def _check_output_device(name: Any) -> None:
 
 def _signature(feed: Any) -> tuple | None:
     """(name, dtype, shape) of every input when the feed is a dict of plain C-contiguous NumPy
-    arrays, else None: the key under which a feed's checks and its plan are remembered."""
+    arrays, plus the device for vkml.Tensors (whose checks are their dtype and shape too), else
+    None: the key under which a feed's checks and its plan are remembered."""
     if type(feed) is not dict:
         return None
     sig = []
     for k, v in feed.items():
-        if type(v) is not np.ndarray or not v.flags.c_contiguous:
-            return None  # other layouts are copied by _check_value on every run
-        sig.append((k, v.dtype, v.shape))
+        t = type(v)
+        if t is np.ndarray:
+            if not v.flags.c_contiguous:
+                return None  # other layouts are copied by _check_value on every run
+            sig.append((k, v.dtype, v.shape))
+        elif t is Tensor:
+            sig.append((k, v.dtype, v.shape, v.device))
+        else:
+            return None
     return tuple(sig)
 
 

@@ -266,3 +266,19 @@ def test_a_gpu_that_does_not_finish_in_time_is_an_error_not_a_hang(gpu, gpu_on_c
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-2)
     sess.run(None, {"x": x})
     assert not sess._gpu.last.pool._retired  # the timed-out slot was let go once its GPU work ended
+
+
+def test_tensor_feeds_are_checked_once_per_signature(gpu):
+    """Device-resident feeds take the same shortcut as arrays (their checks are dtype and
+    shape): a second run skips them, a new shape or dtype is still checked."""
+    sess = vkml.InferenceSession(mlp(), devices=[gpu])
+    x = np.random.default_rng(5).standard_normal((3, 16)).astype(np.float32)
+    t = vkml.Tensor.from_numpy(x, device=gpu)
+    want = sess.run(None, {"x": x})[0]
+    for _ in range(2):
+        np.testing.assert_allclose(sess.run(None, {"x": t}, output_device=gpu)[0].numpy(), want, rtol=1e-6)
+    with pytest.raises(ValueError, match="dimension 1 must be 16"):
+        sess.run(None, {"x": vkml.Tensor.from_numpy(np.zeros((3, 5), np.float32), device=gpu)})
+    with pytest.raises(ValueError, match=r"expected tensor\(float\), got tensor\(int64\)"):
+        sess.run(None, {"x": vkml.Tensor.from_numpy(np.zeros((3, 16), np.int64), device=gpu)})
+    np.testing.assert_allclose(sess.run(None, {"x": vkml.Tensor.from_numpy(x, device="cpu")})[0], want, rtol=1e-6)
