@@ -109,9 +109,9 @@ class ConcretePlan:
         self.runner = runner
         self.output_device = output_device
         self.concrete = concretize(graph, runner.weights, feeds_desc, fed, known)
-        if runner.fuse:  # BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them; chains of
-            c = self.concrete  # elementwise ops become one dispatch, and so do convolutions with
-            keep = frozenset(runner.forced)  # the Add and Relu after them
+        if runner.fuse:  # BatchNormalization and constant bias Adds fold into the Conv (or
+            c = self.concrete  # MatMul) before them; chains of elementwise ops become one
+            keep = frozenset(runner.forced)  # dispatch, and so do convs with what follows them
             c.live, c.fused = fold_batchnorm(c.live, c.values, c.consts, graph.outputs, keep)
             for rewrite in (lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
                             lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),

@@ -1,5 +1,6 @@
 """Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or an activation (Relu,
-Clip with constant bounds as in ReLU6, SiLU written as x * Sigmoid(x)) becomes one FusedConv node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl).
+Clip with constant bounds as in ReLU6, SiLU written as x * Sigmoid(x)) becomes one FusedConv
+node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl).
 
 Why: on a GPU each op is a dispatch and a barrier. In a ResNet-50 at batch 1 the 49 Relu and 16
 Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
@@ -7,9 +8,10 @@ Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
 
 The patterns, on one input signature's live nodes (concrete shapes): Conv -> Relu, Conv -> Add,
 Conv -> Add -> Relu (and Clip in Relu's place wherever its bounds are constants; SiLU: the value
-read by exactly a Sigmoid and a Mul of it with the Sigmoid's output), where each intermediate value has that one reader and is no graph output,
-the Add's other input has the Conv output's shape and dtype (no broadcasting), the dtype is
-float32 and the Conv's geometry is one the GPU kernel takes. The fused node
+read by exactly a Sigmoid and a Mul of it with the Sigmoid's output), where each intermediate
+value has that one reader and is no graph output, the Add's other input has the Conv output's
+shape and dtype (no broadcasting), the dtype is float32 and the Conv's geometry is one the GPU
+kernel takes. The fused node
 keeps the results: on the CPU it replays the original operators, on the GPU each step rounds to
 the output type as the separate ops do.
 """
@@ -23,7 +25,7 @@ from ..graph import Node, TensorDesc, _graphs_in
 from ..kernels.conv import FUSED_CONV, fusable_route
 from ..kernels.matmul import EPI_CLIP, EPI_RELU, EPI_RESIDUAL, EPI_SILU
 from ..ops.registry import Op
-from .rewrite import only_reader, readers_of, replace_nodes
+from .rewrite import fold_chain, only_reader, readers_of, rewritten
 
 DOMAIN = "ai.vkml"
 F32 = np.dtype(np.float32)
@@ -104,7 +106,7 @@ def _silu(name: str, readers, values, y: TensorDesc, keep, replace) -> tuple[Nod
 def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outputs: Sequence[str],
                    keep: set[str] | frozenset[str] = frozenset(), consts: Mapping[str, np.ndarray] | None = None
                    ) -> tuple[list[Node], dict[str, list[Node]]]:
-    """(live nodes with Conv [+ Add] [+ Relu | Clip] patterns replaced, {fused name: originals});
+    """(live nodes with Conv [+ Add] [+ Relu | Clip | SiLU] patterns replaced, {fused name: originals});
     `consts` gives Clip's bound inputs (without them only attribute bounds fuse)."""
     consts = consts or {}
     readers = readers_of(live, outputs)
@@ -168,12 +170,7 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
                      fused=[n.name for n in chain], clip=clip)
         node = Node(name, FUSED_CONV, DOMAIN, [x, w, b, res], [chain[-1].outputs[0]], attrs, 1)
         node.op = FusedConv(node)
-        fused[name] = chain
         # At the chain's last node: the residual may be computed after the Conv (a projection
         # shortcut), never after the Add that reads it.
-        replace[id(chain[-1])] = node
-        for n in chain[:-1]:
-            replace[id(n)] = None
-    if not fused:
-        return list(live), {}
-    return replace_nodes(live, replace), fused
+        fold_chain(replace, fused, node, chain)
+    return rewritten(live, replace, fused)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..graph import Node, TensorDesc
 from ..ops.registry import lookup
-from .rewrite import only_reader, readers_of, replace_nodes
+from .rewrite import fold_chain, only_reader, readers_of, rewritten
 
 
 def _channel_bias(c: np.ndarray, out_rank: int, m: int) -> np.ndarray | None:
@@ -90,9 +90,5 @@ def fold_bias_adds(live: Sequence[Node], values: dict[str, TensorDesc], consts: 
             new = Node(node.name, "Gemm", node.domain, [node.inputs[0], node.inputs[1], other], [add.outputs[0]],
                        {}, max(node.opset, 13))
             new.op = gemm_cls(new)
-        fused[new.name] = [node, add]
-        replace[id(add)] = new  # at the Add's place: after everything either reads
-        replace[id(node)] = None
-    if not fused:
-        return list(live), {}
-    return replace_nodes(live, replace), fused
+        fold_chain(replace, fused, new, [node, add])
+    return rewritten(live, replace, fused)

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..graph import Node, TensorDesc
-from .rewrite import only_reader, readers_of, replace_nodes
+from .rewrite import fold_chain, only_reader, readers_of, rewritten
 
 
 def _training(bn: Node) -> bool:
@@ -64,9 +64,5 @@ def fold_batchnorm(live: Sequence[Node], values: dict[str, TensorDesc], consts: 
         node = Node(conv.name, "Conv", conv.domain, [conv.inputs[0], wn, bname], [bn.outputs[0]],
                     dict(conv.attrs), conv.opset)
         node.op = type(conv.op)(node)
-        fused[node.name] = [conv, bn]
-        replace[id(bn)] = node  # at the BatchNormalization's place: after everything both read
-        replace[id(conv)] = None
-    if not fused:
-        return list(live), {}
-    return replace_nodes(live, replace), fused
+        fold_chain(replace, fused, node, [conv, bn])
+    return rewritten(live, replace, fused)

@@ -38,3 +38,22 @@ def replace_nodes(live: Sequence[Node], replace: dict[int, Node | None]) -> list
         if r is not None:
             out.append(r)
     return out
+
+
+def fold_chain(replace: dict[int, Node | None], fused: dict[str, list[Node]], node: Node,
+               chain: Sequence[Node]) -> None:
+    """Record that `node` stands for `chain`: it takes the place of the chain's last node (after
+    everything any of them reads, a residual computed after the first included) and the others
+    go."""
+    fused[node.name] = list(chain)
+    replace[id(chain[-1])] = node
+    for n in chain[:-1]:
+        replace[id(n)] = None
+
+
+def rewritten(live: Sequence[Node], replace: dict[int, Node | None],
+              fused: dict[str, list[Node]]) -> tuple[list[Node], dict[str, list[Node]]]:
+    """What a fusion pass returns: (live with `replace` applied, {new node: originals})."""
+    if not fused:
+        return list(live), {}
+    return replace_nodes(live, replace), fused
