@@ -93,13 +93,13 @@ def private_buffer(size: int) -> mmap.mmap:
 PARALLEL_READ_CHUNK = 32 << 20
 
 
-def _read_parallel(fd: int, buf: memoryview, path: str, what: str) -> None:
-    """_read_into from offset 0, in pieces on up to 8 threads when the file is big: preadv
-    releases the GIL, and a single reader is bound by page faults and copying, not by the disk
-    (a 436 MB BERT-base model took 0.35 s on one thread on the H100 machine)."""
+def _read_parallel(fd: int, buf: memoryview, offset: int, path: str, what: str) -> None:
+    """_read_into, in pieces on up to 8 threads when the range is big: preadv releases the GIL,
+    and a single reader is bound by page faults and copying, not by the disk (a 436 MB BERT-base
+    model took 0.35 s on one thread on the H100 machine)."""
     pieces = min(8, os.cpu_count() or 1, len(buf) // PARALLEL_READ_CHUNK)
     if pieces < 2:
-        _read_into(fd, buf, 0, path, what)
+        _read_into(fd, buf, offset, path, what)
         return
     import threading
 
@@ -108,7 +108,7 @@ def _read_parallel(fd: int, buf: memoryview, path: str, what: str) -> None:
 
     def read(lo: int) -> None:
         try:
-            _read_into(fd, buf[lo:lo + step], lo, path, what)
+            _read_into(fd, buf[lo:lo + step], offset + lo, path, what)
         except BaseException as e:  # re-raised on the caller's thread below
             errors.append(e)
 
@@ -129,7 +129,7 @@ def read_model_file(path: str) -> bytes | mmap.mmap:
         if size == 0:
             return b""
         buf = private_buffer(size)
-        _read_parallel(fd, memoryview(buf), path, "model file")
+        _read_parallel(fd, memoryview(buf), 0, path, "model file")
         return buf
     finally:
         os.close(fd)
@@ -199,7 +199,7 @@ def read_external(base_dir: str, info: dict[str, str], dtype: np.dtype, count: i
             raise ModelError(f"{what} {path!r} is {size} bytes, the tensor needs {offset + nbytes}")
         arr = np.frombuffer(private_buffer(nbytes), dtype, count) if nbytes >= HUGE_PAGE_MIN else np.empty(count, dtype)
         if nbytes:
-            _read_into(fd, memoryview(arr.view(np.uint8)), offset, path, what)
+            _read_parallel(fd, memoryview(arr.view(np.uint8)), offset, path, what)
     finally:
         os.close(fd)
     return arr

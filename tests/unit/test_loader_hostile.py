@@ -449,3 +449,27 @@ def test_a_big_model_file_is_read_in_parallel_pieces_exactly(tmp_path, monkeypat
     monkeypatch.setattr(model_files, "_read_into", shrunk)
     with pytest.raises(ModelError, match="shrank"):
         model_files.read_model_file(str(path))
+
+
+def test_external_data_is_read_in_parallel_pieces_at_its_offset(tmp_path, monkeypatch):
+    """The same piecewise reader serves external data: two tensors in one file, the second at
+    an offset, each split over threads, both exact."""
+    from vkml import model_files
+
+    monkeypatch.setattr(model_files, "PARALLEL_READ_CHUNK", 4096)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(5000).astype(np.float32)
+    b = rng.standard_normal(7000).astype(np.float32)
+    (tmp_path / "w.bin").write_bytes(a.tobytes() + b.tobytes())
+    inits = []
+    for name, arr, off in (("a", a, 0), ("b", b, a.nbytes)):
+        t = onnx.TensorProto(name=name, data_type=T.FLOAT, dims=[arr.size], data_location=onnx.TensorProto.EXTERNAL)
+        for k, v in (("location", "w.bin"), ("offset", str(off)), ("length", str(arr.nbytes))):
+            t.external_data.add(key=k, value=v)
+        inits.append(t)
+    g = h.make_graph([h.make_node("Concat", ["a", "b"], ["y"], axis=0)], "g", [],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString())
+    (y,) = vkml.InferenceSession(str(path), devices=["cpu"]).run(None, {})
+    np.testing.assert_array_equal(y, np.concatenate([a, b]))
