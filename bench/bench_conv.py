@@ -24,8 +24,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import vkml.vulkan as vk  # noqa: E402
-from bench.kernel_bench import add_common_args, best_seconds, open_device  # noqa: E402
+from bench.kernel_bench import add_common_args, best_seconds, open_or_report  # noqa: E402
 from vkml.kernels import get_kernel  # noqa: E402
 from vkml.kernels import matmul as mm  # noqa: E402
 from vkml.kernels.registry import TensorSpec  # noqa: E402
@@ -93,12 +92,10 @@ def main(argv=None) -> int:
                     "(the GPU's clock boost)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    reason = vk.unavailable_reason()
-    if reason:
-        print("Vulkan unavailable:", reason)
+    opened = open_or_report(args.device)
+    if opened is None:
         return 1
-    _, dev, info = open_device(args.device)
-    print(info.summary())
+    dev, info = opened
     counts = Counter(MODELS[args.model]())
     tilings = [None] + args.tiles
     out = args.out or os.path.join(HERE, "results", f"conv-{info.device_name.replace(' ', '-').lower()}.jsonl")

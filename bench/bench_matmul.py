@@ -23,8 +23,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import vkml.vulkan as vk  # noqa: E402
-from bench.kernel_bench import add_common_args, open_device, write_results  # noqa: E402
+from bench.kernel_bench import add_common_args, open_or_report, write_results  # noqa: E402
 from vkml.kernels import matmul as mm  # noqa: E402
 from vkml.kernels import matmul_coop  # noqa: E402
 from vkml.vulkan._commands import CommandRecorder  # noqa: E402
@@ -97,12 +96,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/matmul-<device>.json)")
     args = ap.parse_args(argv)
 
-    reason = vk.unavailable_reason()
-    if reason:
-        print("Vulkan unavailable:", reason)
+    opened = open_or_report(args.device)
+    if opened is None:
         return 1
-    _, dev, info = open_device(args.device)
-    print(info.summary())
+    dev, info = opened
     shapes = sorted({f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type}" for c in info.cooperative_matrix
                      if c.scope == "subgroup"})
     print("cooperative matrix:", "; ".join(shapes) or "none", "| chosen:", matmul_coop.device_shape(dev))

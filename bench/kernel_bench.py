@@ -29,6 +29,18 @@ def open_device(index: int | None):
     return idx, vk.device(idx), vk.list_devices()[idx]
 
 
+def open_or_report(index: int | None):
+    """(Device, DeviceInfo) of the device to measure, its summary printed; None, with the
+    reason printed, when there is no Vulkan."""
+    reason = vk.unavailable_reason()
+    if reason:
+        print("Vulkan unavailable:", reason)
+        return None
+    _, dev, info = open_device(index)
+    print(info.summary())
+    return dev, info
+
+
 def write_results(kind: str, info, payload: dict[str, Any], path: str | None = None) -> str:
     """bench/results/<kind>-<device>.json (or `path`) with the machine's description; returns it."""
     tag = re.sub(r"[^A-Za-z0-9]+", "-", info.device_name).strip("-").lower()
