@@ -71,3 +71,19 @@ def _quiet_numpy():
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         yield
+
+
+@pytest.fixture(scope="session")
+def gpu() -> str:
+    """The first usable Vulkan device (lavapipe on CI, named as "vulkan:N"); without one this
+    skips, except under CI=true, where a missing device is a failure."""
+    import vkml.vulkan as vk
+
+    reason = vk.unavailable_reason()
+    usable = [] if reason is not None else [d.name for d in vk.list_devices() if d.usable]
+    if not usable:
+        why = f"no Vulkan: {reason}" if reason is not None else "no usable Vulkan device"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but {why}")
+        pytest.skip(why)
+    return usable[0]

@@ -22,7 +22,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import vkml  # noqa: E402
-import vkml.vulkan as vk  # noqa: E402
 from bench import models as M  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime")
@@ -39,21 +38,6 @@ def case(request):
     bm = SMALL[request.param]()
     want = ort.InferenceSession(bm.bytes(), providers=["CPUExecutionProvider"]).run(None, bm.feed)
     return bm, want
-
-
-@pytest.fixture(scope="module")
-def gpu() -> str:
-    """The first usable Vulkan device, found as tests/e2e/conftest.py's `gpu` fixture finds it
-    (that fixture is out of this directory's reach); without one this skips, except under
-    CI=true, where a missing device is a failure."""
-    reason = vk.unavailable_reason()
-    usable = [] if reason is not None else [d.name for d in vk.list_devices() if d.usable]
-    if not usable:
-        why = f"no Vulkan: {reason}" if reason is not None else "no usable Vulkan device"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
-    return usable[0]
 
 
 def test_builders_registered_and_sized():

@@ -17,17 +17,6 @@ import vkml.vulkan as vk  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def gpu() -> str:
-    reason = vk.unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"no Vulkan: {reason}")
-    usable = [d.name for d in vk.list_devices() if d.usable]
-    if not usable:
-        pytest.skip("no usable Vulkan device")
-    return usable[0]
-
-
-@pytest.fixture(scope="session")
 def gpu_on_cpu(gpu) -> bool:
     """Whether `gpu` is a CPU-type Vulkan device (lavapipe): it runs on this machine's cores, so
     tests keep its work small; a real GPU needs more of it to outlast a wait's first spin."""

@@ -4,7 +4,6 @@ end_profiling, get_available_providers."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,6 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 import vkml
-import vkml.vulkan as vk
 
 
 def _model(path=None) -> bytes:
@@ -66,20 +64,13 @@ ORT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _gpu_or_skip() -> str:
-    reason = vk.unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"no Vulkan: {reason}")
-    return next(d.name for d in vk.list_devices() if d.usable)
-
-
 @pytest.mark.parametrize("where", ["cpu", "gpu"])
-def test_an_onnxruntime_script_runs_unchanged(tmp_path, where):
+def test_an_onnxruntime_script_runs_unchanged(tmp_path, where, request):
     path = str(tmp_path / "m.onnx")
     _model(path)
     providers = "CPUExecutionProvider"
     if where == "gpu":
-        _gpu_or_skip()
+        request.getfixturevalue("gpu")
         providers = "VulkanExecutionProvider,CPUExecutionProvider"
     r = subprocess.run([sys.executable, "-c", ORT_SCRIPT, path, providers, str(tmp_path / "prof")],
                        capture_output=True, text=True, timeout=300)
@@ -112,8 +103,7 @@ def test_providers_map_to_devices_and_unknown_ones_are_errors():
         vkml.InferenceSession(data, providers=[("VulkanExecutionProvider", {"device_id": 99})])
 
 
-def test_vulkan_provider_with_device_id():
-    gpu = _gpu_or_skip()
+def test_vulkan_provider_with_device_id(gpu):
     idx = gpu.split(":")[1]
     s = vkml.InferenceSession(_model(), providers=["VulkanExecutionProvider", "CPUExecutionProvider"],
                               provider_options=[{"device_id": idx}, {}])
@@ -141,8 +131,7 @@ def test_run_options_terminate_and_onnxruntimes_own_run_options():
     assert s.end_profiling() == ""  # profiling off
 
 
-def test_disable_all_turns_vkmls_rewrites_off():
-    gpu = _gpu_or_skip()
+def test_disable_all_turns_vkmls_rewrites_off(gpu):
     so = vkml.SessionOptions()
     x = np.ones((2, 4), np.float32)
     on = vkml.InferenceSession(_model(), [gpu], sess_options=so)
