@@ -12,6 +12,7 @@ import numpy as np
 
 from . import dtypes, fusion
 from .devices import cpu_only, resolve_devices
+from .devices import devices as all_devices
 from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
@@ -103,10 +104,8 @@ class InferenceSession:
         if providers is not None:
             if devices is not None:
                 raise ValueError("give devices= or providers=, not both")
-            from .devices import devices as _all_devices
-
             devices = devices_from_providers(providers, provider_options,
-                                             [d.name for d in _all_devices() if d.name != "cpu"])
+                                             [d.name for d in all_devices() if d.name != "cpu"])
         elif provider_options is not None:
             raise ValueError("provider_options without providers")
         if executor == "auto" and so.execution_mode is not None:
