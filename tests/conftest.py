@@ -55,8 +55,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     gpu = getattr(mod, "TALLY", None)
     if gpu:
         terminalreporter.write_line(
-            f"node suite through GPU sessions on {gpu['device']}: {gpu['gpu'] + gpu['mixed']} of "
-            f"{gpu['total']} run cases pass, {gpu['gpu']} entirely on the GPU")
+            f"node suite through GPU sessions on {gpu['device']}: "
+            f"{gpu['gpu'] + gpu['mixed'] + gpu['nogpu']} of {gpu['total']} run cases pass, "
+            f"{gpu['gpu']} entirely on the GPU, {gpu['mixed']} mixed, {gpu['nogpu']} with no GPU dispatch")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -3,9 +3,13 @@
     python tests/conformance/node_suite.py [--kind node] [-k SUBSTRING] [--failures] [--json OUT]
                                            [--device vulkan:0]
 
---device runs each case on that GPU (the CPU takes what the GPU cannot) and counts the passing
-cases whose every computed node ran on the GPU ("gpu") apart from those that needed the CPU
-("mixed"); nodes evaluated while planning (constants for the input shapes) do not count.
+--device runs each case on that GPU (the CPU takes what the GPU cannot) and sorts the passing
+cases by what the GPU did: "gpu" when at least one node dispatched a GPU pipeline and no
+computed node ran on the CPU, "mixed" when some node dispatched and some computed node ran on
+the CPU, "nogpu" when no node dispatched anything (cases of Shape/Size/Constant only, of views
+and Identity, of empty tensors, or whose every computed node took the CPU). Nodes evaluated
+while planning (constants for the input shapes) do not count; a node dispatched when its row
+of session.placement() lists pipelines (buffer copies alone are no dispatch).
 
 The pytest module beside this file runs the same cases through onnx.backend.test.BackendTest;
 this script exists to triage quickly (one process, a summary by cause, no pytest overhead).
@@ -34,7 +38,7 @@ def load_cases(kind: str):
 
 def run_case(case, backend, device: str | None = None) -> tuple[str, str]:
     """('pass'|'fail'|'error'|'unsupported'|'model', detail); with a GPU `device`, a pass is
-    'gpu' (every computed node on it) or 'mixed' (detail: the ops that ran on the CPU)."""
+    'gpu', 'mixed' or 'nogpu' (see the module's docstring; detail: the ops that ran on the CPU)."""
     import onnx
     from onnx.backend.test.runner import Runner, _normalize_tensor
 
@@ -60,9 +64,7 @@ def run_case(case, backend, device: str | None = None) -> tuple[str, str]:
             Runner.assert_similar_outputs(refs, outs, rtol=case.rtol, atol=case.atol)
         if device is None:
             return "pass", ""
-        on_cpu = sorted({r["op"] for r in rep.session.placement()
-                         if r["device"] == "cpu" and not r["reason"].startswith("constant")})
-        return ("mixed", ", ".join(on_cpu)) if on_cpu else ("gpu", "")
+        return gpu_status(rep.session.placement())
     except vkml.UnsupportedOpsError as e:
         return "unsupported", str(e).splitlines()[1].strip()
     except vkml.ModelError as e:
@@ -73,6 +75,15 @@ def run_case(case, backend, device: str | None = None) -> tuple[str, str]:
         return "error", "timeout"
     except Exception as e:  # noqa: BLE001
         return "error", f"{type(e).__name__}: {e}"[:300]
+
+
+def gpu_status(rows: list[dict]) -> tuple[str, str]:
+    """('gpu'|'mixed'|'nogpu', the ops computed on the CPU) of a passing case's placement rows."""
+    on_cpu = sorted({r["op"] for r in rows if r["device"] == "cpu" and not r["reason"].startswith("constant")})
+    dispatched = any(r["device"] != "cpu" and r.get("pipelines") for r in rows)
+    if not dispatched:
+        return "nogpu", ", ".join(on_cpu)
+    return ("mixed", ", ".join(on_cpu)) if on_cpu else ("gpu", "")
 
 
 def _read_data(model_dir: str):
@@ -134,11 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     if unsupported:
         print("unsupported ops by cases:", ", ".join(f"{k} {v}" for k, v in unsupported.most_common()))
     if args.device:
-        mixed = collections.Counter(op for s, d in results.values() if s == "mixed" for op in d.split(", "))
+        mixed = collections.Counter(op for s, d in results.values() if s in ("mixed", "nogpu") and d
+                                    for op in d.split(", "))
         print("ops on the CPU in passing cases:", ", ".join(f"{k} {v}" for k, v in mixed.most_common(40)))
-        passed = counts["gpu"] + counts["mixed"]
+        passed = counts["gpu"] + counts["mixed"] + counts["nogpu"]
         print(f"{args.kind} on {args.device}: {passed} of {len(cases)} pass, {counts['gpu']} of them entirely "
-              f"on the GPU ({dict(counts)}) in {time.time() - t0:.1f}s")
+              f"on the GPU, {counts['mixed']} mixed, {counts['nogpu']} with no GPU dispatch "
+              f"({dict(counts)}) in {time.time() - t0:.1f}s")
     else:
         print(f"{args.kind}: {counts['pass']} of {len(cases)} pass ({dict(counts)}) in {time.time() - t0:.1f}s")
     if args.json:
