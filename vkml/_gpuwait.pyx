@@ -1,14 +1,15 @@
 # cython: language_level=3
 """GPU waits as scheduler tasks: the "device" task kind of docs/scheduler.md.
 
-A task that needs a GPU result (a readback) must first wait until the device's timeline
-semaphore reaches the value its producer's submission signals. Blocking a pool worker for
-that would idle a core for the whole GPU time, so the wait is asynchronous instead: the task
-reads the value from the run's native argument (an int64 array of timeline values by unit,
-written by the submitting tasks), hands (run, task, value) to its device's waiter thread and
-returns SCHED_ASYNC; the waiter thread sleeps in vkWaitSemaphores on the smallest pending
-value and completes every task whose value was reached with task_complete(). One waiter per
-device, started on first use, stopped when the device closes.
+A task that needs a GPU result (a readback) must first wait until the timeline of the device
+lane its producer went to reaches the value the producer's submission signals. Blocking a
+pool worker for that would idle a core for the whole GPU time, so the wait is asynchronous
+instead: the task reads the value and the lane from the run's native argument (an int64
+array: timeline values by unit, written by the submitting tasks, then the lane of each unit),
+hands (run, task, lane, value) to its device's waiter thread and returns SCHED_ASYNC; the
+waiter thread sleeps in vkWaitSemaphores (any of the lanes' smallest pending values) and
+completes every task whose value was reached with task_complete(). One waiter per device,
+started on first use, stopped when the device closes.
 """
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -53,6 +54,7 @@ TIMEOUT_STATUS = WAIT_TIMEOUT  # a wait task's status past its deadline (vkml.gp
 cdef struct Pending:
     sched_run *run
     int32_t task
+    uint32_t lane
     uint64_t value
     uint64_t deadline        # CLOCK_MONOTONIC ns after which the task fails; 0: none
 
@@ -67,7 +69,8 @@ cdef struct WaiterState:
     int failed               # the device could not be waited on: fail everything queued
     uint64_t timeout_ns      # per wait (Waiter.timeout); 0: wait forever
     VkDevice device
-    VkSemaphore timeline
+    uint32_t nlanes
+    VkSemaphore timelines[64]  # by lane (config.MAX_QUEUES)
     PFN_vkWaitSemaphores wait
     PFN_vkGetSemaphoreCounterValue counter
 
@@ -75,6 +78,7 @@ cdef struct WaiterState:
 cdef struct WaitArg:
     WaiterState *w
     int32_t slot             # index of the timeline value in the run's int64 native argument
+    int32_t lane_slot        # index of its lane there
 
 
 cdef inline uint64_t _now_ns() noexcept nogil:
@@ -83,7 +87,7 @@ cdef inline uint64_t _now_ns() noexcept nogil:
     return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
 
 
-cdef int _push(WaiterState *w, sched_run *run, int32_t task, uint64_t value) noexcept nogil:
+cdef int _push(WaiterState *w, sched_run *run, int32_t task, uint32_t lane, uint64_t value) noexcept nogil:
     cdef Pending *grown
     pthread_mutex_lock(&w.lock)
     if w.stop or w.failed:
@@ -98,6 +102,7 @@ cdef int _push(WaiterState *w, sched_run *run, int32_t task, uint64_t value) noe
         w.cap = w.cap * 2 if w.cap else 16
     w.items[w.n].run = run
     w.items[w.n].task = task
+    w.items[w.n].lane = lane
     w.items[w.n].value = value
     w.items[w.n].deadline = _now_ns() + w.timeout_ns if w.timeout_ns else 0
     w.n += 1
@@ -113,17 +118,24 @@ cdef int _wait_task(sched_run *run, int32_t task, void *arg) noexcept nogil:
     if values == NULL:
         return -22  # EINVAL: the run was started without its timeline array
     cdef int64_t v = values[a.slot]
+    cdef int64_t lane = values[a.lane_slot]
     if v <= 0:
         return SCHED_DONE  # nothing was submitted for it
-    if a.w.counter(a.w.device, a.w.timeline, &cur) == VK_SUCCESS and cur >= <uint64_t>v:
+    if lane < 0 or lane >= a.w.nlanes:
+        return -22
+    if a.w.counter(a.w.device, a.w.timelines[lane], &cur) == VK_SUCCESS and cur >= <uint64_t>v:
         return SCHED_DONE
-    return _push(a.w, run, task, <uint64_t>v)
+    return _push(a.w, run, task, <uint32_t>lane, <uint64_t>v)
 
 
 cdef void *_waiter_main(void *p) noexcept nogil:
     cdef WaiterState *w = <WaiterState *>p
     cdef VkSemaphoreWaitInfo wi
-    cdef uint64_t target, cur
+    cdef VkSemaphore sems[64]
+    cdef uint64_t targets[64]       # smallest pending value by lane (0: none)
+    cdef uint64_t vals[64]
+    cdef uint64_t cur[64]
+    cdef uint32_t nsem, lane
     cdef VkResult r
     cdef int i, k, status
     cdef uint64_t now
@@ -131,8 +143,7 @@ cdef void *_waiter_main(void *p) noexcept nogil:
     cdef int ndone = 0, capdone = 0
     memset(&wi, 0, sizeof(wi))
     wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO
-    wi.semaphoreCount = 1
-    wi.pSemaphores = &w.timeline
+    wi.flags = VK_SEMAPHORE_WAIT_ANY_BIT
     while True:
         pthread_mutex_lock(&w.lock)
         while w.n == 0 and not w.stop:
@@ -140,19 +151,30 @@ cdef void *_waiter_main(void *p) noexcept nogil:
         if w.n == 0 and w.stop:
             pthread_mutex_unlock(&w.lock)
             break
-        target = w.items[0].value
-        for i in range(1, w.n):
-            if w.items[i].value < target:
-                target = w.items[i].value
+        memset(targets, 0, sizeof(targets))
+        for i in range(w.n):
+            lane = w.items[i].lane
+            if targets[lane] == 0 or w.items[i].value < targets[lane]:
+                targets[lane] = w.items[i].value
         pthread_mutex_unlock(&w.lock)
-        wi.pValues = &target
+        nsem = 0
+        for lane in range(w.nlanes):
+            if targets[lane]:
+                sems[nsem] = w.timelines[lane]
+                vals[nsem] = targets[lane]
+                nsem += 1
+        wi.semaphoreCount = nsem
+        wi.pSemaphores = sems
+        wi.pValues = vals
         r = w.wait(w.device, &wi, SLICE_NS)
         status = 0
-        cur = 0
         if r != VK_SUCCESS and r != VK_TIMEOUT:
             status = WAIT_FAILED
-        elif w.counter(w.device, w.timeline, &cur) != VK_SUCCESS:
-            status = WAIT_FAILED
+        else:
+            for lane in range(w.nlanes):
+                cur[lane] = 0
+                if targets[lane] and w.counter(w.device, w.timelines[lane], &cur[lane]) != VK_SUCCESS:
+                    status = WAIT_FAILED
         # Take out what is complete (everything, when the device failed), then complete it
         # outside the lock: completing may run scheduler code.
         pthread_mutex_lock(&w.lock)
@@ -166,10 +188,12 @@ cdef void *_waiter_main(void *p) noexcept nogil:
         k = 0
         now = _now_ns()
         for i in range(w.n):
-            if done != NULL and (status or w.items[i].value <= cur
+            lane = w.items[i].lane
+            # (an item queued after the counters were read, on a lane not read: not complete)
+            if done != NULL and (status or (targets[lane] and w.items[i].value <= cur[lane])
                                  or (w.items[i].deadline and now >= w.items[i].deadline)):
                 done[ndone] = w.items[i]
-                if not status and w.items[i].value > cur:
+                if not status and not (targets[lane] and w.items[i].value <= cur[lane]):
                     done[ndone].deadline = 1  # marks a timeout for the completion below
                 else:
                     done[ndone].deadline = 0
@@ -207,7 +231,9 @@ cdef class Waiter:
         pthread_mutex_init(&self.state.lock, NULL)
         pthread_cond_init(&self.state.cond, NULL)
         self.state.device = dev.handle
-        self.state.timeline = dev.timeline
+        self.state.nlanes = dev.nlanes
+        for i in range(dev.nlanes):
+            self.state.timelines[i] = dev.lanes[i].timeline
         self.state.wait = dev.fn.vkWaitSemaphores
         self.state.counter = dev.fn.vkGetSemaphoreCounterValue
         if pthread_create(&self.thread, NULL, _waiter_main, self.state) != 0:
@@ -216,8 +242,9 @@ cdef class Waiter:
         self.device_ref = weakref.ref(dev)
         dev.register(self)  # close() stops the thread before the semaphore goes
 
-    def task(self, int slot) -> NativeTask:
-        """A scheduler task that waits for the timeline value at native_arg[slot] (int64)."""
+    def task(self, int slot, int lane_slot) -> NativeTask:
+        """A scheduler task that waits for the timeline value at native_arg[slot] (int64) of
+        the lane at native_arg[lane_slot]."""
         if not self._running:
             raise RuntimeError("this GPU waiter has stopped (its device was closed)")
         cdef WaitArg *a = <WaitArg *>malloc(sizeof(WaitArg))
@@ -225,6 +252,7 @@ cdef class Waiter:
             raise MemoryError()
         a.w = self.state
         a.slot = slot
+        a.lane_slot = lane_slot
         cdef NativeTask t = make_native_task(_wait_task, a, self, "gpu-wait")
         t.free_arg = True
         return t

@@ -61,7 +61,10 @@ class RunState:
                     self.tensors[name] = v
             else:
                 self.host[name] = v
-        self.tl = np.zeros(len(cp.up.units), np.int64)  # timeline value per unit (native_arg)
+        n = len(cp.up.units)  # native_arg: the timeline value of each unit, then its lane
+        self.tl = np.zeros(2 * n, np.int64)
+        if slot is not None:
+            self.tl[n:] = slot.lane_row
         self.readers = dict(cp.up.host_readers)
         self.keep: list = []
         self.after: dict[str, int] = {}  # device -> timeline value of the kept outputs' copies
@@ -180,7 +183,7 @@ class ConcretePlan:
                 prod = next(iter(u.deps)).index
                 w = waiter.waiter(vulkan_device(u.device))
                 self.waiters.append(w)
-                tasks.append(w.task(prod))
+                tasks.append(w.task(prod, len(self.up.units) + prod))
                 names.append(f"wait:{u.name}")
                 fn = self._readback_task(u, wait=False)
             tasks.append(lambda st, f=fn: f(st))
@@ -241,10 +244,12 @@ class ConcretePlan:
     def _gpu_task(self, u):
         k = u.index
         waits = self.up.waits[k]
+        where = u.device
 
         def run(state: RunState) -> None:
             tl = state.tl
-            tl[k] = state.slot.cbs[k].submit([int(tl[i]) for i in waits if tl[i]])
+            slot = state.slot
+            tl[k] = slot.cbs[k].submit([int(tl[i]) for i in waits if tl[i]], slot.lanes[where])
 
         return run
 
@@ -257,7 +262,7 @@ class ConcretePlan:
 
         def run(state: RunState) -> None:
             if wait:
-                dev.wait(int(state.tl[prod]), GPU_TIMEOUT)
+                dev.wait(int(state.tl[prod]), GPU_TIMEOUT, state.slot.lanes[u.device])
             arr = np.empty(shape, dtype)
             if arr.nbytes:
                 state.slot.staging[k].read_into(arr.reshape(-1).view(np.uint8))
@@ -287,7 +292,7 @@ class ConcretePlan:
                     if len(state.slot.copy_in) >= 8:
                         state.slot.copy_in.pop(next(iter(state.slot.copy_in)))
                     state.slot.copy_in[(k, id(src))] = cb
-                state.tl[k] = cb.submit()
+                state.tl[k] = cb.submit((), state.slot.lanes[where])
                 return
             arr = state.get(name)
             if not isinstance(arr, np.ndarray) or arr.shape != shape or arr.dtype != dtype:
@@ -300,7 +305,7 @@ class ConcretePlan:
                 dst.view.write(data)
             else:
                 stage.write(data)
-                state.tl[k] = cb.submit()
+                state.tl[k] = cb.submit((), state.slot.lanes[where])
             state.release((name,))
 
         return run
@@ -365,26 +370,28 @@ class ConcretePlan:
                 else:
                     def ready(h=handle, state=state) -> bool:  # the run has stopped and its GPU work is done
                         return (h is None or h.done) and all(
-                            dev.completed() >= v for dev, v in self._pending(state).items())
+                            dev.completed(lane) >= v for dev, lane, v in self._pending(state))
 
                     self.pool.discard(slot, ready)
                     # The exception's traceback keeps this frame: let it not keep the slot's
                     # memory too once the GPU is done with it.
                     slot = state = handle = ready = None
 
-    def _pending(self, state: RunState) -> dict:
-        """{device: the last timeline value this run submitted there}."""
-        last = {self.devs[d]: v for d, v in state.after.items()}
+    def _pending(self, state: RunState) -> list[tuple[Any, int, int]]:
+        """[(device, lane, the last timeline value this run submitted there)]: a run's work
+        on a device is all on its slot's lane there."""
+        last = dict(state.after)
         for d, idx in self.gpu_units.items():
             v = int(max(state.tl[i] for i in idx))
             if v:
-                last[self.devs[d]] = max(last.get(self.devs[d], 0), v)
-        return last
+                last[d] = max(last.get(d, 0), v)
+        lanes = state.slot.lanes if state.slot is not None else {}
+        return [(self.devs[d], lanes[d], v) for d, v in last.items()]
 
     def _drain(self, state: RunState) -> None:
         """Wait until every GPU is done with the slot (and with the run's one-off copies)."""
-        for dev, v in self._pending(state).items():
-            dev.wait(v, GPU_TIMEOUT)
+        for dev, lane, v in self._pending(state):
+            dev.wait(v, GPU_TIMEOUT, lane)
 
     def _copy_kept(self, state: RunState) -> dict[str, Any]:
         """Outputs kept on a GPU leave the slot's memory (the next run overwrites it) for
@@ -408,7 +415,7 @@ class ConcretePlan:
             cb = rec.finish()
             state.keep.append(cb)
             last = int(max((state.tl[i] for i in self.gpu_units.get(d, ())), default=0))
-            state.after[d] = cb.submit([last] if last else [])
+            state.after[d] = cb.submit([last] if last else [], state.slot.lanes[d])
         return fresh
 
     def _outputs(self, state: RunState, kept: Mapping[str, Any]) -> list[Any]:

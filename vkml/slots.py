@@ -74,7 +74,12 @@ class Slot:
         concrete = cp.concrete
         values = concrete.values
         self.devices = {d: vulkan_device(d) for d in up.arenas} | {
-            u.device: vulkan_device(u.device) for u in up.units if u.device != "cpu"}
+            u.device: vulkan_device(u.device) for u in up.units if u.device != "cpu"} | {
+            d: vulkan_device(d) for d in up.kept.values()}
+        # The device lane each GPU's work goes to (Device.take_lane: slots spread over the
+        # queues, so that runs of different slots overlap on the GPU), and it by unit.
+        self.lanes: dict[str, int] = {d: dev.take_lane() for d, dev in self.devices.items()}
+        self.lane_row = np.array([self.lanes.get(u.device, 0) for u in up.units], np.int64)
         arenas = {d: [self.devices[d].alloc(n, "device") for n in sizes] for d, sizes in up.arenas.items()}
         views: dict[int, Any] = {}
 

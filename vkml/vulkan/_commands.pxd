@@ -19,6 +19,7 @@ cdef class CommandBuffer:
     cdef readonly list timestamp_labels
     cdef list keep                      # pipelines and views the commands use
     cdef readonly uint64_t last_value   # timeline value of the latest submission (0: never)
+    cdef readonly uint32_t last_lane    # the device lane it went to
     cdef readonly bint recording
     cdef readonly int dispatches
     cdef readonly int barriers

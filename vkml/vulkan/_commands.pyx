@@ -6,11 +6,11 @@ counts), copies and fills into one primary command buffer, inserting a pipeline 
 only where a hazard exists: a command reads or writes a range that an earlier command since
 the last barrier wrote, or writes a range one of them read. finish() returns the
 CommandBuffer, which can be submitted any number of times (SIMULTANEOUS_USE), each
-submission signalling the next value of the device's timeline semaphore.
+submission signalling the next value of the timeline of the device lane it goes to.
 
 Every command buffer starts with a barrier against all earlier work on the queue (so chunks
-submitted back to back see each other's results) and ends with one that makes its writes
-visible to the host (so reading after Device.wait(value) is correct).
+submitted back to back on a lane see each other's results) and ends with one that makes its
+writes visible to the host (so reading after Device.wait(value, lane=...) is correct).
 
 A recorder made with defer=True checks each command when it is recorded but holds the Vulkan
 calls back until finish(): the pipelines they use are then compiled together, on threads
@@ -52,15 +52,17 @@ cdef class CommandBuffer:
         self.query_count = 0
         self.query_cap = 0
         self.last_value = 0
+        self.last_lane = 0
         self.recording = False
         self.descriptor_pools = []
         self.keep = []
         self.timestamp_labels = []
 
-    def submit(self, wait=()) -> int:
-        """Queue the commands; returns the timeline value that signals their completion.
+    def submit(self, wait=(), uint32_t lane=0) -> int:
+        """Queue the commands on the device's `lane`; returns the lane's timeline value that
+        signals their completion.
 
-        `wait`: timeline values (of this device) the GPU must reach before starting, e.g. the
+        `wait`: timeline values of the same lane the GPU must reach before starting, e.g. the
         value of another chunk this one consumes. Waiting happens on the GPU, not here."""
         if self.recording:
             raise VulkanError("submit() before the recorder's finish()")
@@ -72,25 +74,29 @@ cdef class CommandBuffer:
         cdef uint64_t* wv = NULL
         cdef uint64_t value = 0
         cdef uint32_t i
+        if lane >= self.device.nlanes:
+            raise ValueError(f"{self.device.name} has no lane {lane} (it has {self.device.nlanes})")
+        cdef uint64_t last = self.device.lanes[lane].submitted
         for w in waits:
-            if w < 0 or w > self.device.last_submitted:
-                raise ValueError(f"cannot wait for timeline value {w}: it was never submitted "
-                                 f"(last submitted {self.device.last_submitted}); it would deadlock the queue")
+            if w < 0 or w > last:
+                raise ValueError(f"cannot wait for timeline value {w} of lane {lane}: it was never submitted "
+                                 f"(last submitted {last}); it would deadlock the queue")
         if nw:
             wv = <uint64_t*>malloc(sizeof(uint64_t) * nw)
             for i in range(nw):
                 wv[i] = waits[i]
         try:
-            self.device.submit_raw(self.cmd, wv, nw, &value)
+            self.device.submit_raw(lane, self.cmd, wv, nw, &value)
         finally:
             free(wv)
         self.last_value = value
+        self.last_lane = lane
         return value
 
-    def run(self, timeout=None) -> int:
+    def run(self, timeout=None, uint32_t lane=0) -> int:
         """submit() and wait for completion; returns the timeline value."""
-        v = self.submit()
-        self.device.wait(v, timeout)
+        v = self.submit((), lane)
+        self.device.wait(v, timeout, lane)
         return v
 
     def timestamps(self) -> list:
@@ -99,7 +105,7 @@ cdef class CommandBuffer:
             return []
         if self.last_value == 0:
             raise VulkanError("no submission of this command buffer yet")
-        self.device.wait(self.last_value)
+        self.device.wait(self.last_value, None, self.last_lane)
         raw = bytearray(8 * self.query_count)
         cdef unsigned char[::1] mv = raw
         check(self.device.fn.vkGetQueryPoolResults(self.device.handle, self.query_pool, 0, self.query_count,
@@ -117,8 +123,8 @@ cdef class CommandBuffer:
             return
         if self.last_value and not dev.closed:
             try:
-                if dev.completed() < self.last_value:
-                    dev.wait(self.last_value)
+                if dev.completed(self.last_lane) < self.last_value:
+                    dev.wait(self.last_value, None, self.last_lane)
             except Exception:
                 pass
         for p in self.descriptor_pools:

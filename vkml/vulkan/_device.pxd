@@ -13,18 +13,25 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_mutex_destroy(pthread_mutex_t*)
 
 
+cdef struct Lane:
+    VkQueue queue
+    VkSemaphore timeline
+    uint64_t submitted               # last timeline value handed to a submission on this lane
+    pthread_mutex_t* lock            # its queue's (lanes beyond the family's queue count share)
+
+
 cdef class Device:
     cdef Instance inst
     cdef VkPhysicalDevice phys
     cdef VkDevice handle
     cdef DeviceFns fn
-    cdef VkQueue queue
     cdef readonly uint32_t queue_family
-    cdef VkSemaphore timeline
-    cdef uint64_t submitted          # last timeline value handed to a submission
+    cdef Lane* lanes                 # see the module docstring; lane 0 also serves copy_now
+    cdef readonly uint32_t nlanes
+    cdef readonly uint32_t nqueues   # distinct VkQueues behind the lanes
+    cdef pthread_mutex_t* queue_locks  # one per VkQueue (queues are externally synchronised)
+    cdef uint32_t next_lane          # round robin of take_lane()
     cdef uint64_t spin_ns            # how long wait_value polls before blocking
-    cdef pthread_mutex_t queue_lock  # the queue is externally synchronised
-    cdef bint queue_lock_ready
     cdef VkPipelineCache pipeline_cache
     cdef VkCommandPool copy_pool     # for copy_now()
     cdef VkCommandBuffer copy_cmd
@@ -51,9 +58,11 @@ cdef class Device:
     cdef object children             # WeakSet of objects to _release() at close
     cdef object __weakref__
 
-    cdef int submit_raw(self, VkCommandBuffer cmd, const uint64_t* waits, uint32_t nwait,
+    cdef int submit_raw(self, uint32_t lane, VkCommandBuffer cmd, const uint64_t* waits, uint32_t nwait,
                         uint64_t* signaled) except -1 nogil
-    cdef int wait_value(self, uint64_t value, double timeout) except -1
+    cdef int wait_value(self, uint32_t lane, uint64_t value, double timeout) except -1
+    cdef VkResult wait_nogil(self, uint32_t lane, uint64_t value, uint64_t timeout_ns) noexcept nogil
     cdef int copy_now(self, VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset,
                       uint64_t size) except -1
     cdef int ensure_open(self) except -1
+    cdef int _check_lane(self, uint32_t lane, uint64_t value) except -1

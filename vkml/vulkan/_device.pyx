@@ -1,9 +1,15 @@
 # cython: language_level=3
-"""An opened Vulkan device: one compute queue, one timeline semaphore, enabled features.
+"""An opened Vulkan device: its lanes of submission, enabled features.
 
-The queue is externally synchronised (a pthread mutex held only around vkQueueSubmit);
-every submission signals the next value of the device's timeline semaphore, so "is work N
-done" is one integer comparison and waiting never needs a fence.
+A lane is a compute queue with a timeline semaphore of its own: every submission on a lane
+signals the lane's next value, so "is work N done" is one integer comparison and waiting never
+needs a fence. A device has VKML_QUEUES lanes (default 4) over as many queues of its compute
+family as it offers (lanes share queues beyond that). Work on one queue is ordered by the
+barriers that begin every command buffer, so runs that share a queue wait for each other; run
+slots therefore take lanes in turn (take_lane) and the GPU overlaps runs of different lanes.
+A lane's values only mean something on that lane: every submit, wait and completed() names it
+(lane 0 by default, which also carries copy_now). Queues are externally synchronised: a pthread
+mutex per queue is held only around vkQueueSubmit.
 """
 import logging
 import os
@@ -76,12 +82,14 @@ cdef class Device:
     def __cinit__(self):
         self.handle = NULL
         self.closed = True
-        self.queue_lock_ready = False
         self.pipeline_cache = 0
-        self.timeline = 0
+        self.lanes = NULL
+        self.nlanes = 0
+        self.nqueues = 0
+        self.queue_locks = NULL
+        self.next_lane = 0
         self.copy_pool = 0
         self.copy_cmd = NULL
-        self.submitted = 0
         memset(&self.fn, 0, sizeof(DeviceFns))
 
     def __init__(self, Instance inst, int index):
@@ -126,6 +134,8 @@ cdef class Device:
         compute = [i for i, (flags, count, _) in enumerate(fams) if flags & VK_QUEUE_COMPUTE_BIT and count]
         dedicated = [i for i in compute if not fams[i][0] & VK_QUEUE_GRAPHICS_BIT]
         self.queue_family = (dedicated or compute)[0]
+        want_lanes = config.queues()
+        cdef uint32_t nqueues = max(1, min(want_lanes, fams[self.queue_family][1]))
 
         def on(name):
             return bool(supported.get(name)) and name not in disabled
@@ -174,13 +184,15 @@ cdef class Device:
         for i, b in enumerate(keep):
             names[i] = <const char*>b
 
-        cdef float priority = 1.0
+        cdef float priority[64]
+        for i in range(nqueues):
+            priority[i] = 1.0
         cdef VkDeviceQueueCreateInfo qci
         memset(&qci, 0, sizeof(qci))
         qci.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO
         qci.queueFamilyIndex = self.queue_family
-        qci.queueCount = 1
-        qci.pQueuePriorities = &priority
+        qci.queueCount = nqueues
+        qci.pQueuePriorities = priority
         cdef VkDeviceCreateInfo dci
         memset(&dci, 0, sizeof(dci))
         dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO
@@ -199,9 +211,18 @@ cdef class Device:
             self.handle = NULL
         check(r, b"vkCreateDevice")
         self._load_functions()
-        self.fn.vkGetDeviceQueue(self.handle, self.queue_family, 0, &self.queue)
-        pthread_mutex_init(&self.queue_lock, NULL)
-        self.queue_lock_ready = True
+        self.queue_locks = <pthread_mutex_t*>malloc(sizeof(pthread_mutex_t) * nqueues)
+        self.lanes = <Lane*>malloc(sizeof(Lane) * want_lanes)
+        if self.queue_locks == NULL or self.lanes == NULL:
+            raise MemoryError()
+        memset(self.lanes, 0, sizeof(Lane) * want_lanes)
+        for i in range(nqueues):
+            pthread_mutex_init(&self.queue_locks[i], NULL)
+        self.nqueues = nqueues
+        for i in range(want_lanes):
+            self.fn.vkGetDeviceQueue(self.handle, self.queue_family, i % nqueues, &self.lanes[i].queue)
+            self.lanes[i].lock = &self.queue_locks[i % nqueues]
+        self.nlanes = want_lanes
 
         if "push_descriptor" in enabled and self.fn.vkCmdPushDescriptorSetKHR == NULL:
             enabled.discard("push_descriptor")
@@ -292,7 +313,8 @@ cdef class Device:
         tci.initialValue = 0
         sci.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO
         sci.pNext = &tci
-        check(self.fn.vkCreateSemaphore(self.handle, &sci, NULL, &self.timeline), b"vkCreateSemaphore")
+        for i in range(self.nlanes):
+            check(self.fn.vkCreateSemaphore(self.handle, &sci, NULL, &self.lanes[i].timeline), b"vkCreateSemaphore")
         cdef VkCommandPoolCreateInfo pci
         memset(&pci, 0, sizeof(pci))
         pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO
@@ -400,8 +422,10 @@ cdef class Device:
             raise VulkanError(f"{self.name} is closed")
         return 0
 
-    cdef int submit_raw(self, VkCommandBuffer cmd, const uint64_t* waits, uint32_t nwait,
+    cdef int submit_raw(self, uint32_t lane, VkCommandBuffer cmd, const uint64_t* waits, uint32_t nwait,
                         uint64_t* signaled) except -1 nogil:
+        """Submit cmd (NULL: only signal) on `lane`, after the GPU reached `waits` (values of
+        the same lane); the value it will signal goes to signaled[0]."""
         cdef VkSemaphore* wait_sems = NULL
         cdef VkFlags* wait_stages = NULL
         cdef uint32_t i
@@ -409,6 +433,10 @@ cdef class Device:
         cdef VkResult r
         cdef VkTimelineSemaphoreSubmitInfo ts
         cdef VkSubmitInfo si
+        if lane >= self.nlanes:
+            with gil:
+                raise ValueError(f"{self.name} has no lane {lane} (it has {self.nlanes})")
+        cdef Lane* L = &self.lanes[lane]
         if nwait:
             wait_sems = <VkSemaphore*>malloc(sizeof(VkSemaphore) * nwait)
             wait_stages = <VkFlags*>malloc(sizeof(VkFlags) * nwait)
@@ -418,7 +446,7 @@ cdef class Device:
                 with gil:
                     raise MemoryError()
             for i in range(nwait):
-                wait_sems[i] = self.timeline
+                wait_sems[i] = L.timeline
                 wait_stages[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
         memset(&ts, 0, sizeof(ts))
         memset(&si, 0, sizeof(si))
@@ -435,62 +463,75 @@ cdef class Device:
         si.commandBufferCount = 1 if cmd != NULL else 0
         si.pCommandBuffers = &cmd
         si.signalSemaphoreCount = 1
-        si.pSignalSemaphores = &self.timeline
-        pthread_mutex_lock(&self.queue_lock)
-        value = self.submitted + 1
-        r = self.fn.vkQueueSubmit(self.queue, 1, &si, 0)
+        si.pSignalSemaphores = &L.timeline
+        pthread_mutex_lock(L.lock)
+        value = L.submitted + 1
+        r = self.fn.vkQueueSubmit(L.queue, 1, &si, 0)
         if r == VK_SUCCESS:
-            self.submitted = value
-        pthread_mutex_unlock(&self.queue_lock)
+            L.submitted = value
+        pthread_mutex_unlock(L.lock)
         free(wait_sems)
         free(wait_stages)
         check(r, b"vkQueueSubmit")
         signaled[0] = value
         return 0
 
-    cdef int wait_value(self, uint64_t value, double timeout) except -1:
-        """Block (GIL released, Ctrl-C honoured every 50 ms) until the timeline reaches value.
-        timeout < 0 waits forever; raises TimeoutError when it expires."""
-        cdef VkSemaphoreWaitInfo wi
-        cdef VkResult r
-        cdef uint64_t slice_ns = 50000000
-        cdef double deadline = time.monotonic() + timeout if timeout >= 0 else -1.0
-        self.ensure_open()
-        if value > self.submitted:
-            raise ValueError(f"{self.name}: timeline value {value} was never submitted "
-                             f"(last submitted: {self.submitted}); waiting would never end")
+    cdef VkResult wait_nogil(self, uint32_t lane, uint64_t value, uint64_t timeout_ns) noexcept nogil:
+        """Wait up to timeout_ns for `lane` to reach value: VK_SUCCESS, VK_TIMEOUT or the
+        driver's error. Polls first (VKML_WAIT_SPIN_US): most waits are for short chunks, and a
+        blocking wait's wake-up costs more than the chunk. The caller checks lane and value."""
+        cdef Lane* L = &self.lanes[lane]
         cdef uint64_t cur = 0, spin_end
-        # Already there (a drain after the readback's wait, a chunk long done): return with the
-        # GIL kept. Giving it up and taking it back costs a thread hand-over whenever other
-        # threads are running Python.
-        r = self.fn.vkGetSemaphoreCounterValue(self.handle, self.timeline, &cur)
-        if r == VK_SUCCESS and cur >= value:
-            check_messages()
-            return 0
-        # Then poll: most waits are for short chunks, and a blocking wait's wake-up costs more
-        # than the chunk (VKML_WAIT_SPIN_US). Bounded: then it blocks in the driver.
+        cdef VkResult r = self.fn.vkGetSemaphoreCounterValue(self.handle, L.timeline, &cur)
+        if r != VK_SUCCESS or cur >= value:
+            return r
         if self.spin_ns:
-            with nogil:
-                spin_end = _now_ns() + self.spin_ns
-                while True:
-                    r = self.fn.vkGetSemaphoreCounterValue(self.handle, self.timeline, &cur)
-                    if r != VK_SUCCESS or cur >= value or _now_ns() >= spin_end:
-                        break
-                    vkml_cpu_relax()
-            if r == VK_SUCCESS and cur >= value:
-                check_messages()
-                return 0
+            spin_end = _now_ns() + self.spin_ns
+            while True:
+                vkml_cpu_relax()
+                r = self.fn.vkGetSemaphoreCounterValue(self.handle, L.timeline, &cur)
+                if r != VK_SUCCESS or cur >= value:
+                    return r
+                if _now_ns() >= spin_end:
+                    break
+        cdef VkSemaphoreWaitInfo wi
         memset(&wi, 0, sizeof(wi))
         wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO
         wi.semaphoreCount = 1
-        wi.pSemaphores = &self.timeline
+        wi.pSemaphores = &L.timeline
         wi.pValues = &value
+        return self.fn.vkWaitSemaphores(self.handle, &wi, timeout_ns)
+
+    cdef int _check_lane(self, uint32_t lane, uint64_t value) except -1:
+        self.ensure_open()
+        if lane >= self.nlanes:
+            raise ValueError(f"{self.name} has no lane {lane} (it has {self.nlanes})")
+        if value > self.lanes[lane].submitted:
+            raise ValueError(f"{self.name}: timeline value {value} was never submitted on lane {lane} "
+                             f"(last submitted: {self.lanes[lane].submitted}); waiting would never end")
+        return 0
+
+    cdef int wait_value(self, uint32_t lane, uint64_t value, double timeout) except -1:
+        """Block (GIL released, Ctrl-C honoured every 50 ms) until `lane` reaches value.
+        timeout < 0 waits forever; raises TimeoutError when it expires."""
+        cdef VkResult r
+        cdef uint64_t slice_ns = 50000000
+        cdef uint64_t cur = 0
+        cdef double deadline = time.monotonic() + timeout if timeout >= 0 else -1.0
+        self._check_lane(lane, value)
+        # Already there (a drain after the readback's wait, a chunk long done): return with the
+        # GIL kept. Giving it up and taking it back costs a thread hand-over whenever other
+        # threads are running Python.
+        r = self.fn.vkGetSemaphoreCounterValue(self.handle, self.lanes[lane].timeline, &cur)
+        if r == VK_SUCCESS and cur >= value:
+            check_messages()
+            return 0
         while True:
             if timeout >= 0:
                 remaining = deadline - time.monotonic()
                 slice_ns = <uint64_t>(max(0.0, min(remaining, 0.05)) * 1e9)
             with nogil:
-                r = self.fn.vkWaitSemaphores(self.handle, &wi, slice_ns)
+                r = self.wait_nogil(lane, value, slice_ns)
             if r == VK_SUCCESS:
                 check_messages()
                 return 0
@@ -498,28 +539,47 @@ cdef class Device:
                 check(r, b"vkWaitSemaphores")
             PyErr_CheckSignals()
             if timeout >= 0 and time.monotonic() >= deadline:
-                raise TimeoutError(f"{self.name}: timeline value {value} not reached within {timeout} s "
-                                   f"(completed: {self.completed()})")
+                raise TimeoutError(f"{self.name}: timeline value {value} of lane {lane} not reached within "
+                                   f"{timeout} s (completed: {self.completed(lane)})")
 
-    def wait(self, uint64_t value, timeout: float | None = None) -> None:
-        """Wait (GIL released) until submission `value` has completed on the GPU."""
-        self.wait_value(value, -1.0 if timeout is None else float(timeout))
+    def wait(self, uint64_t value, timeout: float | None = None, uint32_t lane=0) -> None:
+        """Wait (GIL released) until submission `value` of `lane` has completed on the GPU."""
+        self.wait_value(lane, value, -1.0 if timeout is None else float(timeout))
 
     def wait_idle(self, timeout: float | None = None) -> None:
-        """Wait until everything submitted so far has completed."""
-        if not self.closed and self.submitted:
-            self.wait_value(self.submitted, -1.0 if timeout is None else float(timeout))
+        """Wait until everything submitted so far, on every lane, has completed."""
+        if self.closed:
+            return
+        for lane in range(self.nlanes):
+            if self.lanes[lane].submitted:
+                self.wait_value(lane, self.lanes[lane].submitted, -1.0 if timeout is None else float(timeout))
 
-    def completed(self) -> int:
-        """The highest timeline value the GPU has finished (never blocks)."""
+    def completed(self, uint32_t lane=0) -> int:
+        """The highest timeline value `lane` has finished (never blocks)."""
         self.ensure_open()
+        if lane >= self.nlanes:
+            raise ValueError(f"{self.name} has no lane {lane} (it has {self.nlanes})")
         cdef uint64_t v = 0
-        check(self.fn.vkGetSemaphoreCounterValue(self.handle, self.timeline, &v), b"vkGetSemaphoreCounterValue")
+        check(self.fn.vkGetSemaphoreCounterValue(self.handle, self.lanes[lane].timeline, &v),
+              b"vkGetSemaphoreCounterValue")
         return v
 
     @property
     def last_submitted(self) -> int:
-        return self.submitted
+        """The last value submitted on lane 0 (submitted_on(lane) for the others)."""
+        return self.lanes[0].submitted if self.lanes != NULL else 0
+
+    def submitted_on(self, uint32_t lane) -> int:
+        """The last value submitted on `lane`."""
+        if self.lanes == NULL or lane >= self.nlanes:
+            raise ValueError(f"{self.name} has no lane {lane}")
+        return self.lanes[lane].submitted
+
+    def take_lane(self) -> int:
+        """The lane for a new run slot: each in turn, so that slots spread over the queues."""
+        lane = self.next_lane % self.nlanes
+        self.next_lane = (self.next_lane + 1) % self.nlanes
+        return lane
 
     cdef int copy_now(self, VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset,
                       uint64_t size) except -1:
@@ -551,8 +611,8 @@ cdef class Device:
                                          WORK_STAGES | VK_PIPELINE_STAGE_HOST_BIT, 0,
                                          1, &mb, 0, NULL, 0, NULL)
             check(self.fn.vkEndCommandBuffer(self.copy_cmd), b"vkEndCommandBuffer")
-            self.submit_raw(self.copy_cmd, NULL, 0, &value)
-            self.wait_value(value, -1.0)
+            self.submit_raw(0, self.copy_cmd, NULL, 0, &value)
+            self.wait_value(0, value, -1.0)
         return 0
 
     # ------------------------------------------------------------ lifetime
@@ -597,15 +657,22 @@ cdef class Device:
         if self.copy_pool:
             self.fn.vkDestroyCommandPool(d, self.copy_pool, NULL)
             self.copy_pool = 0
-        if self.timeline:
-            self.fn.vkDestroySemaphore(d, self.timeline, NULL)
-            self.timeline = 0
+        if self.lanes != NULL:
+            for i in range(self.nlanes):
+                if self.lanes[i].timeline:
+                    self.fn.vkDestroySemaphore(d, self.lanes[i].timeline, NULL)
+            free(self.lanes)
+            self.lanes = NULL
+            self.nlanes = 0
         self.fn.vkDestroyDevice(d, NULL)
         self.handle = NULL
         self.closed = True
-        if self.queue_lock_ready:
-            pthread_mutex_destroy(&self.queue_lock)
-            self.queue_lock_ready = False
+        if self.queue_locks != NULL:
+            for i in range(self.nqueues):
+                pthread_mutex_destroy(&self.queue_locks[i])
+            free(self.queue_locks)
+            self.queue_locks = NULL
+            self.nqueues = 0
 
     # ------------------------------------------------------------ conveniences
     def alloc(self, size_t nbytes, str kind="device"):
@@ -644,7 +711,7 @@ cdef class Device:
         return p
 
     def __repr__(self):
-        state = "closed" if self.closed else f"submitted={self.submitted}"
+        state = "closed" if self.closed else f"submitted={self.last_submitted}"
         return f"<vkml.vulkan.Device {self.name} {self.info.device_name!r} {state}>"
 
 

@@ -21,6 +21,10 @@ VKML_WAIT_SPIN_US     how long a wait polls the timeline before it blocks in the
                       threads need the cores). Waking from a blocking wait costs tens of
                       microseconds (an interrupt, a thread wake-up; more inside a VM), which
                       is most of a small model's run.
+VKML_QUEUES           lanes per device (default 4): each lane is a queue of the device's compute
+                      family (as many as it offers; lanes share them beyond that) with a timeline
+                      semaphore of its own. Run slots take lanes in turn, so runs of different
+                      slots do not wait for each other's barriers; 1 puts every run on one queue.
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ DEFAULT_BUDGET_FRACTION = 0.95       # of VK_EXT_memory_budget's heapBudget
 DEFAULT_NO_BUDGET_FRACTION = 0.8     # of the heap size, without the extension
 DEFAULT_GPU_TIMEOUT = 300.0         # seconds; a run's GPU work that takes longer is reported
 DEFAULT_WAIT_SPIN_US = 100.0         # on GPUs; CPU devices (lavapipe) do not spin
+DEFAULT_QUEUES = 4                   # lanes per device (VKML_QUEUES)
+MAX_QUEUES = 64
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
           "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40}
@@ -142,3 +148,17 @@ def gpu_timeout() -> float | None:
         raise ValueError(f"VKML_GPU_TIMEOUT must be a finite number of seconds >= 0 (0: wait forever), "
                          f"not {text!r}")
     return None if v == 0 else v
+
+
+def queues() -> int:
+    """Lanes per device (VKML_QUEUES), 1 to MAX_QUEUES."""
+    text = os.environ.get("VKML_QUEUES", "").strip()
+    if not text:
+        return DEFAULT_QUEUES
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if not 1 <= v <= MAX_QUEUES:
+        raise ValueError(f"VKML_QUEUES={text!r}: expected a whole number of lanes from 1 to {MAX_QUEUES}")
+    return v
