@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import logging
 import os
 import sys
 import threading
@@ -27,10 +28,13 @@ from .compile.fold_bn import fold_batchnorm
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
+from .runtime import config as runtime_config
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
 from .specialize import concretize, device_specs, largest_binding, place_concrete
 from .tensor import Tensor, vulkan_device
 from .vulkan.config import gpu_timeout
+
+log = logging.getLogger("vkml")
 
 PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
 # After a GPU ran out of memory for a plan (its nodes then went to the CPU), look this often
@@ -41,6 +45,9 @@ GPU_TIMEOUT = gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TI
 # Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
 ASYNC_WAITS = os.environ.get("VKML_ASYNC_WAIT", "1").strip() not in ("0", "off", "no", "false")
+FAST_RUNS = runtime_config.fast_runs()  # the native path for simple plans (VKML_FAST_RUN)
+# Per thread: the latest native run's time without the GIL, in ns (the session's profile reads it).
+RUN_INFO = threading.local()
 
 
 class RunState:
@@ -139,6 +146,7 @@ class ConcretePlan:
                 self.gpu_units.setdefault(u.device, []).append(u.index)
         self.needs_slot = bool(self.gpu_units or self.up.readback_of)
         self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
+        self.fast = self._fast_layout(graph)  # (feed names, output sources) or None
         self.pool = SlotPool(self._make_slot, runner.max_slots)
         self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
         self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
@@ -151,8 +159,75 @@ class ConcretePlan:
             if _sched is not None and (runner.executor == "parallel" or _width(self.up) > 1):
                 self.sched = self._sched_plan(_sched)
 
+    def _fast_layout(self, graph) -> tuple[list[str], list[tuple]] | None:
+        """Whether runs can take the native path (vkml/runtime/_fastrun.pyx): only uploads of
+        fed inputs, GPU chunks and readbacks, on one GPU, outputs to the host. Then (the fed
+        names in upload order, each graph output's source: ("rb", readback unit) /
+        ("const", name) / ("feed", name))."""
+        if not FAST_RUNS or self.up.kept or self.output_device not in (None, "cpu"):
+            return None
+        units = self.up.units
+        if not units or any(u.kind not in ("upload", "gpu", "readback") for u in units):
+            return None
+        if len({u.device for u in units}) != 1:
+            return None
+        consts = self.concrete.consts
+        inputs = set(graph.inputs)
+        fed = []
+        for u in units:
+            if u.kind == "upload":
+                if u.value not in inputs or u.value in consts or u.value in fed:
+                    return None
+                fed.append(u.value)
+        rb = {u.value: u.index for u in units if u.kind == "readback"}
+        srcs = []
+        for name in graph.outputs:
+            if name in rb:
+                srcs.append(("rb", rb[name]))
+            elif name in consts:
+                srcs.append(("const", name))
+            elif name in inputs:
+                srcs.append(("feed", name))
+            else:
+                return None
+        return fed, srcs
+
+    def _program(self, slot: Slot):
+        """The slot's native run (vkml/runtime/_fastrun.pyx), or None where its memory is not
+        all mapped (staged transfers go the generic way)."""
+        from .runtime import _fastrun
+
+        fed, srcs = self.fast
+        rbs = [k for kind, k in srcs if kind == "rb"]
+        out_of = {k: i for i, k in enumerate(dict.fromkeys(rbs))}
+        readback_mode = None
+        steps = []
+        for u in self.up.units:
+            k = u.index
+            if u.kind == "upload":
+                dst = slot.tensors[(u.value, u.device)]
+                stage, cb = slot.upload[k]
+                if stage is None:
+                    steps.append(("in", fed.index(u.value), dst.view))
+                else:
+                    steps.append(("in", fed.index(u.value), stage))
+                    steps.append(("submit", k, cb, []))
+            elif u.kind == "gpu":
+                steps.append(("submit", k, slot.cbs[k], list(self.up.waits[k])))
+            else:
+                stage = slot.staging[k]
+                if readback_mode is None:
+                    readback_mode = stage.device.allocator.readback
+                if not (stage.mapped and (readback_mode == "map" or (readback_mode == "auto" and stage.block.host_cached))):
+                    return None
+                if k in out_of:
+                    steps.append(("out", out_of[k], next(iter(u.deps)).index, stage))
+        dev = next(iter(slot.devices.values()))
+        return _fastrun.Program(dev, slot.lanes[dev.name], steps, len(self.up.units), len(fed), len(out_of))
+
     def _make_slot(self) -> Slot:
         slot = Slot(self, self.runner.consts)
+        slot.program = self._program(slot) if self.fast is not None else None
         if not self.pipelines and slot.pipelines:
             self.pipelines = slot.pipelines
             by_node = dict(slot.node_pipelines)
@@ -311,8 +386,78 @@ class ConcretePlan:
         return run
 
     # ------------------------------------------------------------ running
+    def _run_fast(self, slot: Slot, feeds: Mapping[str, Any]) -> list[Any] | None:
+        """The run on the native path, the slot handed back (or retired, when the GPU's state
+        is unknown); None, nothing done and the slot still the caller's, where a feed is not
+        a host array of the planned dtype and shape."""
+        fed, srcs = self.fast
+        values = self.concrete.values
+        arrays = []
+        for name in fed:
+            a = feeds.get(name)
+            d = values[name]
+            if type(a) is not np.ndarray or a.dtype != d.dtype or a.shape != d.shape:
+                return None
+            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
+        outs: dict[int, np.ndarray] = {}
+        for kind, k in srcs:
+            if kind == "rb" and k not in outs:
+                d = values[self.up.units[k].value]
+                outs[k] = np.empty(d.shape, d.dtype)
+        p = slot.program
+        try:
+            p.run(arrays, [o.reshape(-1) for o in outs.values()], -1.0 if GPU_TIMEOUT is None else GPU_TIMEOUT)
+            RUN_INFO.free_ns = p.last_free_ns
+        except BaseException as e:
+            # Interrupted or timed out: the GPU may still use the slot, so it is retired until
+            # its lane passes the run's last value. Another failure (a submit refused) first
+            # waits for what was submitted, and keeps the slot when that works.
+            dev = next(iter(slot.devices.values()))
+            if isinstance(e, Exception) and not isinstance(e, TimeoutError):
+                try:
+                    if p.last:
+                        dev.wait(p.last, GPU_TIMEOUT, p.lane)
+                    drained = True
+                except Exception as w:
+                    log.warning("vkml: after %s, waiting for the run's GPU work failed too (%s); "
+                                "its slot is retired", e, w)
+                    drained = False
+                if drained:
+                    self.pool.release(slot)
+                    raise
+            last, lane = p.last, p.lane
+            self.pool.discard(slot, lambda: dev.completed(lane) >= last)
+            del slot, p
+            if isinstance(e, TimeoutError):
+                e.__traceback__ = None
+                raise TimeoutError(f"{e}: the GPU work of this run did not finish in time (a hung GPU "
+                                   f"or driver?); the session stays usable, VKML_GPU_TIMEOUT sets the "
+                                   f"limit") from None
+            raise
+        try:
+            if slot.faults:
+                fault = slot.take_fault()
+                if fault is not None:
+                    raise fault
+        finally:
+            self.pool.release(slot)
+        consts = self.concrete.consts
+        return [outs[k] if kind == "rb" else np.array(consts[k]) if kind == "const" else feeds[k]
+                for kind, k in srcs]
+
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         slot = self.pool.acquire(GPU_TIMEOUT) if self.needs_slot else None
+        if slot is not None and slot.program is not None:
+            try:
+                out = self._run_fast(slot, feeds)
+            except BaseException:
+                slot = None  # (handed back or retired by _run_fast)
+                raise
+            if out is not None:
+                return out
+        return self._run_slot(slot, feeds)
+
+    def _run_slot(self, slot: Slot | None, feeds: Mapping[str, Any]) -> list[Any]:
         state = RunState(self, slot, feeds)
         reuse = False
         handle = None

@@ -285,14 +285,22 @@ class InferenceSession:
                 raise RuntimeError("run terminated: its RunOptions.terminate is set")
             tag = str(getattr(run_options, "logid", "") or "")
         if self._profile is not None:
+            from .gpurun import RUN_INFO
+
+            RUN_INFO.free_ns = None
             t0 = time.perf_counter()
             try:
                 return self._run(picks, input_feed, output_device)
             finally:
                 t1 = time.perf_counter()
+                args = {"logid": tag}
+                free = RUN_INFO.free_ns
+                if free is not None:  # the native GPU path: the time without the GIL, and the rest
+                    args["nogil_us"] = round(free / 1e3, 1)  # (holding it or waiting for it)
+                    args["gil_us"] = round((t1 - t0) * 1e6 - free / 1e3, 1)
                 self._profile.append({"cat": "Session", "name": "model_run", "ph": "X", "pid": os.getpid(),
                                       "tid": threading.get_ident(), "ts": (t0 - self._profile_t0) * 1e6,
-                                      "dur": (t1 - t0) * 1e6, "args": {"logid": tag}})
+                                      "dur": (t1 - t0) * 1e6, "args": args})
         return self._run(picks, input_feed, output_device)
 
     def _run(self, picks: list[int], input_feed: Mapping[str, Any], output_device: str | None) -> list[Any]:

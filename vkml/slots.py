@@ -138,6 +138,7 @@ class Slot:
                     if get_kernel(node.op_type).faults:
                         checking[u.device] = checking.get(u.device, 0) + 1
         self.faults = {d: FaultBuffer(self.devices[d], n) for d, n in checking.items()}
+        self.program = None  # the native run (vkml/runtime/_fastrun.pyx), set by the plan
 
         # Chunks are recorded with their Vulkan calls held back, so that every pipeline the
         # slot needs is compiled in one batch on threads (compile_ahead) before any is issued.

@@ -10,6 +10,10 @@ VKML_CPU_BLAS_THREADS  how many threads the BLAS that NumPy loaded (OpenBLAS) ma
                       and the scheduler pool's width for a parallel plan), at least 1, so that
                       concurrent runs never oversubscribe the cores. An integer N >= 1: N
                       while runs are in flight. "off" (or 0): never touch BLAS's threads.
+VKML_FAST_RUN         "1" (the default): plans that are only uploads, GPU chunks and readbacks on
+                      one GPU run on the native path (vkml/runtime/_fastrun.pyx: the GIL is
+                      taken only to accept the feeds and hand back the outputs); "0" sends them
+                      the generic way, unit by unit (for comparisons).
 """
 from __future__ import annotations
 
@@ -32,3 +36,8 @@ def cpu_blas_threads() -> str | int | None:
     if n < 1:
         raise ValueError(f"VKML_CPU_BLAS_THREADS={raw!r}: expected 'auto', 'off' or a thread count >= 1")
     return n
+
+
+def fast_runs() -> bool:
+    """Whether GPU plans may take the native run path (VKML_FAST_RUN)."""
+    return os.environ.get("VKML_FAST_RUN", "1").strip().lower() not in _OFF

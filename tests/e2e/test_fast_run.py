@@ -1,0 +1,113 @@
+"""The native run path (vkml/runtime/_fastrun.pyx): plans of uploads, GPU chunks and readbacks
+on one GPU run without the GIL, on the lanes of their slots. Checked against the CPU device:
+many threads, several input shapes, slots on different lanes, resident and non-contiguous
+feeds (which leave the native path or are made contiguous), interrupts, the switch off."""
+import threading
+
+import numpy as np
+import pytest
+
+import vkml
+from _models import cnn, mlp
+
+THREADS, RUNS = 8, 40
+
+
+def _programs(sess):
+    plans = list(sess._gpu._plans.values())
+    return [s.program for p in plans for s in p.pool._free]
+
+
+def test_native_runs_match_the_cpu_from_many_threads(gpu):
+    model = cnn()
+    sess = vkml.InferenceSession(model, devices=[gpu], max_slots=4)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    rng = np.random.default_rng(0)
+    cases = []
+    for k in range(6):
+        x = rng.standard_normal((1 + k % 3, 3, 12, 12)).astype(np.float32)
+        cases.append((x, ref.run(None, {"x": x})[0]))
+    errors: list[str] = []
+    start = threading.Barrier(THREADS)
+
+    def worker(t: int) -> None:
+        start.wait()
+        for i in range(RUNS):
+            x, want = cases[(t + i) % len(cases)]
+            try:
+                got = sess.run(None, {"x": x})[0]
+                if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+                    errors.append(f"thread {t} run {i}: wrong output")
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(f"thread {t} run {i}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[:5]
+    progs = _programs(sess)
+    assert progs and all(p is not None for p in progs), "the plans did not take the native path"
+    assert sum(p.runs for p in progs) == THREADS * RUNS
+    dev = vkml.vulkan.device(int(gpu.split(":")[1]))
+    lanes = [p.lane for p in progs]  # the slots spread over the device's lanes
+    assert len(set(lanes)) >= min(len(lanes), dev.nlanes, 2), lanes
+    assert all(p.gil_ns > 0 for p in progs if p.runs)
+
+
+def test_non_contiguous_and_resident_feeds(gpu):
+    model = mlp()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    x = np.random.default_rng(1).standard_normal((16, 8)).astype(np.float32).T  # (8, 16), strided
+    want = ref.run(None, {"x": np.ascontiguousarray(x)})[0]
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
+    t = vkml.Tensor.from_numpy(np.ascontiguousarray(x), gpu)  # a resident feed: the generic path
+    np.testing.assert_allclose(sess.run(None, {"x": t})[0], want, rtol=1e-4, atol=1e-5)
+    out = sess.run(None, {"x": x}, output_device=gpu)[0]  # kept on the GPU: the generic path
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)
+    assert sum(p.runs for p in _programs(sess) if p is not None) >= 1
+
+
+def test_switched_off_gives_the_same_answers(gpu, monkeypatch):
+    from vkml import gpurun
+
+    model = cnn()
+    x = np.random.default_rng(2).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    on = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})[0]
+    monkeypatch.setattr(gpurun, "FAST_RUNS", False)
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    off = sess.run(None, {"x": x})[0]
+    assert all(p is None for p in _programs(sess))
+    np.testing.assert_array_equal(on, off)
+
+
+def test_program_rejects_wrong_buffers(gpu):
+    model = mlp()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    x = np.ones((2, 16), np.float32)
+    sess.run(None, {"x": x})
+    (p,) = [q for q in _programs(sess) if q is not None]
+    with pytest.raises(ValueError, match="bytes"):
+        p.run([np.ones((3, 16), np.float32)], [np.empty(16, np.float32)], 1.0)
+    with pytest.raises(ValueError, match="expected 1 feeds"):
+        p.run([], [], 1.0)
+    sess.run(None, {"x": x})  # and the session goes on
+
+
+def test_profile_reports_time_without_the_gil(gpu, tmp_path):
+    import json
+
+    so = vkml.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "p")
+    sess = vkml.InferenceSession(mlp(), sess_options=so, devices=[gpu])
+    for _ in range(3):
+        sess.run(None, {"x": np.ones((2, 16), np.float32)})
+    with open(sess.end_profiling()) as f:
+        runs = [e for e in json.load(f) if e.get("name") == "model_run"]
+    assert len(runs) == 3
+    for e in runs:
+        assert e["args"]["nogil_us"] > 0 and e["args"]["gil_us"] > 0
+        assert e["args"]["nogil_us"] + e["args"]["gil_us"] == pytest.approx(e["dur"], abs=0.2)

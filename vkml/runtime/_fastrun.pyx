@@ -1,0 +1,288 @@
+# cython: language_level=3
+"""A whole GPU run without the GIL, for plans that are only uploads, GPU chunks and readbacks
+on one device (most models with host inputs and outputs).
+
+The generic path (vkml.gpurun) runs each unit as a Python task: the GIL is taken for every
+upload, submission, wait and readback, so concurrent run() calls of one session queue on it.
+A Program is made once per run slot: the mapped pointers, command buffers and waits of every
+step, in unit order. Program.run takes the feeds' and outputs' data pointers with the GIL, then
+without it copies the feeds into mapped memory, submits the chunks on the slot's lane, waits
+for each readback's producer (polling, then blocking in the driver; Ctrl-C is honoured every
+50 ms) and copies the results out. The GIL is taken twice per run: to accept the feeds and to
+hand back the outputs (gil_ns reports how long, summed over runs).
+"""
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from cpython.exc cimport PyErr_CheckSignals
+
+cimport numpy as cnp
+
+from vkml.vulkan.vkapi cimport *
+from vkml.vulkan._device cimport Device
+from vkml.vulkan._commands cimport CommandBuffer
+from vkml.vulkan._memory cimport BufferView
+from vkml.vulkan._instance cimport check
+
+cnp.import_array()
+
+cdef enum:
+    COPY_IN = 0      # feed -> mapped memory
+    SUBMIT = 1       # a command buffer (a staged upload's copy, or a GPU chunk)
+    COPY_OUT = 2     # wait for the producer, then mapped memory -> output
+    SLICE_NS = 50000000
+
+
+cdef struct Step:
+    int kind
+    int unit          # the unit whose timeline value a SUBMIT sets (tl index)
+    int io            # COPY_IN: feed index; COPY_OUT: output index
+    int wait_unit     # COPY_OUT: the producer unit
+    char* ptr         # mapped memory (COPY_IN, COPY_OUT)
+    uint64_t nbytes
+    VkCommandBuffer cmd
+    int wait0         # SUBMIT: waits are wait_idx[wait0:wait0 + nwait] (unit indices)
+    int nwait
+
+
+cdef inline uint64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
+
+
+cdef char* _mapped(BufferView v) except NULL:
+    if not v.block.is_mapped:
+        raise ValueError("not host-visible memory")
+    return v.block.mapped + v.offset
+
+
+cdef class Program:
+    """The steps of one slot's run (see the module docstring). steps: a list of
+    ("in", feed index, BufferView) / ("submit", unit, CommandBuffer, [wait units]) /
+    ("out", output index, producer unit, BufferView), in unit order; nunits sizes the run's
+    timeline array."""
+
+    cdef Device dev
+    cdef readonly uint32_t lane
+    cdef Step* steps
+    cdef int nsteps
+    cdef int* wait_idx
+    cdef uint64_t* tl
+    cdef uint64_t* waitv
+    cdef int nunits
+    cdef int nin, nout
+    cdef uint64_t* in_bytes
+    cdef uint64_t* out_bytes
+    cdef list keep           # what the pointers point into, and the command buffers
+    cdef list cbs            # (unit, CommandBuffer) of SUBMIT steps
+    cdef readonly uint64_t last    # the last value this program's latest run submitted
+    cdef readonly uint64_t gil_ns  # time holding the GIL inside run(), summed
+    cdef readonly uint64_t free_ns  # time without it (copies, submits, waits), summed
+    cdef readonly uint64_t last_free_ns  # the latter in the latest run
+    cdef readonly uint64_t runs
+
+    def __cinit__(self):
+        self.steps = NULL
+        self.wait_idx = NULL
+        self.tl = NULL
+        self.waitv = NULL
+        self.in_bytes = NULL
+        self.out_bytes = NULL
+
+    def __init__(self, Device dev, uint32_t lane, list steps, int nunits, int nin, int nout):
+        if lane >= dev.nlanes:
+            raise ValueError(f"{dev.name} has no lane {lane}")
+        self.dev = dev
+        self.lane = lane
+        self.nunits = nunits
+        self.nin = nin
+        self.nout = nout
+        self.keep = []
+        self.cbs = []
+        nwaits = sum(len(s[3]) for s in steps if s[0] == "submit")
+        self.steps = <Step*>malloc(sizeof(Step) * max(1, len(steps)))
+        self.wait_idx = <int*>malloc(sizeof(int) * max(1, nwaits))
+        self.waitv = <uint64_t*>malloc(sizeof(uint64_t) * max(1, nwaits))
+        self.tl = <uint64_t*>malloc(sizeof(uint64_t) * max(1, nunits))
+        self.in_bytes = <uint64_t*>malloc(sizeof(uint64_t) * max(1, nin))
+        self.out_bytes = <uint64_t*>malloc(sizeof(uint64_t) * max(1, nout))
+        if (self.steps == NULL or self.wait_idx == NULL or self.waitv == NULL or self.tl == NULL
+                or self.in_bytes == NULL or self.out_bytes == NULL):
+            raise MemoryError()
+        for i in range(nin):
+            self.in_bytes[i] = <uint64_t>-1
+        for i in range(nout):
+            self.out_bytes[i] = <uint64_t>-1
+        cdef int w = 0
+        cdef Step* st
+        cdef CommandBuffer cb
+        cdef BufferView view
+        for i, s in enumerate(steps):
+            st = &self.steps[i]
+            st.unit = -1
+            st.io = -1
+            st.wait_unit = -1
+            st.ptr = NULL
+            st.nbytes = 0
+            st.cmd = NULL
+            st.wait0 = 0
+            st.nwait = 0
+            if s[0] == "in":
+                view = s[2]
+                st.kind = COPY_IN
+                st.io = s[1]
+                st.ptr = _mapped(view)
+                st.nbytes = view.size
+                if not 0 <= st.io < nin:
+                    raise ValueError(f"feed index {st.io} out of range")
+                self.in_bytes[st.io] = view.size
+                self.keep.append(view)
+            elif s[0] == "submit":
+                cb = s[2]
+                if cb.device is not dev or cb.cmd == NULL or cb.recording:
+                    raise ValueError("a command buffer of another device, released or still recording")
+                st.kind = SUBMIT
+                st.unit = s[1]
+                st.cmd = cb.cmd
+                st.wait0 = w
+                for u in s[3]:
+                    if not 0 <= u < nunits:
+                        raise ValueError(f"wait unit {u} out of range")
+                    self.wait_idx[w] = u
+                    w += 1
+                st.nwait = w - st.wait0
+                self.keep.append(cb)
+                self.cbs.append((st.unit, cb))
+            elif s[0] == "out":
+                view = s[3]
+                st.kind = COPY_OUT
+                st.io = s[1]
+                st.wait_unit = s[2]
+                st.ptr = _mapped(view)
+                st.nbytes = view.size
+                if not 0 <= st.io < nout or not 0 <= st.wait_unit < nunits:
+                    raise ValueError("output or producer index out of range")
+                self.out_bytes[st.io] = view.size
+                self.keep.append(view)
+            else:
+                raise ValueError(f"unknown step {s[0]!r}")
+            if st.unit >= nunits:
+                raise ValueError(f"unit {st.unit} out of range")
+            self.nsteps = i + 1
+        for i in range(nin):
+            if self.in_bytes[i] == <uint64_t>-1:
+                raise ValueError(f"feed {i} has no step")
+        for i in range(nout):
+            if self.out_bytes[i] == <uint64_t>-1:
+                raise ValueError(f"output {i} has no step")
+
+    def __dealloc__(self):
+        free(self.steps)
+        free(self.wait_idx)
+        free(self.waitv)
+        free(self.tl)
+        free(self.in_bytes)
+        free(self.out_bytes)
+
+    def run(self, list feeds, list outs, double timeout) -> None:
+        """Copy feeds (C-contiguous arrays of the planned sizes, by feed index) in, run,
+        fill outs (likewise). timeout < 0: wait forever; else TimeoutError past it, with the
+        GPU work maybe still running (last says up to which value of the lane)."""
+        cdef uint64_t t0 = _now_ns(), t1, t2
+        cdef const char** src = <const char**>malloc(sizeof(char*) * max(1, self.nin))
+        cdef char** dst = <char**>malloc(sizeof(char*) * max(1, self.nout))
+        if src == NULL or dst == NULL:
+            free(src)
+            free(dst)
+            raise MemoryError()
+        cdef cnp.ndarray a
+        try:
+            if len(feeds) != self.nin or len(outs) != self.nout:
+                raise ValueError(f"expected {self.nin} feeds and {self.nout} outputs")
+            for i in range(self.nin):
+                a = feeds[i]
+                if not cnp.PyArray_IS_C_CONTIGUOUS(a) or <uint64_t>cnp.PyArray_NBYTES(a) != self.in_bytes[i]:
+                    raise ValueError(f"feed {i}: expected a C-contiguous array of {self.in_bytes[i]} bytes")
+                src[i] = <const char*>cnp.PyArray_DATA(a)
+            for i in range(self.nout):
+                a = outs[i]
+                if (not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISWRITEABLE(a)
+                        or <uint64_t>cnp.PyArray_NBYTES(a) != self.out_bytes[i]):
+                    raise ValueError(f"output {i}: expected a writable C-contiguous array of "
+                                     f"{self.out_bytes[i]} bytes")
+                dst[i] = <char*>cnp.PyArray_DATA(a)
+            self.dev.ensure_open()
+            t1 = _now_ns()
+            self._run(src, dst, timeout)
+            t2 = _now_ns()
+            for unit, cb in self.cbs:
+                (<CommandBuffer>cb).last_value = self.tl[unit]
+                (<CommandBuffer>cb).last_lane = self.lane
+        finally:
+            free(src)
+            free(dst)
+        self.runs += 1
+        self.free_ns += self.last_free_ns
+        self.gil_ns += (t2 - t1 - self.last_free_ns) + (t1 - t0) + (_now_ns() - t2)
+
+    cdef int _run(self, const char** src, char** dst, double timeout) except -1:
+        cdef int i, k, nw
+        cdef Step* st
+        cdef uint64_t value, deadline = 0, now, left, f0
+        cdef VkResult r = VK_SUCCESS
+        cdef int status = 0     # 1: timed out, 2: a wait failed (r)
+        if timeout >= 0:
+            deadline = _now_ns() + <uint64_t>(timeout * 1e9)
+        for i in range(self.nunits):
+            self.tl[i] = 0
+        self.last = 0
+        self.last_free_ns = 0
+        i = 0
+        while i < self.nsteps:
+            with nogil:
+                f0 = _now_ns()
+                while i < self.nsteps:
+                    st = &self.steps[i]
+                    if st.kind == COPY_IN:
+                        if st.nbytes:
+                            memcpy(st.ptr, src[st.io], st.nbytes)
+                    elif st.kind == SUBMIT:
+                        nw = 0
+                        for k in range(st.wait0, st.wait0 + st.nwait):
+                            if self.tl[self.wait_idx[k]]:
+                                self.waitv[st.wait0 + nw] = self.tl[self.wait_idx[k]]
+                                nw += 1
+                        self.dev.submit_raw(self.lane, st.cmd, &self.waitv[st.wait0], nw, &value)
+                        self.tl[st.unit] = value
+                        self.last = value
+                    else:
+                        value = self.tl[st.wait_unit]
+                        if value:
+                            left = SLICE_NS
+                            if deadline:
+                                now = _now_ns()
+                                left = deadline - now if deadline > now else 0
+                                if left > SLICE_NS:
+                                    left = SLICE_NS
+                            r = self.dev.wait_nogil(self.lane, value, left)
+                            if r == VK_TIMEOUT:
+                                if deadline and _now_ns() >= deadline:
+                                    status = 1
+                                break  # back with the GIL for Ctrl-C, then on with this step
+                            if r != VK_SUCCESS:
+                                status = 2
+                                break
+                        if st.nbytes:
+                            memcpy(dst[st.io], st.ptr, st.nbytes)
+                    i += 1
+                self.last_free_ns += _now_ns() - f0
+            if status == 1:
+                raise TimeoutError(f"{self.dev.name}: lane {self.lane} did not reach timeline value "
+                                   f"{self.tl[self.steps[i].wait_unit]} within {timeout} s")
+            if status == 2:
+                check(r, b"vkWaitSemaphores")
+            if i < self.nsteps:
+                PyErr_CheckSignals()
+        return 0
