@@ -47,23 +47,29 @@ CO apply(CX u, CY v) {
 #elif defined(OP_MUL)
     return u * v;
 #elif defined(OP_DIV)
-#if IS_INT(TX)
+#if IS_SINT(TX)
     // C semantics (truncation); x/0 gives 0 and MIN/-1 wraps, instead of undefined behaviour.
     if (v == CY(0)) return CX(0);
     if (v == CY(-1)) return -u;
     return u / v;
+#elif IS_UINT(TX)
+    return v == CY(0) ? CX(0) : u / v;
 #else
     return u / v;
 #endif
 #elif defined(OP_FMOD) || defined(OP_MOD)
     // Integers (the host keeps float Mod on the CPU): C's remainder (sign of the dividend);
     // OP_MOD then moves it to the divisor's sign (floor division). x % 0 gives 0, as NumPy.
+#if IS_UINT(TX)
+    return v == CY(0) ? CX(0) : u % v;
+#else
     if (v == CY(0) || v == CY(-1)) return CX(0);
     CX r = u - (u / v) * v;
 #if defined(OP_MOD)
     if (r != CX(0) && ((r < CX(0)) != (v < CY(0)))) r += v;
 #endif
     return r;
+#endif
 #elif defined(OP_POW)
 #if IS_INT(TX)
     return ipow(u, v);
@@ -94,6 +100,27 @@ CO apply(CX u, CY v) {
     return u > v ? 1u : 0u;
 #elif defined(OP_GREATER_OR_EQUAL)
     return u >= v ? 1u : 0u;
+#elif defined(OP_BITAND)
+    return u & v;
+#elif defined(OP_BITOR)
+    return u | v;
+#elif defined(OP_BITXOR)
+    return u ^ v;
+#elif defined(OP_SHL) || defined(OP_SHR)
+    // BitShift (TX = TY): a shift amount that is negative or at least the width gives what
+    // the sign fill alone gives (0 to the left; 0 or -1 to the right, arithmetic if signed).
+#if IS_SINT(TY)
+    bool out_of_range = v < CY(0) || v >= CY(BITS_X);
+#else
+    bool out_of_range = v >= CY(BITS_X);
+#endif
+#if defined(OP_SHL)
+    return out_of_range ? CX(0) : (u << v);
+#elif IS_SINT(TX)
+    return out_of_range ? (u < CX(0) ? CX(-1) : CX(0)) : (u >> v);
+#else
+    return out_of_range ? CX(0) : (u >> v);
+#endif
 #elif defined(OP_AND)
     return (u != 0u && v != 0u) ? 1u : 0u;
 #elif defined(OP_OR)

@@ -25,23 +25,70 @@ layout(push_constant) uniform Push {
 layout(std430, binding = 0) readonly buffer BX { SX x[]; };
 layout(std430, binding = 1) writeonly buffer BO { SO o[]; };
 
+#if defined(OP_ASIN) || defined(OP_ACOS)
+// asin for |s| <= 0.5 by its Taylor series (14 terms: < 1e-11 relative), since GLSL's own
+// asin/acos may be coarse (lavapipe's are off by 1e-4); the callers fold wider arguments into
+// this range (asin(a) = pi/2 - 2 asin(sqrt((1 - a) / 2))).
+float vkml_asin_half(float s) {
+    float z = s * s;
+    float p = 0.005153309682319905;
+    p = p * z + 0.005740037670841924;
+    p = p * z + 0.006447210311889649;
+    p = p * z + 0.0073125258735988454;
+    p = p * z + 0.008390335809616815;
+    p = p * z + 0.009761609529194078;
+    p = p * z + 0.011551800896139705;
+    p = p * z + 0.01396484375;
+    p = p * z + 0.017352764423076924;
+    p = p * z + 0.022372159090909092;
+    p = p * z + 0.030381944444444444;
+    p = p * z + 0.044642857142857144;
+    p = p * z + 0.075;
+    p = p * z + 0.16666666666666666;
+    return s + s * z * p;
+}
+#endif
+
 CO apply(CX v) {
     PARAM_T alpha = pc.alpha;
     PARAM_T beta = pc.beta;
 #if defined(OP_CAST)
 #if TO == 5
     return CO(v != CX(0) ? 1u : 0u);
-#elif TX == 5
-    return CO(v);
+#elif IS_FLOAT(TX) && (TO == 8 || TO == 9)
+    // Float to a narrow unsigned type through int, so negative values wrap as NumPy's do
+    // (a direct float -> uint conversion of a negative value is undefined).
+    return CO(int(v));
+#elif IS_FLOAT(TX) && TO == 10
+    return v < 0.0 ? CO(int(v)) : CO(v);
+#elif IS_FLOAT(TX) && TO == 11
+    return v < 0.0 ? CO(int64_t(v)) : CO(v);
 #else
     return CO(v);
 #endif
 #elif defined(OP_ABS)
+#if IS_UINT(TX)
+    return v;
+#else
     return abs(v);
+#endif
 #elif defined(OP_NEG)
     return -v;
 #elif defined(OP_SIGN)
+#if IS_UINT(TX)
+    return v > CX(0) ? CX(1) : CX(0);
+#else
     return sign(v);
+#endif
+#elif defined(OP_BITNOT)
+    return ~v;
+#elif defined(OP_ISNAN)
+    return vkml_isnan(v) ? 1u : 0u;
+#elif defined(OP_ISINF)
+    // alpha = detect_negative, beta = detect_positive (0 or 1)
+    uint b = floatBitsToUint(v);
+    bool inf = (b & 0x7FFFFFFFu) == 0x7F800000u;
+    return (inf && ((b >> 31) != 0u ? alpha != 0.0 : beta != 0.0)) ? 1u : 0u;
 #elif defined(OP_RELU)
 #if IS_FLOAT(TX)
     // On the bits: NVIDIA turns `v < 0 ? 0 : v` into max(v, 0), which drops NaN and -0.
@@ -97,6 +144,54 @@ CO apply(CX v) {
     return v / (1.0 + abs(v));
 #elif defined(OP_MISH)
     return v * vkml_tanh(max(v, 0.0) + vkml_log1p(exp(-abs(v))));
+#elif defined(OP_THRESHOLDED_RELU)
+    return v > alpha ? v : 0.0;
+#elif defined(OP_CELU)
+    return max(v, 0.0) + min(0.0, alpha * vkml_expm1(min(v, 0.0) / alpha));
+#elif defined(OP_SWISH)
+    // v * sigmoid(alpha v), with exp of a non-positive number only
+    float z = alpha * v;
+    float e = exp(-abs(z));
+    return z >= 0.0 ? v / (1.0 + e) : v * e / (1.0 + e);
+#elif defined(OP_TAN)
+    return tan(v);
+#elif defined(OP_ASIN)
+    float a = abs(v);
+    if (!(a <= 1.0)) return VKML_NAN;
+    float r = a <= 0.5 ? vkml_asin_half(a) : 1.5707963267948966 - 2.0 * vkml_asin_half(sqrt(0.5 * (1.0 - a)));
+    return v < 0.0 ? -r : r;
+#elif defined(OP_ACOS)
+    if (!(abs(v) <= 1.0)) return VKML_NAN;
+    if (v > 0.5) return 2.0 * vkml_asin_half(sqrt(0.5 * (1.0 - v)));
+    if (v < -0.5) return 3.141592653589793 - 2.0 * vkml_asin_half(sqrt(0.5 * (1.0 + v)));
+    return 1.5707963267948966 - vkml_asin_half(v);
+#elif defined(OP_ATAN)
+    return atan(v);
+#elif defined(OP_SINH)
+    // (e^a - e^-a) / 2 through expm1: no cancellation near 0
+    float a = abs(v);
+    float e = vkml_expm1(a);
+    float r = 0.5 * (e + e / (e + 1.0));
+    return v < 0.0 ? -r : r;
+#elif defined(OP_COSH)
+    float e = exp(abs(v));
+    return 0.5 * (e + 1.0 / e);
+#elif defined(OP_ASINH)
+    // log(a + sqrt(a^2 + 1)) = log1p(a + a^2 / (1 + sqrt(a^2 + 1))), odd
+    float a = abs(v);
+    float r = a > 1e18 ? log(a) + 0.6931471805599453 : vkml_log1p(a + a * a / (1.0 + sqrt(a * a + 1.0)));
+    return v < 0.0 ? -r : r;
+#elif defined(OP_ACOSH)
+    // log(v + sqrt(v^2 - 1)) = log1p(t + sqrt(t (v + 1))), t = v - 1; NaN below 1
+    if (!(v >= 1.0)) return VKML_NAN;
+    float t = v - 1.0;
+    return v > 1e18 ? log(v) + 0.6931471805599453 : vkml_log1p(t + sqrt(t * (v + 1.0)));
+#elif defined(OP_ATANH)
+    // 0.5 log((1 + a) / (1 - a)) = 0.5 log1p(2a / (1 - a)), odd; NaN beyond 1
+    float a = abs(v);
+    if (!(a <= 1.0)) return VKML_NAN;
+    float r = a == 1.0 ? VKML_INF : 0.5 * vkml_log1p(2.0 * a / (1.0 - a));
+    return v < 0.0 ? -r : r;
 #elif defined(OP_FLOOR)
     return floor(v);
 #elif defined(OP_CEIL)

@@ -36,7 +36,11 @@ MANIFEST = os.path.join(OUT, "manifest.json")
 TARGET_ENV = "vulkan1.1"  # SPIR-V 1.3: every Vulkan 1.1+ driver takes it
 
 # Type codes understood by shaders/include/vkml_types.glsl.
-T = {"f32": 1, "f16": 2, "i32": 3, "i64": 4, "bool": 5}
+T = {"f32": 1, "f16": 2, "i32": 3, "i64": 4, "bool": 5,
+     "i8": 6, "i16": 7, "u8": 8, "u16": 9, "u32": 10, "u64": 11}
+FLOATS = ("f32", "f16")
+SIGNED = ("i32", "i64", "i8", "i16")
+INTS = SIGNED + ("u8", "u16", "u32", "u64")
 
 
 @dataclass(frozen=True)
@@ -57,17 +61,21 @@ def _variants() -> list[Variant]:
     float_unary = ["abs", "neg", "exp", "log", "sqrt", "reciprocal", "sin", "cos", "tanh",
                    "sigmoid", "relu", "leaky_relu", "elu", "selu", "gelu", "gelu_tanh",
                    "hard_sigmoid", "hard_swish", "softplus", "softsign", "mish", "floor", "ceil",
-                   "round", "erf", "sign", "clip"]
-    int_unary = ["abs", "neg", "sign", "relu", "clip"]
+                   "round", "erf", "sign", "clip", "thresholded_relu", "celu", "swish", "tan", "asin",
+                   "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"]
+    int_unary = {"abs": INTS, "neg": SIGNED, "sign": INTS, "relu": SIGNED, "clip": INTS, "bitnot": INTS}
     for op in float_unary:
-        for t in ("f32", "f16"):
+        for t in FLOATS:
             add(f"{op}_{t}", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})
-    for op in int_unary:
-        for t in ("i32", "i64"):
+    for op, dts in int_unary.items():
+        for t in dts:
             add(f"{op}_{t}", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})
+    for op in ("isnan", "isinf"):
+        for t in FLOATS:
+            add(f"{op}_{t}", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T["bool"]})
     add("not_bool", "unary.comp", OP_NOT=1, TX=T["bool"], TO=T["bool"])
     # ---- Trilu (shaders/trilu.comp)
-    for t in ("f32", "f16", "i32", "i64", "bool"):
+    for t in T:
         add(f"trilu_{t}", "trilu.comp", TX=T[t], TO=T[t])
     # ---- fused elementwise chains (shaders/fused.comp, vkml/fusion.py)
     add("fused_f32", "fused.comp", TX=T["f32"], TO=T["f32"])
@@ -77,20 +85,20 @@ def _variants() -> list[Variant]:
                 add(f"cast_{src}_{dst}", "unary.comp", OP_CAST=1, TX=T[src], TO=T[dst])
 
     # ---- binary with broadcasting (shaders/binary.comp)
-    for op in ("add", "sub", "mul", "div", "max", "min", "prelu"):
-        for t in ("f32", "f16", "i32", "i64"):
+    same = {op: FLOATS + INTS for op in ("add", "sub", "mul", "div", "max", "min")}
+    same.update(prelu=FLOATS + ("i32", "i64"), mod=INTS, fmod=INTS, bitand=INTS, bitor=INTS, bitxor=INTS,
+                shl=INTS, shr=INTS)
+    for op, dts in same.items():
+        for t in dts:
             add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T[t]})
-    for op in ("mod", "fmod"):
-        for t in ("i32", "i64"):
-            add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T[t]})
-    for x in ("f32", "f16"):
-        for y in ("f32", "f16", "i32", "i64"):
+    for x in FLOATS:
+        for y in FLOATS + INTS:
             add(f"pow_{x}_{y}", "binary.comp", OP_POW=1, TX=T[x], TY=T[y], TO=T[x])
     for x in ("i32", "i64"):
-        for y in ("i32", "i64"):
+        for y in INTS:
             add(f"pow_{x}_{y}", "binary.comp", OP_POW=1, TX=T[x], TY=T[y], TO=T[x])
     for op in ("equal", "less", "less_or_equal", "greater", "greater_or_equal"):
-        for t in ("f32", "f16", "i32", "i64"):
+        for t in FLOATS + INTS:
             add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T["bool"]})
     for op in ("equal", "and", "or", "xor"):
         add(f"{op}_bool", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T["bool"], "TY": T["bool"],

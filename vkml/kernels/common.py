@@ -21,8 +21,17 @@ DTYPE_NAMES = {
     np.dtype(np.int32): "i32",
     np.dtype(np.int64): "i64",
     np.dtype(np.bool_): "bool",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.uint8): "u8",
+    np.dtype(np.uint16): "u16",
+    np.dtype(np.uint32): "u32",
+    np.dtype(np.uint64): "u64",
 }
-DTYPE_FEATURE = {"f16": "storage_16bit", "i64": "int64", "bool": "storage_8bit"}
+# 8- and 16-bit integers are stored narrow and computed in 32 bits (shaders/include/
+# vkml_types.glsl): they need the storage features only, not int8/int16 arithmetic.
+DTYPE_FEATURE = {"f16": "storage_16bit", "i64": "int64", "bool": "storage_8bit", "i8": "storage_8bit",
+                 "u8": "storage_8bit", "i16": "storage_16bit", "u16": "storage_16bit", "u64": "int64"}
 
 
 def dtype_name(dtype) -> str:

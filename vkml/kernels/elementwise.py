@@ -1,5 +1,10 @@
-"""GPU kernels for elementwise ops: unary (incl. Clip, Cast), binary with broadcasting
-(incl. variadic Max/Min/Sum, comparisons, logic, Pow, PRelu) and Where.
+"""GPU kernels for elementwise ops: unary (incl. Clip, Cast, IsNaN, IsInf, BitwiseNot), binary
+with broadcasting (incl. variadic Max/Min/Sum, comparisons, logic, bitwise ops, BitShift, Pow,
+PRelu) and Where.
+
+Integers: int8, int16, uint8, uint16 are stored narrow and computed in 32 bits, so they need
+the device's 8/16-bit storage features (require_dtypes says which one a device lacks, and the
+node stays on the CPU); uint64 needs shaderInt64, as int64 does.
 
 Shaders: shaders/unary.comp, binary.comp, where.comp; variants are named
 <op>_<dtype> (pow_<x>_<y>, cast_<from>_<to>), see tools/build_shaders.py.
@@ -23,13 +28,19 @@ from .common import (
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 F = ("f32", "f16")
-I = ("i32", "i64")
-FI = F + I
+I = ("i32", "i64")           # also Pow's integer bases and PRelu's integers
+SIGNED = I + ("i8", "i16")
+INTS = SIGNED + ("u8", "u16", "u32", "u64")
+FI = F + INTS
 
 # Push blocks (mirrors of the shaders' `Push` blocks).
 UNARY_PUSH_F = PushBlock("IIff", "unary float")     # n, pad, alpha, beta
-UNARY_PUSH_I32 = PushBlock("IIii", "unary i32")
+UNARY_PUSH_I32 = PushBlock("IIii", "unary i32")     # also i8, i16 (computed as int)
+UNARY_PUSH_U32 = PushBlock("IIII", "unary u32")     # also u8, u16 (computed as uint)
 UNARY_PUSH_I64 = PushBlock("IIqq", "unary i64")     # int64 members are 8-byte aligned
+UNARY_PUSH_U64 = PushBlock("IIQQ", "unary u64")
+_INT_PUSH = {"i64": UNARY_PUSH_I64, "u64": UNARY_PUSH_U64, "u8": UNARY_PUSH_U32, "u16": UNARY_PUSH_U32,
+             "u32": UNARY_PUSH_U32}
 BINARY_PUSH = PushBlock("II8I8I8I", "binary")       # n, rank, shape[8], sa[8], sb[8]: 104 B
 WHERE_PUSH = PushBlock("I", "where")                # n; shape/strides in a storage buffer
 WHERE_META = "<I8I8I8I8I"                            # rank, shape, s_cond, s_x, s_y
@@ -48,9 +59,9 @@ def _spec_of(attrs: Mapping[str, Any], name: str, default):
 # op type -> (shader op, dtypes, params(attrs) -> (alpha, beta))
 UNARY: dict[str, tuple[str, tuple[str, ...], Any]] = {
     "Abs": ("abs", FI, None),
-    "Neg": ("neg", FI, None),
+    "Neg": ("neg", F + SIGNED, None),
     "Sign": ("sign", FI, None),
-    "Relu": ("relu", FI, None),
+    "Relu": ("relu", F + SIGNED, None),
     "Exp": ("exp", F, None),
     "Log": ("log", F, None),
     "Sqrt": ("sqrt", F, None),
@@ -74,7 +85,23 @@ UNARY: dict[str, tuple[str, tuple[str, ...], Any]] = {
     "HardSwish": ("hard_swish", F, lambda a: (1.0 / 6.0, 0.5)),
     "Gelu": ("gelu", F, None),
     "Not": ("not", ("bool",), None),
+    "ThresholdedRelu": ("thresholded_relu", F, lambda a: (_spec_of(a, "alpha", 1.0), 0.0)),
+    "Celu": ("celu", F, lambda a: (_spec_of(a, "alpha", 1.0), 0.0)),
+    "Swish": ("swish", F, lambda a: (_spec_of(a, "alpha", 1.0), 0.0)),
+    "Tan": ("tan", F, None),
+    "Asin": ("asin", F, None),
+    "Acos": ("acos", F, None),
+    "Atan": ("atan", F, None),
+    "Sinh": ("sinh", F, None),
+    "Cosh": ("cosh", F, None),
+    "Asinh": ("asinh", F, None),
+    "Acosh": ("acosh", F, None),
+    "Atanh": ("atanh", F, None),
+    "BitwiseNot": ("bitnot", INTS, None),
+    "IsNaN": ("isnan", F, None),
+    "IsInf": ("isinf", F, lambda a: (_spec_of(a, "detect_negative", 1), _spec_of(a, "detect_positive", 1))),
 }
+BOOL_OUT = {"IsNaN", "IsInf"}  # unary ops whose output is bool
 
 
 def _record_unary(rec, shader_op: str, dt: str, x, out, alpha=0, beta=0) -> None:
@@ -82,10 +109,10 @@ def _record_unary(rec, shader_op: str, dt: str, x, out, alpha=0, beta=0) -> None
     if n == 0:
         return
     # The shader's parameters are float except for integer ops (not casts).
-    if shader_op.startswith("cast") or dt not in I:
+    if shader_op.startswith("cast") or dt not in INTS:
         block = UNARY_PUSH_F
     else:
-        block = UNARY_PUSH_I64 if dt == "i64" else UNARY_PUSH_I32
+        block = _INT_PUSH.get(dt, UNARY_PUSH_I32)
     name = shader_op if shader_op.startswith("cast") else f"{shader_op}_{dt}"
     p = rec.device.pipeline(name, "rw", block.size)
     rec.dispatch(p, [x.view, out.view], block.pack(n, 0, alpha, beta), _groups(p, n))
@@ -104,10 +131,16 @@ class UnaryKernel(Kernel):
             raise Unsupported(f"{op_type} on the GPU supports {', '.join(dtypes)}, not {inputs[0].dtype}")
         if op_type == "Gelu" and attrs.get("approximate", "none") not in ("none", "tanh", b"none", b"tanh"):
             raise Unsupported(f"Gelu approximate={attrs.get('approximate')!r}")
+        if op_type == "Celu" and _spec_of(attrs, "alpha", 1.0) == 0:
+            raise Unsupported("Celu with alpha 0 (the CPU operator reports the error)")
         require_dtypes(device, inputs[0].dtype)
+        if op_type in BOOL_OUT:
+            require_dtypes(device, np.bool_)
         element_count(inputs[0].shape)
 
     def infer(self, op_type, attrs, inputs):
+        if op_type in BOOL_OUT:
+            return [TensorSpec(inputs[0].shape, np.dtype(np.bool_))]
         return [inputs[0]]
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
@@ -119,7 +152,7 @@ class UnaryKernel(Kernel):
             approx = approx.decode() if isinstance(approx, bytes) else approx
             shader_op = "gelu_tanh" if approx == "tanh" else "gelu"
         alpha, beta = params(attrs) if params else (0, 0)
-        if dt in I:
+        if dt in INTS:
             _record_unary(rec, shader_op, dt, x, out, 0, 0)
         else:
             _record_unary(rec, shader_op, dt, x, out, float(alpha), float(beta))
@@ -272,6 +305,7 @@ VARIADIC = {"Max": "max", "Min": "min", "Sum": "add"}
 COMPARE = {"Equal": "equal", "Less": "less", "LessOrEqual": "less_or_equal", "Greater": "greater",
            "GreaterOrEqual": "greater_or_equal"}
 LOGIC = {"And": "and", "Or": "or", "Xor": "xor"}
+BITWISE = {"BitwiseAnd": "bitand", "BitwiseOr": "bitor", "BitwiseXor": "bitxor"}
 
 
 def _record_binary(rec, shader_op: str, dx: str, dy: str, a, b, out) -> None:
@@ -291,7 +325,8 @@ def _record_binary(rec, shader_op: str, dx: str, dy: str, a, b, out) -> None:
 
 @register
 class BinaryKernel(Kernel):
-    op_types = tuple(ARITH) + tuple(VARIADIC) + tuple(COMPARE) + tuple(LOGIC) + ("Pow", "PRelu", "Mod")
+    op_types = (tuple(ARITH) + tuple(VARIADIC) + tuple(COMPARE) + tuple(LOGIC) + tuple(BITWISE)
+                + ("Pow", "PRelu", "Mod", "BitShift"))
 
     def _types(self, op_type, inputs):
         if op_type in VARIADIC:
@@ -304,20 +339,25 @@ class BinaryKernel(Kernel):
     def check(self, device, op_type, attrs, inputs):
         dts = self._types(op_type, inputs)
         if op_type == "Pow":
-            ok = (dts[0] in F and dts[1] in FI) or (dts[0] in I and dts[1] in I)
+            ok = (dts[0] in F and dts[1] in FI) or (dts[0] in I and dts[1] in INTS)
             if not ok:
                 raise Unsupported(f"Pow({inputs[0].dtype}, {inputs[1].dtype}) on the GPU")
         elif op_type in LOGIC:
             if dts != ["bool", "bool"]:
                 raise Unsupported(f"{op_type} takes bool inputs")
         elif op_type == "Mod":
-            if dts[0] != dts[1] or dts[0] not in I:
-                raise Unsupported(f"Mod on the GPU takes int32 or int64 (float fmod needs exact "
-                                  f"arithmetic), not {inputs[0].dtype}, {inputs[1].dtype}")
-        else:
+            if dts[0] != dts[1] or dts[0] not in INTS:
+                raise Unsupported(f"Mod on the GPU takes integers (int8, int16, int32 or int64, or unsigned "
+                                  f"ones; float fmod needs exact arithmetic), not {inputs[0].dtype}, "
+                                  f"{inputs[1].dtype}")
+        elif op_type == "BitShift":
+            if attrs.get("direction") not in ("LEFT", "RIGHT", b"LEFT", b"RIGHT"):
+                raise Unsupported(f"BitShift direction {attrs.get('direction')!r}")
+        if op_type not in ("Pow", "Mod") and op_type not in LOGIC:
             if len(set(dts)) != 1:
                 raise Unsupported(f"{op_type} with mixed dtypes {dts}")
-            allowed = FI + ("bool",) if op_type == "Equal" else FI
+            allowed = (FI + ("bool",) if op_type == "Equal" else INTS if op_type in BITWISE or op_type == "BitShift"
+                       else F + I if op_type == "PRelu" else FI)
             if dts[0] not in allowed:
                 raise Unsupported(f"{op_type} on the GPU supports {', '.join(allowed)}, not {inputs[0].dtype}")
         require_dtypes(device, *[t.dtype for t in inputs])
@@ -353,8 +393,12 @@ class BinaryKernel(Kernel):
             for t in inputs[2:]:  # accumulate in place: out has the final shape
                 _record_binary(rec, op, dts[0], dts[0], out, t, out)
             return
-        op = (ARITH.get(op_type) or COMPARE.get(op_type) or LOGIC.get(op_type)
-              or {"Pow": "pow", "PRelu": "prelu", "Mod": "fmod" if attrs.get("fmod", 0) else "mod"}[op_type])
+        if op_type == "BitShift":
+            d = attrs.get("direction")
+            op = "shl" if (d.decode() if isinstance(d, bytes) else d) == "LEFT" else "shr"
+        else:
+            op = (ARITH.get(op_type) or COMPARE.get(op_type) or LOGIC.get(op_type) or BITWISE.get(op_type)
+                  or {"Pow": "pow", "PRelu": "prelu", "Mod": "fmod" if attrs.get("fmod", 0) else "mod"}[op_type])
         _record_binary(rec, op, dts[0], dts[1], inputs[0], inputs[1], out)
 
 
