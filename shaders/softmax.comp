@@ -5,6 +5,9 @@
 // Defines: OP_SOFTMAX or OP_LOGSOFTMAX; WG_MODE 1 (a workgroup per row: long rows) or 0 (an
 // invocation per row: short rows, or inner > 1 where neighbouring rows are adjacent);
 // VKML_SUBGROUP, TX = TO (the dtype; f16 is computed in f32).
+// The same rows serve OP_HARDMAX (1 at the row's first maximum, NaN counting as the largest, as
+// NumPy's argmax; 0 elsewhere) and OP_LPNORM1 / OP_LPNORM2 (x / (sum |x| or sqrt(sum x^2)), 0
+// where the norm is 0): an invocation per row (WG_MODE 0) only.
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 #include "include/vkml_reduce.glsl"
@@ -46,7 +49,36 @@ CO result(float v, float shift, float s) {
 #endif
 }
 
-#if WG_MODE
+#if defined(OP_HARDMAX) || defined(OP_LPNORM1) || defined(OP_LPNORM2)
+void main() {
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint r = gl_GlobalInvocationID.x; r < pc.rows; r += stride) {
+        uint base = row_base(r);
+        uint end = base + pc.k * pc.inner;
+#if defined(OP_HARDMAX)
+        uint best = base;
+        float m = float(x[base]);
+        if ((floatBitsToUint(m) & 0x7FFFFFFFu) <= 0x7F800000u) {  // not NaN
+            for (uint i = base + pc.inner; i < end; i += pc.inner) {
+                float v = float(x[i]);
+                if ((floatBitsToUint(v) & 0x7FFFFFFFu) > 0x7F800000u) { best = i; break; }
+                if (v > m) { m = v; best = i; }
+            }
+        }
+        for (uint i = base; i < end; i += pc.inner) o[i] = SO(i == best ? 1.0 : 0.0);
+#else
+        float s = 0.0;
+#if defined(OP_LPNORM1)
+        for (uint i = base; i < end; i += pc.inner) s += abs(float(x[i]));
+#else
+        for (uint i = base; i < end; i += pc.inner) { float v = float(x[i]); s += v * v; }
+        s = sqrt(s);
+#endif
+        for (uint i = base; i < end; i += pc.inner) o[i] = SO(s == 0.0 ? 0.0 : float(x[i]) / s);
+#endif
+    }
+}
+#elif WG_MODE
 void main() {
     uint lid = gl_LocalInvocationID.x;
     uint wg = gl_WorkGroupSize.x;

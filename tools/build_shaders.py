@@ -179,6 +179,10 @@ def _variants_reductions(add) -> None:
         for t in ("f32", "f16"):
             for mode, d in wg_modes.items():
                 add(f"{op}_{mode}_{t}", "softmax.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t], **d})
+    for op in ("hardmax", "lpnorm1", "lpnorm2"):  # an invocation per row only
+        for t in ("f32", "f16"):
+            add(f"{op}_th_{t}", "softmax.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t],
+                                                   **wg_modes["th"]})
     for t in ("f32", "f16"):
         for op in ("max", "avg", "lp1", "lp2"):
             add(f"pool_{op}_{t}", "pool.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t]})

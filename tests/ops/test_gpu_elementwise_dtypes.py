@@ -1,6 +1,6 @@
 """GPU elementwise kernels on every integer dtype (int8 ... uint64), and the float unary ops
 added beside them (IsNaN, IsInf, trigonometric and hyperbolic functions, ThresholdedRelu, Celu,
-Swish), against vkml's CPU operators over hypothesis-generated shapes, dtypes and broadcasts.
+Swish), Mean, Hardmax and LpNormalization, against vkml's CPU operators over hypothesis-generated shapes, dtypes and broadcasts.
 
 Each example runs one node in a session on the first usable Vulkan device and in one on the
 CPU (named: devices=["cpu"]), checks that the GPU session dispatched the node (its placement
@@ -280,3 +280,47 @@ def test_missing_storage_feature_keeps_the_node_on_the_cpu(dtype, feature):
     u32 = TensorSpec((4,), np.dtype(np.uint32))
     get_kernel("Add").check(types.SimpleNamespace(name="bare", features=frozenset({"storage_8bit"})),
                             "Add", {}, [u32, u32])
+
+
+# ---------------------------------------------------------------- Mean, Hardmax, LpNormalization
+@HYP
+@given(dtype=st.sampled_from(FLOATS), n=st.integers(1, 3), pair=broadcast_pair(), seed=seeds)
+def test_mean(gpu, dtype, n, pair, seed):
+    """The sum in the dtype, then one division by n, as the CPU operator: bitwise equal."""
+    rng = np.random.default_rng(seed)
+    ins = {f"x{i}": rng.normal(0, 10, pair[i % 2]).astype(dtype) for i in range(n)}
+    got, want = run_both(gpu, "Mean", ins, opset=13)
+    exact(got, want, f"Mean {dtype}")
+
+
+def _rows_input(rng, shape, dtype, ties: bool):
+    x = rng.normal(0, 3, shape)
+    if ties:  # repeated maxima and NaNs: the first maximum / first NaN wins
+        x = np.round(x)
+        x = np.where(rng.integers(0, 12, shape) == 0, np.nan, x)
+    return x.astype(dtype)
+
+
+@HYP
+@given(dtype=st.sampled_from(FLOATS), shape=nonempty_shapes.filter(len), seed=seeds, data=st.data(),
+       ties=st.booleans())
+def test_hardmax(gpu, dtype, shape, seed, data, ties):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = _rows_input(np.random.default_rng(seed), shape, dtype, ties)
+    got, want = run_both(gpu, "Hardmax", {"x": x}, {"axis": axis}, opset=13)
+    exact(got, want, f"Hardmax axis {axis}")
+
+
+@HYP
+@given(dtype=st.sampled_from(FLOATS), shape=nonempty_shapes.filter(len), seed=seeds, data=st.data(),
+       p=st.sampled_from([1, 2]), zeros=st.booleans())
+def test_lp_normalization(gpu, dtype, shape, seed, data, p, zeros):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 3, shape).astype(dtype)
+    if zeros:  # rows of zeros give zeros
+        x = np.where(rng.integers(0, 2, shape[:1] + (1,) * (len(shape) - 1)) == 0, np.zeros((), dtype), x)
+    got, want = run_both(gpu, "LpNormalization", {"x": x}, {"axis": axis, "p": p}, opset=1)
+    rtol = 1e-5 if dtype == np.float32 else 1e-3
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=1e-6,
+                               err_msg=f"LpNormalization p={p} axis {axis}")

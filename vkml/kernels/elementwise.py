@@ -301,7 +301,7 @@ class CastKernel(Kernel):
 
 # ---------------------------------------------------------------------------- binary
 ARITH = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
-VARIADIC = {"Max": "max", "Min": "min", "Sum": "add"}
+VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}  # Mean: the sum, then / n
 COMPARE = {"Equal": "equal", "Less": "less", "LessOrEqual": "less_or_equal", "Greater": "greater",
            "GreaterOrEqual": "greater_or_equal"}
 LOGIC = {"And": "and", "Or": "or", "Xor": "xor"}
@@ -338,6 +338,8 @@ class BinaryKernel(Kernel):
 
     def check(self, device, op_type, attrs, inputs):
         dts = self._types(op_type, inputs)
+        if op_type == "Mean" and dts[0] not in F:
+            raise Unsupported(f"Mean on the GPU takes floats, not {inputs[0].dtype}")
         if op_type == "Pow":
             ok = (dts[0] in F and dts[1] in FI) or (dts[0] in I and dts[1] in INTS)
             if not ok:
@@ -382,6 +384,14 @@ class BinaryKernel(Kernel):
         dts = [dtype_name(t.dtype) for t in inputs]
         if op_type in VARIADIC:
             op = VARIADIC[op_type]
+            if op_type == "Mean":  # as the CPU: the sum in the dtype, then one division by n
+                n = _const_tensor(rec, np.array(len(inputs), inputs[0].dtype))
+                src = inputs[0]
+                for t in inputs[1:]:
+                    _record_binary(rec, "add", dts[0], dts[0], src, t, out)
+                    src = out
+                _record_binary(rec, "div", dts[0], dts[0], src, n, out)
+                return
             if len(inputs) == 1:
                 if inputs[0].nbytes:
                     if tuple(inputs[0].shape) == tuple(out.shape):

@@ -1,4 +1,4 @@
-"""GPU kernels for Softmax and LogSoftmax (shaders/softmax.comp).
+"""GPU kernels for Softmax, LogSoftmax, Hardmax and LpNormalization (shaders/softmax.comp).
 
 Opsets 1-12 flatten the input to 2-D at `axis` (default 1) and normalize whole rows; 13+
 normalize along `axis` only (default -1). The kernel sees no opset unless the caller passes
@@ -15,7 +15,7 @@ from .reduce import check_size, float_or, group_count, normalize_axis, threads_w
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 SOFTMAX_PUSH = PushBlock("4I", "softmax")
-SHADER = {"Softmax": "softmax", "LogSoftmax": "logsoftmax"}
+SHADER = {"Softmax": "softmax", "LogSoftmax": "logsoftmax", "Hardmax": "hardmax"}
 
 
 def row_geometry(op_type: str, attrs: Mapping[str, Any], shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -45,7 +45,7 @@ def row_geometry(op_type: str, attrs: Mapping[str, Any], shape: tuple[int, ...])
 
 @register
 class SoftmaxKernel(Kernel):
-    op_types = ("Softmax", "LogSoftmax")
+    op_types = ("Softmax", "LogSoftmax", "Hardmax")
 
     def check(self, device, op_type, attrs, inputs):
         if len(inputs) != 1 or inputs[0] is None:
@@ -68,7 +68,8 @@ class SoftmaxKernel(Kernel):
         dt = dtype_name(x.dtype)
         wg = wg_size(device, k)
         whole = rows * k
-        use_wg = k >= 64 and (inner == 1 or rows < 4096) and whole + 4 * inner * wg < (1 << 32)
+        use_wg = (op_type != "Hardmax" and k >= 64 and (inner == 1 or rows < 4096)
+                  and whole + 4 * inner * wg < (1 << 32))
         if use_wg:
             name = f"{SHADER[op_type]}_{wg_mode_name(device)}_{dt}"
             groups = group_count(device, rows)
@@ -78,3 +79,45 @@ class SoftmaxKernel(Kernel):
             groups = group_count(device, -(-rows // wg))
         p = device.pipeline(name, "rw", SOFTMAX_PUSH.size, (wg,))
         rec.dispatch(p, [x.view, out.view], SOFTMAX_PUSH.pack(rows, k, inner, 0), groups)
+
+
+@register
+class LpNormalizationKernel(Kernel):
+    """x / ||x||_p along `axis` (p = 1 or 2), 0 where the norm is 0: an invocation per row."""
+
+    op_types = ("LpNormalization",)
+
+    @staticmethod
+    def _geometry(attrs, shape):
+        if not shape:
+            raise Unsupported("LpNormalization of a scalar")
+        a = normalize_axis(attrs.get("axis", -1) if attrs.get("axis") is not None else -1, len(shape),
+                           "LpNormalization")
+        return math.prod(shape[:a]), shape[a], math.prod(shape[a + 1:])
+
+    def check(self, device, op_type, attrs, inputs):
+        if len(inputs) != 1 or inputs[0] is None:
+            raise Unsupported(f"{op_type} takes one input")
+        p = attrs.get("p", 2)
+        if p not in (1, 2, None):
+            raise Unsupported(f"LpNormalization with p={p} (the CPU operator reports the error)")
+        float_or(inputs[0].dtype, ("f32", "f16"), op_type)
+        require_dtypes(device, inputs[0].dtype)
+        self._geometry(attrs, tuple(inputs[0].shape))
+        check_size(device, inputs[0])
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(tuple(inputs[0].shape), inputs[0].dtype)]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, out = inputs[0], outputs[0]
+        outer, k, inner = self._geometry(attrs, tuple(x.shape))
+        rows = outer * inner
+        if rows == 0 or k == 0:
+            return
+        device = rec.device
+        p = 1 if attrs.get("p", 2) == 1 else 2
+        wg = threads_wg(device)
+        pipe = device.pipeline(f"lpnorm{p}_th_{dtype_name(x.dtype)}", "rw", SOFTMAX_PUSH.size, (wg,))
+        rec.dispatch(pipe, [x.view, out.view], SOFTMAX_PUSH.pack(rows, k, inner, 0),
+                     group_count(device, -(-rows // wg)))
