@@ -1,0 +1,121 @@
+"""Where threaded GPU throughput stops scaling (issue #14): one session shared by N threads
+through `Session.run`, against the same runs made by calling each slot's native Program
+directly (no session code, no slot pool, one slot per thread), for each VKML_QUEUES given.
+The gap between the two is the Python side (GIL); the direct rows are what the lanes and the
+GPU give. Each row: runs/s over `--seconds`, p50/p99 latency, and for session rows the
+median GIL time per run from the session profile (1 thread).
+
+    python bench/probe_threads.py [--models mnist,resnet18] [--threads 1,2,4,8] [--queues 1,4]
+                                  [--seconds 2] [--out bench/results/probe_threads-<machine>.jsonl]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def _one(model: str, threads: list[int], seconds: float) -> list[dict]:
+    """In this process (VKML_QUEUES already set): the rows of one model."""
+    import numpy as np
+
+    import vkml
+    from bench import models as M
+    from bench import timing
+
+    bm = M.mnist(1) if model == "mnist" else M.resnet18(1, 224)
+    so = vkml.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = tempfile.mktemp()
+    sess = vkml.InferenceSession(bm.proto.SerializeToString(), sess_options=so, devices=["vulkan:0"], max_slots=max(threads))
+    feed = dict(bm.feed)
+    for _ in range(200):
+        sess.run(None, feed)
+    with open(sess.end_profiling()) as f:
+        ev = [e for e in json.load(f) if e.get("name") == "model_run"][50:]
+    gil = float(np.median([e["args"].get("gil_us", np.nan) for e in ev])) if ev else None
+    dev = vkml.vulkan.device(0)
+    rows = []
+    for t in threads:
+        res = timing.threaded(lambda: sess.run(None, feed), t, seconds)
+        rows.append({"probe": "threads", "model": model, "path": "session.run", "threads": t,
+                     "queues": dev.nlanes, "hw_queues": dev.nqueues, "gil_us_1thread": gil, **res})
+    # Direct: one slot per thread, its Program called with preallocated arrays.
+    cp = sess._gpu.last
+    slots = [cp.pool.acquire() for _ in range(max(threads))]
+    if all(s.program is not None for s in slots):
+        fed, srcs = cp.fast
+        ins = [np.ascontiguousarray(feed[n]) for n in fed]
+        outs_of = {}
+        for kind, k in srcs:
+            if kind == "rb":
+                d = cp.concrete.values[cp.up.units[k].value]
+                outs_of[k] = d
+        for t in threads:
+            import threading
+
+            local = threading.local()
+            pick = iter(range(t))
+            lock = threading.Lock()
+
+            def call():
+                p = getattr(local, "p", None)
+                if p is None:
+                    with lock:
+                        i = next(pick)
+                    p = local.p = slots[i].program
+                    local.o = [np.empty(int(np.prod(d.shape)), d.dtype) for d in outs_of.values()]
+                p.run(ins, local.o, 60.0)
+
+            res = timing.threaded(call, t, seconds)
+            rows.append({"probe": "threads", "model": model, "path": "Program.run", "threads": t,
+                         "queues": dev.nlanes, "hw_queues": dev.nqueues, **res})
+    for s in slots:
+        cp.pool.release(s)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="mnist,resnet18")
+    ap.add_argument("--threads", default="1,2,4,8")
+    ap.add_argument("--queues", default="1,4")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    threads = [int(x) for x in a.threads.split(",")]
+    if a.child:
+        print(json.dumps(_one(a.child, threads, a.seconds)))
+        return
+    out = a.out or os.path.join(HERE, "results", f"probe_threads-{time.strftime('%Y-%m-%d')}.jsonl")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    for q in a.queues.split(","):
+        for m in a.models.split(","):
+            env = dict(os.environ, VKML_QUEUES=q)
+            r = subprocess.run([sys.executable, __file__, "--child", m, "--threads", a.threads,
+                                "--seconds", str(a.seconds)], env=env, capture_output=True, text=True)
+            if r.returncode:
+                print(f"{m} VKML_QUEUES={q}: failed\n{r.stderr[-2000:]}", file=sys.stderr)
+                continue
+            rows = json.loads(r.stdout.strip().splitlines()[-1])
+            with open(out, "a") as f:
+                for row in rows:
+                    f.write(json.dumps(row) + "\n")
+            for row in rows:
+                print(f"{m:9s} queues={row['queues']} ({row['hw_queues']} hw) {row['path']:12s} "
+                      f"{row['threads']:2d} threads: {row['throughput']:9.1f} runs/s  "
+                      f"p50 {row.get('median', 0) * 1e6:7.1f} µs  p99 {row.get('p99', 0) * 1e6:7.1f} µs"
+                      + (f"  GIL/run {row['gil_us_1thread']:.1f} µs" if row.get("gil_us_1thread") else ""))
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()
