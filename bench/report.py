@@ -28,8 +28,13 @@ def _cell(r: dict) -> str:
         pipes = f", {r['pipelines']} pipelines" if "pipelines" in r else ""
         return f"first result {_fmt_s(r['first_result_s'])}{pipes}; steady {r['steady_median_ms']:.3g} ms"
     if r["benchmark"] == "threaded":
-        return f"{r['throughput']:.1f}/s (median {_fmt_s(r['median'])})" if "median" in r else \
-            f"{r['throughput']:.1f}/s"
+        s = f"{r['throughput']:.1f}/s"
+        if "median" in r:
+            s += f" (median {_fmt_s(r['median'])}, p99 {_fmt_s(r['p99'])})" if "p99" in r else \
+                f" (median {_fmt_s(r['median'])})"
+        if "gpu_busy_percent" in r:
+            s += f", GPU busy {r['gpu_busy_percent']:.0f}%"
+        return s
     s = f"{_fmt_s(r['median'])} ({_fmt_s(r['p05'])}–{_fmt_s(r['p95'])})"
     if "tflops" in r:
         s += f", {r['tflops']:.3g} TFLOPS"

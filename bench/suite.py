@@ -17,6 +17,7 @@ status (missing / unsupported / error) and the reason: never a number.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import gc
 import json
@@ -38,6 +39,7 @@ if REPO not in sys.path:
 from bench import machine as machine_info  # noqa: E402
 from bench import models as M  # noqa: E402
 from bench import timing  # noqa: E402
+from bench.gpu_busy import GpuBusy  # noqa: E402
 from bench.runtimes import Runtime, Unavailable, discover  # noqa: E402
 
 FAMILIES = ("chain_add", "mnist", "matmul", "mlp", "resnet18", "mobilenet_v2", "resnet50", "efficientnet_b0",
@@ -360,6 +362,12 @@ def fam_memory(ctx: Ctx) -> None:
                          weights_bytes=sum(t.ByteSize() for t in bm.proto.graph.initializer))
 
 
+def _on_nvidia(label: str) -> bool:
+    """Whether a runtime runs on the GPU that nvidia-smi describes (vkml's Vulkan devices on an
+    NVIDIA machine, torch and onnxruntime on CUDA)."""
+    return "vulkan" in label or "cuda" in label
+
+
 def fam_threaded(ctx: Ctx) -> None:
     sz = ctx.sizes
     for name in sz.thread_models:
@@ -383,7 +391,11 @@ def fam_threaded(ctx: Ctx) -> None:
                              reason="suite time limit reached")
                     continue
                 try:
-                    res = timing.threaded(runner.host, t, sz.thread_s)
+                    with GpuBusy() if _on_nvidia(rt.label) else contextlib.nullcontext() as busy:
+                        res = timing.threaded(runner.host, t, sz.thread_s)
+                    if busy is not None and busy.percent is not None:
+                        res["gpu_busy_percent"] = round(busy.percent, 1)
+                        res["gpu_busy_samples"] = busy.samples
                 except Exception as e:
                     ctx.emit("threaded", f"{name} {t} threads", rt.label, "host", "error",
                              reason=f"{type(e).__name__}: {e}")
