@@ -228,16 +228,20 @@ class ConcretePlan:
     def _make_slot(self) -> Slot:
         slot = Slot(self, self.runner.consts)
         slot.program = self._program(slot) if self.fast is not None else None
-        if not self.pipelines and slot.pipelines:
+        if not self.pipelines and (slot.pipelines or any(slot.node_commands.values())):
             self.pipelines = slot.pipelines
             by_node = dict(slot.node_pipelines)
+            cmds = dict(slot.node_commands)  # dispatches, copies and fills a node recorded
             for name, chain in self.concrete.fused.items():  # fused nodes: each original
                 for orig in chain:
                     by_node.setdefault(orig.name, slot.node_pipelines.get(name, []))
+                    cmds.setdefault(orig.name, slot.node_commands.get(name, 0))
             for row in self.report:
                 ps = by_node.get(row["node"])
                 if ps:
                     row["pipelines"] = [pipeline_info(p) for p in ps]
+                if cmds.get(row["node"]):
+                    row["gpu_commands"] = cmds[row["node"]]
         return slot
 
     def _sched_plan(self, _sched):

@@ -144,6 +144,9 @@ class Slot:
         # slot needs is compiled in one batch on threads (compile_ahead) before any is issued.
         recs: dict[int, Any] = {}
         self.node_pipelines: dict[str, list] = {}  # node -> the pipelines it dispatches
+        # node -> how many GPU commands it records (dispatches, buffer copies and fills; a
+        # view records none): copies are GPU work too (Concat, Slice, Split as copies)
+        self.node_commands: dict[str, int] = {}
         for u in up.units:
             if u.kind != "gpu":
                 continue
@@ -154,6 +157,7 @@ class Slot:
                 _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec,
                              self.faults.get(u.device))
                 self.node_pipelines[node.name] = rec.dispatch_pipelines(n0)
+                self.node_commands[node.name] = gpu_commands(rec, n0)
                 for src, stage, n in copy_after.get(id(node), ()):
                     rec.copy(src, stage, n)
         self.pipelines = compile_ahead(recs.values())
@@ -168,6 +172,13 @@ class Slot:
             if err is not None:
                 return err
         return None
+
+
+def gpu_commands(rec, start: int = 0) -> int:
+    """How many dispatches, buffer copies and fills a deferred recorder holds from its
+    `start`-th command on (barriers and timestamps are not work; empty copies and fills are
+    never recorded)."""
+    return sum(1 for c in rec.deferred[start:] if c[0] in (0, 2, 3))
 
 
 def compile_ahead(recorders) -> list:

@@ -4,12 +4,13 @@
                                            [--device vulkan:0]
 
 --device runs each case on that GPU (the CPU takes what the GPU cannot) and sorts the passing
-cases by what the GPU did: "gpu" when at least one node dispatched a GPU pipeline and no
-computed node ran on the CPU, "mixed" when some node dispatched and some computed node ran on
-the CPU, "nogpu" when no node dispatched anything (cases of Shape/Size/Constant only, of views
-and Identity, of empty tensors, or whose every computed node took the CPU). Nodes evaluated
-while planning (constants for the input shapes) do not count; a node dispatched when its row
-of session.placement() lists pipelines (buffer copies alone are no dispatch).
+cases by what the GPU did: "gpu" when at least one node did GPU work and no computed node ran
+on the CPU, "mixed" when some node did GPU work and some computed node ran on the CPU, "nogpu"
+when no node did any (cases of Shape/Size/Constant only, of views and Identity, of empty
+tensors, or whose every computed node took the CPU). Nodes evaluated while planning (constants
+for the input shapes) do not count. A node did GPU work when its row of session.placement()
+lists `pipelines` or a count of `gpu_commands` (the dispatches, buffer copies and fills it
+recorded: a Concat or Slice done as copies counts, a view that records nothing does not).
 
 The pytest module beside this file runs the same cases through onnx.backend.test.BackendTest;
 this script exists to triage quickly (one process, a summary by cause, no pytest overhead).
@@ -80,7 +81,7 @@ def run_case(case, backend, device: str | None = None) -> tuple[str, str]:
 def gpu_status(rows: list[dict]) -> tuple[str, str]:
     """('gpu'|'mixed'|'nogpu', the ops computed on the CPU) of a passing case's placement rows."""
     on_cpu = sorted({r["op"] for r in rows if r["device"] == "cpu" and not r["reason"].startswith("constant")})
-    dispatched = any(r["device"] != "cpu" and r.get("pipelines") for r in rows)
+    dispatched = any(r["device"] != "cpu" and (r.get("pipelines") or r.get("gpu_commands")) for r in rows)
     if not dispatched:
         return "nogpu", ", ".join(on_cpu)
     return ("mixed", ", ".join(on_cpu)) if on_cpu else ("gpu", "")
