@@ -74,11 +74,14 @@ class UnitPlan:
 
 
 def host_positions(node: Node) -> tuple[int, ...]:
-    """Inputs whose host value the node's GPU kernel uses instead of a buffer."""
+    """Inputs the node's GPU kernel takes no buffer of: those whose host value it uses
+    (Kernel.host_inputs), and those of which only the shape and dtype matter (shape_inputs)."""
     from .kernels import get_kernel
 
     k = get_kernel(node.op_type)
-    return tuple(k.host_inputs.get(node.op_type, ())) if k is not None else ()
+    if k is None:
+        return ()
+    return tuple(k.host_inputs.get(node.op_type, ())) + tuple(k.shape_inputs.get(node.op_type, ()))
 
 
 def group_order(nodes: Sequence[Node], devices: Sequence[str]) -> list[tuple[Node, str]]:

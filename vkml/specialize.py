@@ -116,12 +116,15 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
     if _graphs_in(node.attrs):
         return f"{node.op_type} runs subgraphs"
     values, consts = concrete.values, concrete.consts
+    hosts = kernel.host_inputs.get(node.op_type, ())
+    unbound = set(hosts) | set(kernel.shape_inputs.get(node.op_type, ()))
     specs: list = []
-    for name in node.inputs:
+    for pos, name in enumerate(node.inputs):
         if not name:
             specs.append(None)
             continue
-        why = _static(name, values.get(name))
+        # (an input the kernel binds no buffer of may be empty: a Reduce's axes, CastLike's target)
+        why = _static(name, values.get(name), empty_ok=pos in unbound)
         if why:
             return why
         d = values[name]
@@ -130,12 +133,11 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
         why = _static(name, values.get(name)) if name else None
         if why:
             return why
-    hosts = kernel.host_inputs.get(node.op_type, ())
     for pos in hosts:
         if pos < len(node.inputs) and node.inputs[pos] and node.inputs[pos] not in consts:
             return f"input {pos} ({node.inputs[pos]!r}) is computed at run time; the GPU kernel needs its value"
     limit = largest_binding(dev)
-    bound = [n for pos, n in enumerate(node.inputs) if n and pos not in hosts] + [n for n in node.outputs if n]
+    bound = [n for pos, n in enumerate(node.inputs) if n and pos not in unbound] + [n for n in node.outputs if n]
     for name in bound:
         n = values[name].nbytes()
         if n > limit:
@@ -164,10 +166,10 @@ def largest_binding(dev) -> int:
     return int(min(dev.max_storage_buffer_range, dev.limits["max_memory_allocation_size"]))
 
 
-def _static(name: str, d: TensorDesc | None) -> str | None:
+def _static(name: str, d: TensorDesc | None, empty_ok: bool = False) -> str | None:
     if d is None or d.kind != "tensor" or d.dtype is None or not d.static:
         return f"{name!r} has no static shape and type before run time ({d if d is not None else '?'})"
-    if int(np.prod(d.shape, dtype=np.int64)) == 0:
+    if not empty_ok and int(np.prod(d.shape, dtype=np.int64)) == 0:
         return f"{name!r} is empty"
     return None
 

@@ -263,6 +263,7 @@ class CastKernel(Kernel):
     are not read)."""
 
     op_types = ("Cast", "CastLike")
+    shape_inputs = {"CastLike": (1,)}
 
     @staticmethod
     def _to(op_type, attrs, inputs) -> np.dtype:

@@ -45,6 +45,10 @@ class Kernel:
     # op type -> input positions whose host values (TensorSpec.value / consts) check, infer
     # and record need; the node stays on the CPU when they are unknown.
     host_inputs: Mapping[str, tuple[int, ...]] = {}
+    # op type -> input positions of which only the shape and dtype matter (CastLike's target
+    # type): never bound to a shader and their values never needed, so they may be empty or
+    # computed at run time anywhere. record() sees them as TensorSpecs, like host inputs.
+    shape_inputs: Mapping[str, tuple[int, ...]] = {}
     # faults: record() binds a fault buffer (common.fault_binding) where its shaders report
     # data the CPU operator rejects (indices out of range), so the run raises that error.
     faults: bool = False
