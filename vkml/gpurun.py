@@ -147,6 +147,7 @@ class ConcretePlan:
         self.needs_slot = bool(self.gpu_units or self.up.readback_of)
         self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
         self.fast = self._fast_layout(graph)  # (feed names, output sources) or None
+        self.feeds = self._fast_feeds()  # its checks in C, where every output is a readback
         self.pool = SlotPool(self._make_slot, runner.max_slots)
         self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
         self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
@@ -191,6 +192,18 @@ class ConcretePlan:
             else:
                 return None
         return fed, srcs
+
+    def _fast_feeds(self):
+        if self.fast is None or any(kind != "rb" for kind, _ in self.fast[1]):
+            return None
+        from .runtime import _fastrun
+
+        fed, srcs = self.fast
+        values = self.concrete.values
+        rbs = list(dict.fromkeys(k for _, k in srcs))  # (the order of _program's outputs)
+        outs = [values[self.up.units[k].value] for k in rbs]
+        return _fastrun.Feeds(fed, [values[n].dtype for n in fed], [values[n].shape for n in fed],
+                              [d.dtype for d in outs], [d.shape for d in outs], [rbs.index(k) for _, k in srcs])
 
     def _program(self, slot: Slot):
         """The slot's native run (vkml/runtime/_fastrun.pyx), or None where its memory is not
@@ -394,23 +407,36 @@ class ConcretePlan:
         """The run on the native path, the slot handed back (or retired, when the GPU's state
         is unknown); None, nothing done and the slot still the caller's, where a feed is not
         a host array of the planned dtype and shape."""
-        fed, srcs = self.fast
-        values = self.concrete.values
-        arrays = []
-        for name in fed:
-            a = feeds.get(name)
-            d = values[name]
-            if type(a) is not np.ndarray or a.dtype != d.dtype or a.shape != d.shape:
-                return None
-            arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
-        outs: dict[int, np.ndarray] = {}
-        for kind, k in srcs:
-            if kind == "rb" and k not in outs:
-                d = values[self.up.units[k].value]
-                outs[k] = np.empty(d.shape, d.dtype)
+        timeout = -1.0 if GPU_TIMEOUT is None else GPU_TIMEOUT
         p = slot.program
+        fe = self.feeds
+        if fe is not None:  # outputs all from readbacks: checked and made in C
+            arrays = fe.arrays(feeds)
+            if arrays is None:
+                return None
+        else:
+            fed, srcs = self.fast
+            values = self.concrete.values
+            arrays = []
+            for name in fed:
+                a = feeds.get(name)
+                d = values[name]
+                if type(a) is not np.ndarray or a.dtype != d.dtype or a.shape != d.shape:
+                    return None
+                arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
         try:
-            p.run(arrays, [o.reshape(-1) for o in outs.values()], -1.0 if GPU_TIMEOUT is None else GPU_TIMEOUT)
+            if fe is not None:
+                result = fe.run(p, arrays, timeout)
+            else:
+                outs: dict[int, np.ndarray] = {}
+                for kind, k in srcs:
+                    if kind == "rb" and k not in outs:
+                        d = values[self.up.units[k].value]
+                        outs[k] = np.empty(d.shape, d.dtype)
+                p.run(arrays, [o.reshape(-1) for o in outs.values()], timeout)
+                consts = self.concrete.consts
+                result = [outs[k] if kind == "rb" else np.array(consts[k]) if kind == "const" else feeds[k]
+                          for kind, k in srcs]
             RUN_INFO.free_ns = p.last_free_ns
         except BaseException as e:
             # Interrupted or timed out: the GPU may still use the slot, so it is retired until
@@ -438,16 +464,16 @@ class ConcretePlan:
                                    f"or driver?); the session stays usable, VKML_GPU_TIMEOUT sets the "
                                    f"limit") from None
             raise
-        try:
-            if slot.faults:
+        if slot.faults:
+            try:
                 fault = slot.take_fault()
                 if fault is not None:
                     raise fault
-        finally:
+            finally:
+                self.pool.release(slot)
+        else:
             self.pool.release(slot)
-        consts = self.concrete.consts
-        return [outs[k] if kind == "rb" else np.array(consts[k]) if kind == "const" else feeds[k]
-                for kind, k in srcs]
+        return result
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         slot = self.pool.acquire(GPU_TIMEOUT) if self.needs_slot else None

@@ -286,3 +286,58 @@ cdef class Program:
             if i < self.nsteps:
                 PyErr_CheckSignals()
         return 0
+
+
+
+cdef class Feeds:
+    """What one plan's native runs take and give, checked and made here rather than in Python
+    (the GIL is held for as little as it can): the fed names with their dtype and shape, each
+    program output's dtype and shape, and which of them each graph output is."""
+
+    cdef tuple names
+    cdef tuple in_dtypes
+    cdef tuple in_shapes
+    cdef tuple out_dtypes
+    cdef tuple out_shapes
+    cdef tuple out_index      # graph output k -> index into the program's outputs
+    cdef object empty         # numpy.empty
+
+    def __init__(self, names, in_dtypes, in_shapes, out_dtypes, out_shapes, out_index):
+        import numpy
+
+        self.names = tuple(names)
+        self.in_dtypes = tuple(numpy.dtype(d) for d in in_dtypes)
+        self.in_shapes = tuple(tuple(int(d) for d in s) for s in in_shapes)
+        self.out_dtypes = tuple(numpy.dtype(d) for d in out_dtypes)
+        self.out_shapes = tuple(tuple(int(d) for d in s) for s in out_shapes)
+        self.out_index = tuple(int(i) for i in out_index)
+        self.empty = numpy.empty
+
+    def arrays(self, feeds):
+        """The feeds in program order as C-contiguous arrays, or None when one is missing, not
+        an ndarray, or of another dtype or shape than planned (the caller then takes the
+        generic path)."""
+        cdef list out = []
+        cdef cnp.ndarray arr
+        for i in range(len(self.names)):
+            a = feeds.get(self.names[i])
+            if type(a) is not cnp.ndarray:
+                return None
+            if a.shape != self.in_shapes[i] or a.dtype != self.in_dtypes[i]:
+                return None
+            arr = <cnp.ndarray>a
+            if not cnp.PyArray_IS_C_CONTIGUOUS(arr):
+                arr = cnp.PyArray_GETCONTIGUOUS(arr)
+            out.append(arr)
+        return out
+
+    def run(self, Program program, list arrays, double timeout):
+        """Run `program` on arrays (from arrays()); the graph's outputs, newly made."""
+        cdef list flat = []
+        cdef list shaped = []
+        for i in range(len(self.out_shapes)):
+            a = self.empty(self.out_shapes[i], self.out_dtypes[i])
+            shaped.append(a)
+            flat.append(a.reshape(-1))
+        program.run(arrays, flat, timeout)
+        return [shaped[k] for k in self.out_index]
