@@ -119,12 +119,11 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
     hosts = kernel.host_inputs.get(node.op_type, ())
     unbound = set(hosts) | set(kernel.shape_inputs.get(node.op_type, ()))
     specs: list = []
-    for pos, name in enumerate(node.inputs):
+    for name in node.inputs:
         if not name:
             specs.append(None)
             continue
-        # (an input the kernel binds no buffer of may be empty: a Reduce's axes, CastLike's target)
-        why = _static(name, values.get(name), empty_ok=pos in unbound)
+        why = _static(name, values.get(name))
         if why:
             return why
         d = values[name]
@@ -166,11 +165,13 @@ def largest_binding(dev) -> int:
     return int(min(dev.max_storage_buffer_range, dev.limits["max_memory_allocation_size"]))
 
 
-def _static(name: str, d: TensorDesc | None, empty_ok: bool = False) -> str | None:
+def _static(name: str, d: TensorDesc | None) -> str | None:
+    """Why `d` cannot be a GPU node's input or output (None: it can). Empty tensors can:
+    kernels record nothing for an empty output, write what an empty input gives without
+    reading it (a Reduce of an empty set: its identity), and one that cannot record the node
+    after all raises RecordError, which sends the node to the CPU (tests/ops/test_gpu_empty.py)."""
     if d is None or d.kind != "tensor" or d.dtype is None or not d.static:
         return f"{name!r} has no static shape and type before run time ({d if d is not None else '?'})"
-    if not empty_ok and int(np.prod(d.shape, dtype=np.int64)) == 0:
-        return f"{name!r} is empty"
     return None
 
 
