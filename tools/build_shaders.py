@@ -134,6 +134,12 @@ def _variants_movement(add) -> None:
             add(f"gather_elements_b{e}_i{i}", "gather_elements.comp", ESIZE=e, IDX=i)
     for t in ("f32", "f16"):
         add(f"resize_linear_{t}", "resize.comp", TX=T[t], TO=T[t])
+    # ---- NegativeLogLikelihoodLoss (shaders/loss.comp): reduction none/sum/mean, weights or not
+    for t in FLOATS:
+        for i in (32, 64):
+            for r, red in enumerate(("none", "sum", "mean")):
+                for wt in (0, 1):
+                    add(f"nll_{red}{'_w' if wt else ''}_{t}_i{i}", "loss.comp", TX=T[t], IDX=i, RED=r, WT=wt)
 
 
 def _variants_matmul(add) -> None:
