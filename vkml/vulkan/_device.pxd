@@ -32,6 +32,8 @@ cdef class Device:
     cdef pthread_mutex_t* queue_locks  # one per VkQueue (queues are externally synchronised)
     cdef uint32_t next_lane          # round robin of take_lane()
     cdef uint64_t spin_ns            # how long wait_value polls before blocking
+    cdef int spinners                # threads polling a timeline now (atomic)
+    cdef int max_spinners            # at most this many poll at once: a quarter of the cores
     cdef VkPipelineCache pipeline_cache
     cdef VkCommandPool copy_pool     # for copy_now()
     cdef VkCommandBuffer copy_cmd

@@ -35,8 +35,10 @@ cdef extern from *:
         __asm__ __volatile__("yield");
     #endif
     }
+    static inline int vkml_atomic_add(int* p, int v) { return __atomic_add_fetch(p, v, __ATOMIC_RELAXED); }
     """
     void vkml_cpu_relax() nogil
+    int vkml_atomic_add(int* p, int v) nogil
 
 
 cdef inline uint64_t _now_ns() noexcept nogil:
@@ -103,6 +105,8 @@ cdef class Device:
             raise VulkanUnavailable(f"{self.name} ({self.info.device_name}) cannot be used by vkml: "
                                     f"{self.info.unusable_reason}")
         self.spin_ns = <uint64_t>(config.wait_spin_us(self.info.device_type) * 1000.0)
+        self.spinners = 0
+        self.max_spinners = max(1, (os.cpu_count() or 2) // 4)
         self.pipelines = {}
         self.set_layouts = {}
         self.pipeline_lock = threading.RLock()
@@ -485,15 +489,21 @@ cdef class Device:
         cdef VkResult r = self.fn.vkGetSemaphoreCounterValue(self.handle, L.timeline, &cur)
         if r != VK_SUCCESS or cur >= value:
             return r
-        if self.spin_ns:
+        # (At most max_spinners threads poll at once: more would take the cores that the
+        # threads holding the GIL, the driver and the rest of the program need.)
+        if self.spin_ns and vkml_atomic_add(&self.spinners, 1) <= self.max_spinners:
             spin_end = _now_ns() + self.spin_ns
             while True:
                 vkml_cpu_relax()
                 r = self.fn.vkGetSemaphoreCounterValue(self.handle, L.timeline, &cur)
                 if r != VK_SUCCESS or cur >= value:
+                    vkml_atomic_add(&self.spinners, -1)
                     return r
                 if _now_ns() >= spin_end:
                     break
+            vkml_atomic_add(&self.spinners, -1)
+        elif self.spin_ns:
+            vkml_atomic_add(&self.spinners, -1)
         cdef VkSemaphoreWaitInfo wi
         memset(&wi, 0, sizeof(wi))
         wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO

@@ -20,7 +20,8 @@ VKML_WAIT_SPIN_US     how long a wait polls the timeline before it blocks in the
                       (default 100 µs on GPUs, 0 on CPU devices such as lavapipe, whose own
                       threads need the cores). Waking from a blocking wait costs tens of
                       microseconds (an interrupt, a thread wake-up; more inside a VM), which
-                      is most of a small model's run.
+                      is most of a small model's run. At most a quarter of the cores poll at
+                      once; other waiters block at once.
 VKML_QUEUES           lanes per device (default 4): each lane is a queue of the device's compute
                       family (as many as it offers; lanes share them beyond that) with a timeline
                       semaphore of its own. Run slots take lanes in turn, so runs of different
