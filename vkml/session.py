@@ -19,7 +19,7 @@ from .onnx_loader import Model, load_model
 from .plan import Plan, Runtime
 from .api.options import (CPU_EP, ExecutionMode, GraphOptimizationLevel, ModelMetadata, SessionOptions,
                           devices_from_providers, provider_name)
-from .runtime import blas
+from .runtime import blas, config
 from .runtime.batch import RunPool
 from .tensor import Tensor, vulkan_device
 
@@ -159,6 +159,12 @@ class InferenceSession:
             # intra_op_num_threads: BLAS's threads while this session's runs are in flight
             self._blas = blas.Limiter(blas.find_blas(), n) if n > 0 else blas.limiter()
             self._blas_big = blas.plan_is_big(self._plan)
+            # Runs of this session that execute at once (VKML_CPU_RUNS); the rest wait without the GIL.
+            self._cpu_runs = _cpu_runs(self._blas_big)
+            # One at a time: a plain lock (waiting on it is C code without the GIL; the Python-level
+            # Semaphore takes the GIL again to hand over, once per run).
+            self._gate = (None if not self._cpu_runs else threading.Lock() if self._cpu_runs == 1
+                          else threading.BoundedSemaphore(self._cpu_runs))
 
     # ------------------------------------------------------------ description
     def get_inputs(self) -> list[NodeArg]:
@@ -322,19 +328,27 @@ class InferenceSession:
         else:
             if any(isinstance(v, Tensor) for v in feeds.values()):
                 feeds = {k: v._host() if isinstance(v, Tensor) else v for k, v in feeds.items()}
-            lim, width, big = self._blas, self._blas_width, self._blas_big
-            lim.enter(width, big)
+            lim, width, big, gate = self._blas, self._blas_width, self._blas_big, self._gate
+            if gate is not None:
+                gate.acquire()
             try:
-                outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
+                lim.enter(width, big)
+                try:
+                    outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
+                finally:
+                    lim.exit(width, big)
             finally:
-                lim.exit(width, big)
+                if gate is not None:
+                    gate.release()
             if output_device is not None:
                 outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]
 
     def _run_pool(self) -> RunPool:
         if self._pool is None:
-            self._pool = RunPool(_RUN_THREADS)
+            # a CPU session's runs beyond its gate would only wait for it
+            n = _RUN_THREADS if self._gpu is not None or not self._cpu_runs else min(_RUN_THREADS, self._cpu_runs)
+            self._pool = RunPool(n)
         return self._pool
 
     def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
@@ -419,6 +433,20 @@ def _choose_executor(plan: Plan, executor: str) -> ParallelPlan | None:
         if elements / len(plan.steps) < _PARALLEL_MIN_ELEMENTS:
             return None
     return ParallelPlan(plan)
+
+
+def _cpu_runs(big: bool) -> int | None:
+    """How many runs of a CPU session may execute at once (None: any number), by VKML_CPU_RUNS.
+    "auto": one for a plan of small GEMMs only. Such a run is Python under the GIL between short
+    NumPy calls; when two interleave, every NumPy call that drops the GIL hands it to the other
+    thread and the first waits to get it back (the mnist model without the gate: on the 2-core VM
+    2722 runs/s on one thread, 1460 on two in one measurement, p99 96 ms at sixteen; on the H100's
+    16 cores 3177 on one, 1262 on eight). Waiting at the gate costs one futex wake per run instead
+    of a GIL hand-off per NumPy call (bench/cpu_scaling.py)."""
+    policy = config.cpu_runs()
+    if policy == "auto":
+        return None if big else 1
+    return policy
 
 
 def _blas_width(parallel: ParallelPlan | None) -> int:

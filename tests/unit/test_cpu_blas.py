@@ -178,3 +178,88 @@ def test_worker_thread_and_two_threads_keep_pace(real_blas):
         two = 60 / (time.perf_counter() - start)
     assert worker < 3 * main, (worker, main)
     assert two > (1 / main) / 3, (two, 1 / main)
+
+
+def test_cpu_runs_config_parses(monkeypatch):
+    from vkml.runtime import config
+
+    for raw, want in (("", "auto"), ("auto", "auto"), ("off", None), ("0", None), ("3", 3)):
+        monkeypatch.setenv("VKML_CPU_RUNS", raw)
+        assert config.cpu_runs() == want
+    monkeypatch.setenv("VKML_CPU_RUNS", "many")
+    with pytest.raises(ValueError, match="VKML_CPU_RUNS"):
+        config.cpu_runs()
+
+
+def _most_in_flight(monkeypatch, sess, k: int, threads: int) -> int:
+    """The most runs of `sess` seen inside run_plan at once while `threads` threads run it."""
+    lock, now, most, real = threading.Lock(), [0], [0], vkml.session.run_plan
+
+    def counting(plan, feeds, outer=None):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            time.sleep(0.002)  # long enough for the other threads to arrive
+            return real(plan, feeds, outer)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    monkeypatch.setattr(vkml.session, "run_plan", counting)
+    x = np.ones((1, k), np.float32)
+    with ThreadPoolExecutor(threads) as pool:
+        for f in [pool.submit(sess.run, None, {"x": x}) for _ in range(4 * threads)]:
+            f.result()
+    monkeypatch.setattr(vkml.session, "run_plan", real)
+    return most[0]
+
+
+def test_small_gemm_runs_go_one_at_a_time(monkeypatch, real_blas):
+    """A session of small GEMMs lets one run in at a time (VKML_CPU_RUNS=auto); big GEMMs overlap,
+    and VKML_CPU_RUNS=off lifts the gate."""
+    monkeypatch.delenv("VKML_CPU_RUNS", raising=False)
+    small = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
+    assert _most_in_flight(monkeypatch, small, 64, 4) == 1
+    big = vkml.InferenceSession(matmul_model(4096), devices=["cpu"], executor="sequential")
+    assert big._gate is None
+    monkeypatch.setenv("VKML_CPU_RUNS", "off")
+    ungated = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
+    assert ungated._gate is None and _most_in_flight(monkeypatch, ungated, 64, 4) > 1
+    monkeypatch.setenv("VKML_CPU_RUNS", "2")
+    two = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
+    assert _most_in_flight(monkeypatch, two, 64, 4) <= 2
+    assert real_blas.get() == 2
+
+
+@pytest.mark.parametrize("model", ["digits", "big_matmul"])
+def test_many_threads_on_one_cpu_session(real_blas, model):
+    """16 threads sharing one CPU session, 8 runs each with inputs of their own: every output is
+    the one a lone run gives, and BLAS's thread count is the process's own again afterwards."""
+    if model == "digits":
+        sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
+        arg = sess.get_inputs()[0]
+        shape = [d if isinstance(d, int) else 1 for d in arg.shape]
+    else:
+        sess = vkml.InferenceSession(matmul_model(2048), devices=["cpu"])
+        arg, shape = sess.get_inputs()[0], [1, 2048]
+    rng = np.random.default_rng(14)
+    feeds = [{arg.name: rng.standard_normal(shape, dtype=np.float32)} for _ in range(16 * 8)]
+    want = [sess.run(None, f) for f in feeds]
+    assert real_blas.get() == 2
+
+    def worker(k: int) -> list:
+        return [(i, sess.run(None, feeds[i])) for i in range(k, len(feeds), 16)]
+
+    with ThreadPoolExecutor(16) as pool:
+        got = [r for f in [pool.submit(worker, k) for k in range(16)] for r in f.result()]
+    assert len(got) == len(feeds)
+    for i, outs in got:
+        for a, b in zip(outs, want[i]):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)  # BLAS may split differently
+    assert real_blas.get() == 2
+    batch = sess.run_batch(feeds[:32])
+    for outs, ref in zip(batch, want[:32]):
+        for a, b in zip(outs, ref):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)  # BLAS may split differently
+    assert real_blas.get() == 2

@@ -10,6 +10,14 @@ VKML_CPU_BLAS_THREADS  how many threads the BLAS that NumPy loaded (OpenBLAS) ma
                       and the scheduler pool's width for a parallel plan), at least 1, so that
                       concurrent runs never oversubscribe the cores. An integer N >= 1: N
                       while runs are in flight. "off" (or 0): never touch BLAS's threads.
+VKML_CPU_RUNS         how many run() calls of one CPU session execute at once; the others wait (without
+                      the GIL) until one ends. "auto" (the default): 1 for a plan whose GEMMs are
+                      all small (vkml/runtime/blas.py's plan_is_big): such a run is mostly
+                      per-node Python under the GIL, and runs that interleave hand the GIL back
+                      and forth at every NumPy call that drops it, so that two threads got half
+                      one thread's throughput; no limit for plans with big GEMMs, whose NumPy
+                      calls overlap. An integer N >= 1: at most N, whatever the plan. "off"
+                      (or 0): no limit.
 VKML_FAST_RUN         "1" (the default): plans that are only uploads, GPU chunks and readbacks on
                       one GPU run on the native path (vkml/runtime/_fastrun.pyx: the GIL is
                       taken only to accept the feeds and hand back the outputs); "0" sends them
@@ -35,6 +43,22 @@ def cpu_blas_threads() -> str | int | None:
         n = -1
     if n < 1:
         raise ValueError(f"VKML_CPU_BLAS_THREADS={raw!r}: expected 'auto', 'off' or a thread count >= 1")
+    return n
+
+
+def cpu_runs() -> str | int | None:
+    """"auto", a cap on one CPU session's concurrent runs, or None (no cap), from VKML_CPU_RUNS."""
+    raw = os.environ.get("VKML_CPU_RUNS", "").strip().lower()
+    if raw in ("", "auto"):
+        return "auto"
+    if raw in _OFF:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise ValueError(f"VKML_CPU_RUNS={raw!r}: expected 'auto', 'off' or a run count >= 1")
     return n
 
 
