@@ -91,7 +91,8 @@ class InferenceSession:
         activations and constants); nodes that do not fit go to the next device.
         placement: {"node name": "cpu"} forces nodes onto devices (for tests and tuning).
         max_slots: runs in flight at once per input signature on the GPUs (each with its own
-        activation memory); more concurrent runs wait for a slot.
+        activation memory, made when concurrent runs need it; default 8, fewer when GPU memory
+        runs out); more concurrent runs wait for a slot.
         warmup: prepare the GPU plan now (placement, recording, every pipeline compiled, in
         parallel) rather than at the first run. None (the default) does it when a GPU takes part
         and every input's shape is fixed; True insists (ValueError for symbolic shapes: call
@@ -347,15 +348,16 @@ class InferenceSession:
     def _run_pool(self) -> RunPool:
         if self._pool is None:
             # a CPU session's runs beyond its gate would only wait for it
-            n = _RUN_THREADS if self._gpu is not None or not self._cpu_runs else min(_RUN_THREADS, self._cpu_runs)
+            n = _GPU_RUN_THREADS if self._gpu is not None else \
+                _RUN_THREADS if not self._cpu_runs else min(_RUN_THREADS, self._cpu_runs)
             self._pool = RunPool(n)
         return self._pool
 
     def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
                   run_options: Any = None, *, output_device: str | None = None) -> Future:
         """run() on the session's own threads: a concurrent.futures.Future of its outputs.
-        Futures of one session run two at a time (what pays today, see _RUN_THREADS); a bad
-        feed is the Future's exception, as run() would raise it."""
+        Futures of one session run four at a time on a GPU, two on the CPU (what pays today,
+        see _RUN_THREADS); a bad feed is the Future's exception, as run() would raise it."""
         return self._run_pool().submit(self.run, output_names, input_feed, run_options, output_device=output_device)
 
     def run_batch(self, input_feeds: Sequence[Mapping[str, Any]], output_names: Sequence[str] | None = None,
@@ -405,12 +407,15 @@ class InferenceSession:
         return out
 
 
-_DEFAULT_SLOTS = 4  # GPU run slots per input signature
-# run_async/run_batch threads per session. Measured on the H100 (2026-11-23, issue #14), one
-# session shared by N threads: mnist 11.6k runs/s at 1 thread, 14.3k at 2, 10.9k at 4, 8.2k at
-# 8 (vkml cpu: 2.7k, 2.8k, 2.5k, 1.3k), resnet18 on the GPU flat from 2 on: runs still take
-# the GIL several times and share one queue, so more threads than 2 lose throughput.
+# GPU run slots per input signature, made as concurrent runs need them (a slot that does not
+# fit in GPU memory caps the pool at the ones there are): two per device lane by default.
+_DEFAULT_SLOTS = 8
+# run_async/run_batch threads per session. Measured on the H100 (2026-11-23, issue #14,
+# bench/results/h100-2026-11-23-threaded-busy.md), one session shared by N threads, runs/s at
+# 1/2/4/8 threads: mnist on the GPU 14.0k, 22.2k, 25.8k (GPU busy 95%), 19.4k; resnet18 1466,
+# 2333, 3225, 3168. A CPU session gains nothing past 2 (and its gate may allow fewer).
 _RUN_THREADS = 2
+_GPU_RUN_THREADS = 4
 
 _PARALLEL_MIN_ELEMENTS = 1 << 15  # mean output size per step that pays for a pool hand-off
 
