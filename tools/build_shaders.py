@@ -134,6 +134,10 @@ def _variants_movement(add) -> None:
             add(f"gather_elements_b{e}_i{i}", "gather_elements.comp", ESIZE=e, IDX=i)
     for t in ("f32", "f16"):
         add(f"resize_linear_{t}", "resize.comp", TX=T[t], TO=T[t])
+    # ---- CumSum, CumProd (shaders/cumulative.comp)
+    for t in ("f32", "f16", "i32"):
+        add(f"cumsum_{t}", "cumulative.comp", TX=T[t])
+        add(f"cumprod_{t}", "cumulative.comp", TX=T[t], OP_PROD=1)
     # ---- NegativeLogLikelihoodLoss (shaders/loss.comp): reduction none/sum/mean, weights or not
     for t in FLOATS:
         for i in (32, 64):
