@@ -1,6 +1,5 @@
 """The CPU device and NumPy's BLAS threads (vkml/runtime/blas.py): runs in flight cap them, the
 process's own setting comes back after, and a run in a worker thread is as fast as on the main one."""
-import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -149,35 +148,6 @@ def test_runs_in_flight_cap_blas_threads(monkeypatch, real_blas):
     assert real_blas.get() == 2
     y = sess.run(None, {"x": np.ones((1, k), np.float32)})[0]
     np.testing.assert_allclose(y, np.full((1, k), 0.5 * k, np.float32))
-
-
-def test_worker_thread_and_two_threads_keep_pace(real_blas):
-    """Generous ratios against scheduling noise; before the cap, two threads sharing a session ran
-    the digits CNN 30x slower than one, and one run took 16 ms instead of 0.3 while another
-    process held a core."""
-    sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
-    feed = {sess.get_inputs()[0].name: np.zeros([d if isinstance(d, int) else 1
-                                                 for d in sess.get_inputs()[0].shape], np.float32)}
-
-    def times(n: int) -> list[float]:
-        out = []
-        for _ in range(n):
-            t = time.perf_counter()
-            sess.run(None, feed)
-            out.append(time.perf_counter() - t)
-        return out
-
-    times(5)
-    main = statistics.median(times(30))
-    with ThreadPoolExecutor(2) as pool:
-        pool.submit(times, 5).result()
-        worker = statistics.median(pool.submit(times, 30).result())
-        start = time.perf_counter()
-        for f in [pool.submit(times, 30) for _ in range(2)]:
-            f.result()
-        two = 60 / (time.perf_counter() - start)
-    assert worker < 3 * main, (worker, main)
-    assert two > (1 / main) / 3, (two, 1 / main)
 
 
 def test_cpu_runs_config_parses(monkeypatch):
