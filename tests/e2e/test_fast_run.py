@@ -111,3 +111,57 @@ def test_profile_reports_time_without_the_gil(gpu, tmp_path):
     for e in runs:
         assert e["args"]["nogil_us"] > 0 and e["args"]["gil_us"] > 0
         assert e["args"]["nogil_us"] + e["args"]["gil_us"] == pytest.approx(e["dur"], abs=0.2)
+
+
+def test_mixed_calls_from_threads_match_the_cpu(gpu):
+    """Hypothesis draws what 4 threads do to one GPU session (native runs of three shapes,
+    run_async, run_batch, resident feeds and wrong feeds): every answer equals the CPU device's,
+    every wrong feed gets its error, and every slot comes back."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    model = mlp()
+    sess = vkml.InferenceSession(model, devices=[gpu], max_slots=3)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((n, 16)).astype(np.float32) for n in (1, 2, 5)]
+    wants = [ref.run(None, {"x": x})[0] for x in xs]
+    op = st.tuples(st.sampled_from(["run", "async", "batch", "resident", "bad"]), st.integers(0, 2))
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.lists(op, min_size=1, max_size=6), min_size=4, max_size=4))
+    def check(plans):
+        errors: list[str] = []
+
+        def worker(ops):
+            for kind, k in ops:
+                try:
+                    if kind == "run":
+                        got = [sess.run(None, {"x": xs[k]})[0]]
+                    elif kind == "async":
+                        got = [sess.run_async(None, {"x": xs[k]}).result(timeout=60)[0]]
+                    elif kind == "batch":
+                        got = [o[0] for o in sess.run_batch([{"x": xs[k]}, {"x": xs[(k + 1) % 3]}])]
+                    elif kind == "resident":
+                        got = [sess.run(None, {"x": vkml.Tensor.from_numpy(xs[k], gpu)})[0]]
+                    else:
+                        with pytest.raises((ValueError, TypeError)):
+                            sess.run(None, {"x": xs[k].astype(np.float64)})
+                        continue
+                    want = [wants[k]] if kind != "batch" else [wants[k], wants[(k + 1) % 3]]
+                    for g, w in zip(got, want):
+                        if g.shape != w.shape or not np.allclose(g, w, rtol=1e-4, atol=1e-5):
+                            errors.append(f"{kind} {k}: wrong output")
+                except Exception as e:  # pragma: no cover - reported below
+                    errors.append(f"{kind} {k}: {type(e).__name__}: {e}")
+
+        threads = [threading.Thread(target=worker, args=(p,)) for p in plans]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors, errors[:5]
+        for plan in sess._gpu._plans.values():
+            assert plan.pool.size == len(plan.pool._free) and plan.pool.retired == 0
+
+    check()
