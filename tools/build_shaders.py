@@ -107,6 +107,10 @@ def _variants() -> list[Variant]:
     # ---- where (shaders/where.comp)
     for t in T:
         add(f"where_{t}", "where.comp", TX=T[t], TY=T[t], TO=T[t])
+    # ---- Attention (shaders/attention.comp): Q/K/V dtype x attn_mask dtype
+    for t in FLOATS:
+        for m in ("bool",) + FLOATS:
+            add(f"attention_{t}_m{m}", "attention.comp", TX=T[t], TY=T[m])
     _variants_reductions(add)
     _variants_matmul(add)
     _variants_movement(add)

@@ -13,6 +13,7 @@ from . import normalization, pool, reduce, softmax  # noqa: F401  (reductions, p
 from . import gather, movement, pad, resize, views  # noqa: F401  (data movement)
 from . import loss  # noqa: F401  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss)
 from . import cumulative  # noqa: F401  (CumSum, CumProd)
+from . import attention  # noqa: F401  (Attention)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import fused  # noqa: F401  (vkml.fusion's chains)
 
