@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .cast_ext import EXOTIC
 from .common import MAX_ELEMENTS
 from .registry import TensorSpec, Unsupported
 
@@ -21,7 +22,7 @@ SIZE_FEATURE = {1: "storage_8bit", 2: "storage_16bit", 4: None, 8: None}
 # dtypes a DeviceTensor may hold (vkml/vulkan/tensor.py), without importing Vulkan here.
 _TENSOR_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.bool_,
                                                  np.uint8, np.int8, np.float64, np.uint32, np.int16,
-                                                 np.uint16, np.uint64))
+                                                 np.uint16, np.uint64)) | EXOTIC
 
 
 def elem_name(dtype) -> str:

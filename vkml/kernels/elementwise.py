@@ -25,6 +25,7 @@ from .common import (
     pad8,
     require_dtypes,
 )
+from . import cast_ext
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 F = ("f32", "f16")
@@ -279,6 +280,10 @@ class CastKernel(Kernel):
             to = self._to(op_type, attrs, inputs)
         except KeyError:
             raise Unsupported(f"Cast to ONNX type {attrs.get('to')!r}") from None
+        if cast_ext.handles(inputs[0].dtype, to):
+            cast_ext.check(device, inputs[0].dtype, to)
+            element_count(inputs[0].shape)
+            return
         try:
             dtype_name(inputs[0].dtype)
             dtype_name(to)
@@ -292,6 +297,13 @@ class CastKernel(Kernel):
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         x, out = inputs[0], outputs[0]
+        if x.dtype != out.dtype and cast_ext.handles(x.dtype, out.dtype):
+            cast_ext.record(rec, x, out, bool(_spec_of(attrs, "saturate", 1)))
+            return
+        if x.dtype == out.dtype:
+            if x.nbytes:
+                rec.copy(x.view, out.view, x.nbytes)
+            return
         src, dst = dtype_name(x.dtype), dtype_name(out.dtype)
         if src == dst:
             if x.nbytes:

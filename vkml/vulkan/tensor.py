@@ -8,11 +8,17 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import ml_dtypes
 import numpy as np
 
+# ml_dtypes' narrow types (one byte or two per element on the host and here alike): only casts
+# compute on them (vkml/kernels/cast_ext.py); data movement takes them by element size.
+NARROW = tuple(np.dtype(t) for t in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz,
+                                     ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz, ml_dtypes.float4_e2m1fn,
+                                     ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2))
 SUPPORTED = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int32, np.int64, np.bool_,
                                             np.uint8, np.int8, np.float64, np.uint32, np.int16,
-                                            np.uint16, np.uint64))
+                                            np.uint16, np.uint64, *NARROW))
 
 
 class DeviceTensor:
