@@ -128,6 +128,17 @@ def test_fully_masked_rows_are_zero(gpu, dtype):
     run_both(gpu, {"q": q, "k": k, "v": v, "attn_mask": fmask}, {"is_causal": 1}, 23, 1)
 
 
+@pytest.mark.parametrize("shapes", [((1, 2, 0, 4), (1, 2, 3, 4), (1, 2, 3, 4)),   # no queries
+                                    ((1, 2, 2, 0), (1, 2, 3, 0), (1, 2, 3, 5)),   # head size 0
+                                    ((1, 2, 2, 4), (1, 2, 0, 4), (1, 2, 0, 4))])  # keys from the past only
+def test_empty(gpu, shapes):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.uniform(-1, 1, s).astype(np.float32) for s in shapes)
+    pk, pv = (rng.uniform(-1, 1, (1, 2, 3, s)).astype(np.float32) for s in (shapes[1][3], shapes[2][3]))
+    run_both(gpu, {"q": q, "k": k, "v": v, "attn_mask": None, "past_key": pk, "past_value": pv},
+             {"is_causal": 1, "qk_matmul_output_mode": 1}, 23, 4)
+
+
 def test_large_sequence(gpu):
     """More scores than one dispatch's invocations cover at once (the shader's grid-stride loop)
     and a longer head dimension."""

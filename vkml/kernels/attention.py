@@ -15,9 +15,9 @@ score), softmax (per row, in place in a float32 scratch), output (per element), 
 present_value (per element, past then new).
 
 On the CPU instead (check() says why): bfloat16 and float64 (no shaders), softmax_precision
-FLOAT16 or BFLOAT16 (a rounding the shader does not do), shapes the CPU operator rejects
-(it raises the error), nonpad_kv_seqlen with past_key. Out-of-range nonpad_kv_seqlen values
-fault (vkml/runtime/faults.py), so the run raises as the CPU run does.
+FLOAT16 or BFLOAT16 (a rounding the shader does not do), shapes the CPU operator rejects (it
+raises the error: no keys at all, nonpad_kv_seqlen with past_key...). Out-of-range
+nonpad_kv_seqlen values fault (vkml/runtime/faults.py), so the GPU run raises too.
 """
 from __future__ import annotations
 
@@ -164,6 +164,8 @@ class AttentionKernel(Kernel):
                                   "(the CPU operator reports the error)")
             if g.p:
                 raise Unsupported("nonpad_kv_seqlen with past_key (the CPU operator reports the error)")
+        if g.t == 0:
+            raise Unsupported("Attention over no keys (the CPU operator reports the error)")
         require_dtypes(device, *[t.dtype for t in inputs[:6] if t is not None])
         scores = TensorSpec((g.b, g.hq, g.sq, g.t), np.dtype(np.float32))
         check_size(device, *[t for t in inputs if t is not None], scores,
