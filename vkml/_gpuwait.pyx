@@ -21,6 +21,7 @@ from vkml._sched cimport (NativeTask, SCHED_ASYNC, SCHED_DONE, make_native_task,
 from vkml.vulkan._device cimport Device
 from vkml.vulkan.vkapi cimport *
 
+import os
 import threading
 import weakref
 
@@ -276,6 +277,10 @@ cdef class Waiter:
         self.state.timeout_ns = ns
         pthread_mutex_unlock(&self.state.lock)
 
+    cdef void _abandon(self) noexcept:
+        self._running = False
+        self.state = NULL  # (the parent's: its mutex may be held, its thread is not here)
+
     def _release(self) -> None:
         """Stop the thread: it completes what is queued (the device is idle by now) first."""
         if not self._running:
@@ -301,6 +306,24 @@ cdef class Waiter:
 
 _waiters: dict = {}
 _lock = threading.Lock()
+
+
+_inherited: list = []  # a forked child's waiters of the parent: abandoned, kept
+
+
+def _after_fork_in_child() -> None:
+    """The waiter threads stayed in the parent: their Waiters are abandoned here (never joined
+    or freed: their threads and locks are the parent's), and a child starts its own."""
+    global _lock
+    for w in _waiters.values():
+        (<Waiter>w)._abandon()
+        _inherited.append(w)
+    _waiters.clear()
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def waiter(Device dev) -> Waiter:

@@ -145,6 +145,10 @@ class InferenceSession:
             if slots < 1:
                 raise ValueError(f"max_slots must be at least 1, not {max_slots!r}")
             self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, forced, executor, slots, fuse)
+            from . import vulkan
+
+            self._vk = vulkan  # (its FORK_GENERATION tells a forked child, see _run)
+            self._fork_gen = vulkan.FORK_GENERATION
             self._parallel = None
             if warmup or (warmup is None and self._static_shapes() is not None):
                 self.warmup()
@@ -325,6 +329,12 @@ class InferenceSession:
                     self._accepted.clear()
                 self._accepted.add(sig)
         if self._gpu is not None:
+            if self._fork_gen != self._vk.FORK_GENERATION:
+                raise RuntimeError(
+                    f"this session's GPU devices were opened in process {self._gpu_pid()} before this "
+                    f"process was forked from it: GPU state does not survive fork(). Make the session in "
+                    f"this process, or start workers with multiprocessing's 'spawn' or 'forkserver' "
+                    f"method (a CPU-only session works in a forked child)")
             outs = self._gpu.run(feeds, output_device, sig)
         else:
             if any(isinstance(v, Tensor) for v in feeds.values()):
@@ -344,6 +354,10 @@ class InferenceSession:
             if output_device is not None:
                 outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]
+
+    def _gpu_pid(self) -> int | str:
+        devs = [d for d in self._vk._inherited if getattr(d, "name", None) in self.devices]
+        return devs[0].pid if devs else "?"
 
     def _run_pool(self) -> RunPool:
         if self._pool is None:

@@ -7,6 +7,7 @@ usable device everything here still imports, `available()` is False and
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 
 from .errors import (
@@ -20,9 +21,9 @@ from .errors import (
 from .info import CoopMatrixShape, DeviceInfo, MemoryHeap, format_table
 
 try:
-    from . import _instance
+    from . import _device, _instance
 except ImportError as _e:  # extensions not built
-    _instance = None
+    _device = _instance = None
     _IMPORT_ERROR = (f"vkml's Vulkan extension modules are not built ({_e}); run "
                      "`python setup.py build_ext --inplace`")
 else:
@@ -96,3 +97,26 @@ def close_all() -> None:
 
 
 atexit.register(close_all)
+
+_inherited: list = []  # a forked child's devices of the parent: kept, never used or closed there
+FORK_GENERATION = 0  # how many forks this process is a child of (sessions compare theirs)
+
+
+def _after_fork_in_child() -> None:
+    """The parent's devices and instance are unusable in a child (their driver threads stayed
+    in the parent; touching them can hang): they refuse use with a clear error, close_all()
+    leaves them alone, and device() opens new ones here."""
+    global _devices_lock, FORK_GENERATION
+    FORK_GENERATION += 1
+    _inherited.extend(_devices.values())
+    _devices.clear()
+    for dev in _inherited:
+        dev._forget_after_fork()
+    _devices_lock = threading.Lock()  # (another thread may have held it at the fork)
+    if _instance is not None:
+        _device.forked_in_child()
+        _instance.forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -34,6 +34,8 @@ cdef class Device:
     cdef uint64_t spin_ns            # how long wait_value polls before blocking
     cdef int spinners                # threads polling a timeline now (atomic)
     cdef int max_spinners            # at most this many poll at once: a quarter of the cores
+    cdef int fork_gen                # _device._fork_gen when opened (a fork makes it stale)
+    cdef readonly int pid            # the process that opened it
     cdef VkPipelineCache pipeline_cache
     cdef VkCommandPool copy_pool     # for copy_now()
     cdef VkCommandBuffer copy_cmd

@@ -58,6 +58,16 @@ except ImportError:  # not POSIX: saves are still atomic, only not merged
 
 _log = logging.getLogger("vkml")
 
+cdef int _fork_gen = 0  # forks this process is a child of (forked_in_child)
+
+
+def forked_in_child() -> None:
+    """Called in a forked child (vkml.vulkan registers it): every Device opened before the fork
+    refuses further use with an error that says so, and close() leaves its handles alone."""
+    global _fork_gen
+    _fork_gen += 1
+
+
 cdef enum:
     API_1_2 = (1 << 22) | (2 << 12)
     API_1_3 = (1 << 22) | (3 << 12)
@@ -106,6 +116,8 @@ cdef class Device:
                                     f"{self.info.unusable_reason}")
         self.spin_ns = <uint64_t>(config.wait_spin_us(self.info.device_type) * 1000.0)
         self.spinners = 0
+        self.fork_gen = _fork_gen
+        self.pid = os.getpid()
         self.max_spinners = max(1, (os.cpu_count() or 2) // 4)
         self.pipelines = {}
         self.set_layouts = {}
@@ -422,6 +434,11 @@ cdef class Device:
 
     # ------------------------------------------------------------ submission and waiting
     cdef int ensure_open(self) except -1:
+        if self.fork_gen != _fork_gen:
+            raise VulkanError(
+                f"{self.name} was opened in process {self.pid}, before this process was forked from it: "
+                f"GPU state does not survive fork(). Make the session in this process, or start worker "
+                f"processes with multiprocessing's 'spawn' or 'forkserver' method")
         if self.closed:
             raise VulkanError(f"{self.name} is closed")
         return 0
@@ -631,9 +648,18 @@ cdef class Device:
         have a _release() method, called by close())."""
         self.children.add(obj)
 
+    def _forget_after_fork(self) -> None:
+        """In a forked child: the handles are the parent's. Dropped without a Vulkan call, so
+        that what still refers to this device (buffers, pipelines, command buffers of the
+        parent's sessions) frees nothing through the driver when it goes."""
+        self.handle = NULL
+        self.closed = True
+
     def close(self) -> None:
-        """Wait for the GPU, save the pipeline cache, destroy everything. Idempotent."""
-        if self.handle == NULL:
+        """Wait for the GPU, save the pipeline cache, destroy everything. Idempotent. In a
+        forked child, a device of the parent is only marked closed (its handles are the
+        parent's)."""
+        if self.handle == NULL or self.fork_gen != _fork_gen:
             self.closed = True
             return
         cdef VkDevice d = self.handle

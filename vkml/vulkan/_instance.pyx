@@ -591,6 +591,19 @@ def instance() -> Instance:
         return inst
 
 
+_INHERITED = []  # instances a forked child inherited: never used or destroyed there
+
+
+def forget_after_fork() -> None:
+    """In a forked child: the parent's instance belongs to the parent (its driver threads did
+    not come along), so the next instance() makes a new one; the old one is kept, untouched."""
+    global _INSTANCE, _LOCK
+    if _INSTANCE is not None:
+        _INHERITED.append(_INSTANCE)
+    _INSTANCE = None
+    _LOCK = threading.Lock()  # (another thread may have held it at the fork)
+
+
 def unavailable_reason():
     """None when Vulkan works, else one sentence saying why it does not."""
     try:
