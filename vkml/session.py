@@ -101,6 +101,17 @@ class InferenceSession:
             if sess_options is not None:
                 raise TypeError("sess_options given twice (positionally and by name)")
             devices, sess_options = None, devices
+        # What pickling hands to the receiving process (__reduce__): the model as given (a
+        # path stays a path; bytes and ModelProtos travel as bytes) and the options. (The
+        # object itself is kept, not a copy: the loader uses bytes in place anyway.)
+        self._args = (os.path.abspath(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else model,
+                      dict(devices=None if devices is None else list(devices),
+                           providers=None if providers is None else list(providers),
+                           provider_options=None if provider_options is None else list(provider_options),
+                           sess_options=sess_options, executor=executor,
+                           memory_caps=None if memory_caps is None else dict(memory_caps),
+                           placement=None if placement is None else dict(placement),
+                           max_slots=max_slots, warmup=warmup))
         so = sess_options if sess_options is not None else SessionOptions()
         if providers is not None:
             if devices is not None:
@@ -355,6 +366,13 @@ class InferenceSession:
                 outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]
 
+    def __reduce__(self):
+        """A session pickles as its model and options; the receiving process builds a new
+        session from them (opening its own devices, planning again). A model given as a path
+        pickles as that path, which must exist where it is unpickled."""
+        model, kwargs = self._args
+        return (_rebuild, (_portable_model(model), kwargs))
+
     def _gpu_pid(self) -> int | str:
         devs = [d for d in self._vk._inherited if getattr(d, "name", None) in self.devices]
         return devs[0].pid if devs else "?"
@@ -423,6 +441,20 @@ class InferenceSession:
 
 # GPU run slots per input signature, made as concurrent runs need them (a slot that does not
 # fit in GPU memory caps the pool at the ones there are): two per device lane by default.
+def _portable_model(model: Any) -> Any:
+    """The model as __reduce__ carries it: a path as an absolute path, anything else as bytes."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.path.abspath(os.fspath(model))
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
+    serialize = getattr(model, "SerializeToString", None)
+    return serialize() if serialize is not None else model
+
+
+def _rebuild(model: Any, kwargs: dict) -> "InferenceSession":
+    return InferenceSession(model, **kwargs)
+
+
 _DEFAULT_SLOTS = 8
 # run_async/run_batch threads per session. Measured on the H100 (2026-11-23, issue #14,
 # bench/results/h100-2026-11-23-threaded-busy.md), one session shared by N threads, runs/s at

@@ -27,16 +27,17 @@ def session():
 """
 
 
-def _run(gpu: str, body: str) -> str:
-    code = textwrap.dedent(PRELUDE.format(root=ROOT, gpu=gpu)) + textwrap.dedent(body)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+def _run(gpu: str, body: str, tmp_path) -> str:
+    script = tmp_path / "scenario.py"  # (a file: 'spawn' workers import the main module)
+    script.write_text(textwrap.dedent(PRELUDE.format(root=ROOT, gpu=gpu)) + textwrap.dedent(body))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240,
                        cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
-def test_forked_child_gets_an_error_then_a_fresh_session_works(gpu):
+def test_forked_child_gets_an_error_then_a_fresh_session_works(gpu, tmp_path):
     out = _run(gpu, """
         s, feed = session()
         want = s.run(None, feed)[0]
@@ -54,7 +55,7 @@ def test_forked_child_gets_an_error_then_a_fresh_session_works(gpu):
         _, status = os.waitpid(pid, 0)
         print("CHILD STATUS", status)
         print("PARENT EQUAL", bool(np.array_equal(s.run(None, feed)[0], want)))
-    """)
+    """, tmp_path)
     assert "OLD ERROR True" in out, out
     assert "NEW EQUAL True" in out, out
     assert "CHILD STATUS 0" in out, out
@@ -62,7 +63,7 @@ def test_forked_child_gets_an_error_then_a_fresh_session_works(gpu):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
-def test_multiprocessing_fork_pool(gpu):
+def test_multiprocessing_fork_pool(gpu, tmp_path):
     out = _run(gpu, """
         import multiprocessing as mp
         s, feed = session()
@@ -83,5 +84,25 @@ def test_multiprocessing_fork_pool(gpu):
             print("OLD", sorted(set(pool.map(old, range(4)))))
             print("NEW", all(pool.map(new, range(4))))
         print("PARENT", bool(np.array_equal(s.run(None, feed)[0], want)))
-    """)
+    """, tmp_path)
     assert "OLD ['error']" in out and "NEW True" in out and "PARENT True" in out, out
+
+
+def test_a_session_travels_to_a_spawned_worker(gpu, tmp_path):
+    """The documented multiprocessing recipe: 'spawn' workers, the session pickled as its
+    model and options, rebuilt (its own devices) in the worker."""
+    out = _run(gpu, """
+        import multiprocessing as mp
+
+        def work(args):
+            sess, feed = args
+            return sess.run(None, feed)[0], sess.devices
+
+        if __name__ == "__main__":
+            s, feed = session()
+            want = s.run(None, feed)[0]
+            with mp.get_context("spawn").Pool(1) as pool:
+                got, devices = pool.apply(work, ((s, feed),))
+            print("SPAWN EQUAL", bool(np.array_equal(got, want)), devices)
+    """, tmp_path)
+    assert "SPAWN EQUAL True" in out, out

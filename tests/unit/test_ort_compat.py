@@ -141,3 +141,23 @@ def test_disable_all_turns_vkmls_rewrites_off(gpu):
     off = vkml.InferenceSession(_model(), [gpu], sess_options=so)
     np.testing.assert_allclose(off.run(None, {"x": x})[0], on.run(None, {"x": x})[0], atol=1e-6)
     assert not any("fused" in r["reason"] for r in off.placement())
+
+
+def test_sessions_pickle_by_model_and_options(tmp_path):
+    """A session pickles as its model (a path as the path; bytes or a ModelProto as bytes) and
+    its options; the copy answers like the original (issue #17)."""
+    import pickle
+
+    import onnx
+
+    path = tmp_path / "m.onnx"
+    data = _model(path)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
+    for src in (str(path), data, onnx.load_from_string(data)):
+        so = vkml.SessionOptions()
+        so.graph_optimization_level = vkml.GraphOptimizationLevel.ORT_DISABLE_ALL
+        s = vkml.InferenceSession(src, sess_options=so, devices=["cpu"], executor="sequential")
+        c = pickle.loads(pickle.dumps(s))
+        assert c.devices == ["cpu"] and c is not s
+        name = s.get_inputs()[0].name
+        np.testing.assert_array_equal(c.run(None, {name: x})[0], s.run(None, {name: x})[0])
