@@ -3,13 +3,13 @@ from .api.options import ExecutionMode, GraphOptimizationLevel, ModelMetadata, R
 from .devices import DeviceInfo, devices, gpu_unavailable_reason
 from .errors import ModelError, UnsupportedOpsError
 from .session import InferenceSession, NodeArg
-from .tensor import Tensor
+from .tensor import Tensor, from_dlpack
 from . import ops as _ops  # noqa: F401  (registers the operators)
 
 __version__ = "0.1.0"
 __all__ = ["InferenceSession", "NodeArg", "Tensor", "ModelError", "UnsupportedOpsError", "devices", "DeviceInfo",
            "gpu_unavailable_reason", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "ExecutionMode",
-           "ModelMetadata", "get_available_providers"]
+           "ModelMetadata", "get_available_providers", "from_dlpack"]
 
 
 def get_available_providers() -> list[str]:

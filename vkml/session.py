@@ -285,8 +285,9 @@ class InferenceSession:
     # ------------------------------------------------------------ running
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: Any = None, *, output_device: str | None = None) -> list[Any]:
-        """Outputs named (all when None), in that order, as NumPy arrays; as vkml.Tensors on
-        `output_device` when given (a GPU: they stay there, ready to feed another run).
+        """Outputs named (all when None), in that order. The rule: NumPy arrays when
+        `output_device` is None; vkml.Tensors on that device whenever it is given, "cpu"
+        included (on a GPU they stay there, ready to feed another run).
         Inputs may be arrays or vkml.Tensors. run_options may be {"output_device": ...}, or a
         RunOptions (vkml's or onnxruntime's): terminate=True refuses the run, logid names it in
         the profile."""
@@ -326,10 +327,11 @@ class InferenceSession:
         return self._run(picks, input_feed, output_device)
 
     def _run(self, picks: list[int], input_feed: Mapping[str, Any], output_device: str | None) -> list[Any]:
+        if output_device == "cpu":  # Tensors on the CPU: the host results, wrapped
+            outs = self._run(picks, input_feed, None)
+            return [Tensor(o, "cpu") if isinstance(o, np.ndarray) else o for o in outs]
         if output_device is not None:
             _check_output_device(output_device)
-            if output_device == "cpu":
-                output_device = None
         sig = _signature(input_feed)
         if sig is not None and sig in self._accepted:
             feeds = input_feed  # the same names, dtypes and shapes passed the checks before

@@ -6,12 +6,28 @@
 
 A Tensor handed out by a session is complete (the run waited for the GPU), so .numpy() never
 sees half-written memory. On "cpu" it simply holds a NumPy array.
+
+Interchange: np.asarray(t) and DLPack (np.from_dlpack(t), torch.from_dlpack(t)) give host
+memory: a CPU tensor's own (no copy), a GPU tensor's values read back (a copy; copy=False is a
+BufferError). vkml.from_dlpack(obj, device) takes any DLPack host tensor.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+
+
+_DL_CPU = 1  # DLPack's kDLCPU
+
+
+def from_dlpack(obj: Any, device: str = "cpu") -> "Tensor":
+    """A vkml.Tensor on `device` holding a copy of a DLPack host tensor (NumPy, torch CPU...)."""
+    try:
+        arr = np.from_dlpack(obj)
+    except (BufferError, RuntimeError, TypeError) as e:
+        raise BufferError(f"vkml.from_dlpack takes host (CPU) DLPack tensors: {e}") from e
+    return Tensor.from_numpy(arr, device)
 
 
 def vulkan_device(name: str):
@@ -66,6 +82,40 @@ class Tensor:
     def _host(self) -> np.ndarray:
         """The values as an array, without a copy where they already are on the host."""
         return self._data if self.device == "cpu" else self._data.numpy()
+
+    # ------------------------------------------------------------ interchange
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None):
+        """The DLPack capsule of the values in host memory (see the module docstring)."""
+        if stream is not None:
+            raise BufferError("vkml tensors are exported as host memory: stream must be None")
+        if dl_device is not None and tuple(dl_device) != (_DL_CPU, 0):
+            raise BufferError(f"vkml exports host memory (DLPack device {(_DL_CPU, 0)}), not {tuple(dl_device)}")
+        if self.device != "cpu" and copy is False:
+            raise BufferError(f"a tensor on {self.device} can only be exported as a host copy (copy=False given)")
+        host = self._data if self.device == "cpu" and not copy else self.numpy()
+        kwargs = {} if max_version is None else {"max_version": max_version}
+        return host.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_DL_CPU, 0)
+
+    def __len__(self) -> int:
+        if not self._data.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self._data.shape[0])
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        """NumPy indexing of the values (read back from a GPU)."""
+        return self._host()[index]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
 
     @property
     def device_tensor(self):
