@@ -86,3 +86,31 @@ def test_vkml_symbolic_batch(test_set, ort_outputs, batch):
     sess = _vkml_session()
     (logits,) = sess.run(["logits"], {"images": test_set[0][:batch]})
     np.testing.assert_allclose(logits, ort_outputs[0][:batch], rtol=0, atol=1e-4)
+
+
+def test_cli_checks_its_arguments_first(tmp_path, capsys):
+    """--version; --repeat 0, a bad .npy file and an unknown --input name are clear errors
+    (exit 1) before anything runs (issue #17)."""
+    import numpy as np
+    import pytest
+
+    from vkml import __version__
+    from vkml.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and __version__ in capsys.readouterr().out
+    assert main(["run", "--repeat", "0"]) == 1
+    assert "--repeat" in capsys.readouterr().err
+    bad = tmp_path / "bad.npy"
+    bad.write_text("not an array")
+    from importlib import resources
+
+    model = str(resources.files("vkml") / "data" / "digits_cnn.onnx")
+    assert main(["run", model, "--input", f"images={bad}", "--device", "cpu"]) == 1
+    assert "cannot read it" in capsys.readouterr().err
+    ok = tmp_path / "ok.npy"
+    np.save(ok, np.zeros((1, 1, 8, 8), np.float32))
+    assert main(["run", model, "--input", f"nope={ok}", "--device", "cpu"]) == 1
+    assert "the model's inputs are ['images']" in capsys.readouterr().err
+    assert main(["run", model, "--input", f"images={ok}", "--device", "cpu", "--repeat", "3"]) == 0

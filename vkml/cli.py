@@ -46,18 +46,50 @@ def _random_feed(sess, rng) -> dict:
 
 
 def _time_runs(sess, feed, repeat: int) -> float:
+    """The median of `repeat` runs; on a terminal, a progress line when they take a while."""
     times = []
-    for _ in range(repeat):
+    tty = sys.stderr.isatty()
+    start = last = time.perf_counter()
+    for i in range(repeat):
         t0 = time.perf_counter()
         sess.run(None, feed)
         times.append(time.perf_counter() - t0)
+        if tty and time.perf_counter() - last > 1.0:
+            last = time.perf_counter()
+            print(f"\rvkml: timing run {i + 1}/{repeat} ({last - start:.0f} s)", end="", file=sys.stderr, flush=True)
+    if tty and last != start:
+        print(file=sys.stderr)
     return statistics.median(times)
+
+
+def _read_inputs(items: list[str] | None) -> dict:
+    """--input NAME=FILE.npy values, read before anything else runs: a bad item or file is an
+    error that names it."""
+    feed = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--input must be NAME=FILE.npy, got {item!r}")
+        if name in feed:
+            raise ValueError(f"--input {name!r} given twice")
+        try:
+            feed[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise ValueError(f"--input {name}={path}: cannot read it as a .npy array ({type(e).__name__}: {e})") from None
+        if not isinstance(feed[name], np.ndarray):  # an .npz archive
+            raise ValueError(f"--input {name}={path}: an .npz archive, not one .npy array")
+    return feed
 
 
 def cmd_run(args) -> int:
     import vkml
 
+    if args.repeat < 1:
+        raise ValueError(f"--repeat must be at least 1, not {args.repeat}")
     shipped = args.model is None
+    if shipped and args.input:
+        raise ValueError("--input needs a MODEL (the shipped model runs on its own test images)")
+    given = _read_inputs(args.input)
     path = args.model or str(resources.files("vkml") / "data" / SHIPPED_MODEL)
     sess = vkml.InferenceSession(path, devices=args.device or None)
     if shipped:
@@ -72,13 +104,11 @@ def cmd_run(args) -> int:
         print(f"classified {len(labels)} held-back test images: accuracy {acc:.4f} "
               f"({int((pred == labels).sum())}/{len(labels)})")
     else:
-        feed = {}
-        for item in args.input or []:
-            if "=" not in item:
-                print(f"--input must be NAME=FILE.npy, got {item!r}", file=sys.stderr)
-                return 2
-            k, f = item.split("=", 1)
-            feed[k] = np.load(f, allow_pickle=False)
+        feed = given
+        names = [a.name for a in sess.get_inputs()]
+        unknown = [k for k in feed if k not in names]
+        if unknown:
+            raise ValueError(f"--input {unknown}: the model's inputs are {names}")
         missing = [a for a in sess.get_inputs() if a.name not in feed]
         if missing:
             rand = _random_feed(sess, np.random.default_rng(0))
@@ -148,7 +178,10 @@ def cmd_warmup(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import __version__
+
     ap = argparse.ArgumentParser(prog="vkml", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"vkml {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a model (the shipped digits CNN when MODEL is omitted)")
     r.add_argument("model", nargs="?")
