@@ -30,9 +30,10 @@ import os
 _OFF = ("off", "0", "no", "false", "none")
 
 
-def cpu_blas_threads() -> str | int | None:
-    """"auto", a fixed thread count, or None (leave BLAS alone), from VKML_CPU_BLAS_THREADS."""
-    raw = os.environ.get("VKML_CPU_BLAS_THREADS", "").strip().lower()
+def _auto_off_or_count(name: str, what: str) -> str | int | None:
+    """"auto" (unset or "auto"), None ("off" and its spellings) or a whole number >= 1 from
+    the variable `name`; anything else is a ValueError saying what the number counts."""
+    raw = os.environ.get(name, "").strip().lower()
     if raw in ("", "auto"):
         return "auto"
     if raw in _OFF:
@@ -42,24 +43,18 @@ def cpu_blas_threads() -> str | int | None:
     except ValueError:
         n = -1
     if n < 1:
-        raise ValueError(f"VKML_CPU_BLAS_THREADS={raw!r}: expected 'auto', 'off' or a thread count >= 1")
+        raise ValueError(f"{name}={raw!r}: expected 'auto', 'off' or a {what} >= 1")
     return n
+
+
+def cpu_blas_threads() -> str | int | None:
+    """"auto", a fixed thread count, or None (leave BLAS alone), from VKML_CPU_BLAS_THREADS."""
+    return _auto_off_or_count("VKML_CPU_BLAS_THREADS", "thread count")
 
 
 def cpu_runs() -> str | int | None:
     """"auto", a cap on one CPU session's concurrent runs, or None (no cap), from VKML_CPU_RUNS."""
-    raw = os.environ.get("VKML_CPU_RUNS", "").strip().lower()
-    if raw in ("", "auto"):
-        return "auto"
-    if raw in _OFF:
-        return None
-    try:
-        n = int(raw)
-    except ValueError:
-        n = -1
-    if n < 1:
-        raise ValueError(f"VKML_CPU_RUNS={raw!r}: expected 'auto', 'off' or a run count >= 1")
-    return n
+    return _auto_off_or_count("VKML_CPU_RUNS", "run count")
 
 
 def fast_runs() -> bool:
