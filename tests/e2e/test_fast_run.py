@@ -9,6 +9,7 @@ import pytest
 
 import vkml
 from _models import cnn, mlp
+from _threads import hammer
 
 THREADS, RUNS = 8, 40
 
@@ -27,25 +28,7 @@ def test_native_runs_match_the_cpu_from_many_threads(gpu):
     for k in range(6):
         x = rng.standard_normal((1 + k % 3, 3, 12, 12)).astype(np.float32)
         cases.append((x, ref.run(None, {"x": x})[0]))
-    errors: list[str] = []
-    start = threading.Barrier(THREADS)
-
-    def worker(t: int) -> None:
-        start.wait()
-        for i in range(RUNS):
-            x, want = cases[(t + i) % len(cases)]
-            try:
-                got = sess.run(None, {"x": x})[0]
-                if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-5):
-                    errors.append(f"thread {t} run {i}: wrong output")
-            except Exception as e:  # pragma: no cover - reported below
-                errors.append(f"thread {t} run {i}: {type(e).__name__}: {e}")
-
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    errors = hammer(sess, cases, THREADS, RUNS)
     assert not errors, errors[:5]
     progs = _programs(sess)
     assert progs and all(p is not None for p in progs), "the plans did not take the native path"
@@ -165,3 +148,4 @@ def test_mixed_calls_from_threads_match_the_cpu(gpu):
             assert plan.pool.size == len(plan.pool._free) and plan.pool.retired == 0
 
     check()
+

@@ -2,13 +2,13 @@
 shapes (two concrete plans), a split placement (uploads, readbacks, CPU units), all correct,
 and never more run slots than allowed; driven by the scheduler (GPU waits on the waiter
 thread) and sequentially on the calling threads."""
-import threading
 
 import numpy as np
 import pytest
 
 import vkml
 from _models import mlp, node_names
+from _threads import hammer
 
 THREADS, RUNS = 16, 100
 
@@ -25,26 +25,7 @@ def test_threads_share_one_session(gpu, executor):
     for k in range(8):
         x = rng.standard_normal((3 if k % 2 else 5, 16)).astype(np.float32)
         cases.append((x, ref.run(None, {"x": x})[0]))
-    errors: list[str] = []
-    start = threading.Barrier(THREADS)
-
-    def worker(t: int) -> None:
-        start.wait()
-        for i in range(RUNS):
-            x, want = cases[(t + i) % len(cases)]
-            try:
-                got = sess.run(None, {"x": x})[0]
-                if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
-                    errors.append(f"thread {t} run {i}: max error {np.abs(got - want).max()}")
-            except Exception as e:  # pragma: no cover - reported below
-                errors.append(f"thread {t} run {i}: {type(e).__name__}: {e}")
-
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=300)
-    assert not any(th.is_alive() for th in threads), "runs hung"
+    errors = hammer(sess, cases, THREADS, RUNS)
     assert not errors, errors[:5]
     plans = list(sess._gpu._plans.values())
     assert len(plans) == 2 and all(1 <= p.pool.size <= 3 for p in plans)

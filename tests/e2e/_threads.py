@@ -1,0 +1,36 @@
+"""Many threads on one session: the loop the thread tests share."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+
+def hammer(sess, cases, threads: int, runs: int) -> list[str]:
+    """`threads` threads, started together, each make `runs` runs of sess over cases
+    [(x, expected y)] in turn (thread t starts at case t); returns what went wrong, one line
+    per bad run. Threads still running after 300 s are reported as a hang."""
+    errors: list[str] = []
+    start = threading.Barrier(threads)
+
+    def worker(t: int) -> None:
+        start.wait()
+        for i in range(runs):
+            x, want = cases[(t + i) % len(cases)]
+            try:
+                got = sess.run(None, {"x": x})[0]
+                if got.shape != want.shape:
+                    errors.append(f"thread {t} run {i}: shape {got.shape}, expected {want.shape}")
+                elif not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+                    errors.append(f"thread {t} run {i}: max error {np.abs(got - want).max()}")
+            except Exception as e:  # pragma: no cover - reported by the caller
+                errors.append(f"thread {t} run {i}: {type(e).__name__}: {e}")
+
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join(timeout=300)
+    if any(th.is_alive() for th in ts):
+        errors.append("runs hung")
+    return errors
