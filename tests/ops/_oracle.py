@@ -36,6 +36,17 @@ def make_model(op_type: str, inputs: Mapping[str, np.ndarray | None], attrs: Map
     return helper.make_model(graph, opset_imports=opsets, ir_version=10)
 
 
+def gpu_and_cpu(gpu: str, model: onnx.ModelProto, feed: Mapping[str, Any],
+                quiet: bool = False) -> tuple[list, list, "vkml.InferenceSession"]:
+    """(outputs on `gpu`, outputs on the CPU device, the GPU session) of a model: the reference
+    is a session on the CPU device named "cpu", never the default devices. quiet: no NumPy
+    floating-point warnings from the reference."""
+    with np.errstate(all="ignore") if quiet else np.errstate():
+        want = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    return sess.run(None, feed), want, sess
+
+
 def check_node(op_type: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any] | None = None,
                opset: int = 21, outputs: int | Sequence[str] = 1, rtol: float = 1e-5, atol: float = 1e-6,
                domain: str = "", consts: Sequence[str] = (), check_infer: bool = True) -> list[np.ndarray]:

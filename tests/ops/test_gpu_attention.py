@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import make_model  # noqa: E402
+from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
 import vkml  # noqa: E402
 
@@ -34,9 +34,7 @@ def run_both(gpu: str, inputs: dict, attrs: dict, opset: int, n_out: int) -> Non
     names = [f"y{i}" for i in range(n_out)]
     model = make_model("Attention", inputs, attrs, opset, outputs=names)
     feed = {k: v for k, v in inputs.items() if v is not None}
-    want = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
-    sess = vkml.InferenceSession(model, devices=[gpu])
-    got = sess.run(None, feed)
+    got, want, sess = gpu_and_cpu(gpu, model, feed)
     (row,) = sess.placement()
     assert row["device"] == gpu and row.get("pipelines"), row
     for name, g, w in zip(names, got, want):

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import make_model  # noqa: E402
+from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
 import vkml  # noqa: E402
 from vkml import dtypes  # noqa: E402
@@ -76,10 +76,7 @@ def run_both(gpu: str, op: str, x: np.ndarray, to: np.dtype, saturate: int | Non
     if saturate is not None:
         attrs["saturate"] = saturate
     model = make_model(op, inputs, attrs, 21)
-    with np.errstate(all="ignore"):
-        (want,) = vkml.InferenceSession(model, devices=["cpu"]).run(None, inputs)
-    sess = vkml.InferenceSession(model, devices=[gpu])
-    (got,) = sess.run(None, inputs)
+    (got,), (want,), sess = gpu_and_cpu(gpu, model, inputs, quiet=True)
     (row,) = sess.placement()
     assert row["device"] == gpu, row
     if want.size:

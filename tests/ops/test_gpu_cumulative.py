@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import make_model  # noqa: E402
+from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
-import vkml  # noqa: E402
 
 HYP = settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", "10")), deadline=None,
                suppress_health_check=list(HealthCheck))
@@ -36,9 +35,7 @@ def test_cumulative(gpu, op, shape, data, dtype, exclusive, reverse, seed):
     model = make_model(op, {"x": x, "axis": np.array(axis, np.int64)},
                        {"exclusive": int(exclusive), "reverse": int(reverse)}, 26 if op == "CumProd" else 14,
                        consts=("axis",))
-    (want,) = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})
-    sess = vkml.InferenceSession(model, devices=[gpu])
-    (got,) = sess.run(None, {"x": x})
+    (got,), (want,), sess = gpu_and_cpu(gpu, model, {"x": x})
     (row,) = sess.placement()
     assert row["device"] == gpu and row.get("pipelines"), row
     assert got.dtype == want.dtype and got.shape == want.shape

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import broadcast_pair, nonempty_shapes, seeds  # noqa: E402
-from _oracle import make_model  # noqa: E402
+from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
 import vkml  # noqa: E402
 from vkml.kernels import Unsupported, get_kernel  # noqa: E402
@@ -51,9 +51,7 @@ def run_both(gpu: str, op: str, inputs: dict, attrs: dict | None = None, opset: 
     """(GPU result, CPU result) of one node; asserts the GPU session dispatched it."""
     model = make_model(op, inputs, attrs or {}, opset, consts=consts)
     feed = {k: np.asarray(v) for k, v in inputs.items() if v is not None and k not in consts}
-    (want,) = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
-    sess = vkml.InferenceSession(model, devices=[gpu])
-    (got,) = sess.run(None, feed)
+    (got,), (want,), sess = gpu_and_cpu(gpu, model, feed)
     (row,) = sess.placement()
     assert row["device"] == gpu, row
     if want.size:

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _oracle import make_model  # noqa: E402
+from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
-import vkml  # noqa: E402
 
 REDUCE = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
           "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
@@ -24,9 +23,7 @@ E = np.zeros((2, 0, 3), np.float32)
 def both(gpu, op, inputs, attrs=None, opset=18, consts=()):
     model = make_model(op, inputs, attrs or {}, opset, consts=consts)
     feed = {k: np.asarray(v) for k, v in inputs.items() if v is not None and k not in consts}
-    want = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
-    sess = vkml.InferenceSession(model, devices=[gpu])
-    got = sess.run(None, feed)
+    got, want, sess = gpu_and_cpu(gpu, model, feed)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape, (op, g.dtype, g.shape, w.dtype, w.shape)
         np.testing.assert_array_equal(g, w, err_msg=op)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import make_model  # noqa: E402
+from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
 import vkml  # noqa: E402
 
@@ -25,9 +25,7 @@ loss_shapes = st.tuples(st.integers(1, 5), st.integers(1, 7), st.lists(st.intege
 def run_both(gpu, op, inputs, attrs, outputs=1):
     model = make_model(op, inputs, attrs, 13, outputs=outputs)
     feed = {k: v for k, v in inputs.items() if v is not None}
-    want = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
-    sess = vkml.InferenceSession(model, devices=[gpu])
-    got = sess.run(None, feed)
+    got, want, sess = gpu_and_cpu(gpu, model, feed)
     (row,) = sess.placement()
     assert row["device"] == gpu and row.get("pipelines"), row
     return got, want
