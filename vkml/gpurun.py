@@ -147,7 +147,7 @@ class ConcretePlan:
         self.needs_slot = bool(self.gpu_units or self.up.readback_of)
         self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
         self.fast = self._fast_layout(graph)  # (feed names, output sources) or None
-        self.feeds = self._fast_feeds()  # its checks in C, where every output is a readback
+        self.feeds = self._fast_feeds()  # its feed checks and outputs, in C
         self.pool = SlotPool(self._make_slot, runner.max_slots)
         self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
         self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
@@ -194,16 +194,18 @@ class ConcretePlan:
         return fed, srcs
 
     def _fast_feeds(self):
-        if self.fast is None or any(kind != "rb" for kind, _ in self.fast[1]):
+        if self.fast is None:
             return None
         from .runtime import _fastrun
 
         fed, srcs = self.fast
-        values = self.concrete.values
-        rbs = list(dict.fromkeys(k for _, k in srcs))  # (the order of _program's outputs)
+        values, consts = self.concrete.values, self.concrete.consts
+        rbs = list(dict.fromkeys(k for kind, k in srcs if kind == "rb"))  # (_program's outputs' order)
         outs = [values[self.up.units[k].value] for k in rbs]
+        sources = [("rb", rbs.index(k)) if kind == "rb" else ("const", consts[k]) if kind == "const" else (kind, k)
+                   for kind, k in srcs]
         return _fastrun.Feeds(fed, [values[n].dtype for n in fed], [values[n].shape for n in fed],
-                              [d.dtype for d in outs], [d.shape for d in outs], [rbs.index(k) for _, k in srcs])
+                              [d.dtype for d in outs], [d.shape for d in outs], sources)
 
     def _program(self, slot: Slot):
         """The slot's native run (vkml/runtime/_fastrun.pyx), or None where its memory is not
@@ -409,34 +411,11 @@ class ConcretePlan:
         a host array of the planned dtype and shape."""
         timeout = -1.0 if GPU_TIMEOUT is None else GPU_TIMEOUT
         p = slot.program
-        fe = self.feeds
-        if fe is not None:  # outputs all from readbacks: checked and made in C
-            arrays = fe.arrays(feeds)
-            if arrays is None:
-                return None
-        else:
-            fed, srcs = self.fast
-            values = self.concrete.values
-            arrays = []
-            for name in fed:
-                a = feeds.get(name)
-                d = values[name]
-                if type(a) is not np.ndarray or a.dtype != d.dtype or a.shape != d.shape:
-                    return None
-                arrays.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
+        arrays = self.feeds.arrays(feeds)
+        if arrays is None:
+            return None
         try:
-            if fe is not None:
-                result = fe.run(p, arrays, timeout)
-            else:
-                outs: dict[int, np.ndarray] = {}
-                for kind, k in srcs:
-                    if kind == "rb" and k not in outs:
-                        d = values[self.up.units[k].value]
-                        outs[k] = np.empty(d.shape, d.dtype)
-                p.run(arrays, [o.reshape(-1) for o in outs.values()], timeout)
-                consts = self.concrete.consts
-                result = [outs[k] if kind == "rb" else np.array(consts[k]) if kind == "const" else feeds[k]
-                          for kind, k in srcs]
+            result = self.feeds.run(p, arrays, feeds, timeout)
             RUN_INFO.free_ns = p.last_free_ns
         except BaseException as e:
             # Interrupted or timed out: the GPU may still use the slot, so it is retired until

@@ -149,3 +149,25 @@ def test_mixed_calls_from_threads_match_the_cpu(gpu):
 
     check()
 
+
+def test_outputs_that_are_constants_or_feeds(gpu):
+    """Graph outputs that are a constant or a graph input come back on the native path too
+    (a fresh copy of the constant each run, the fed array itself)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    c = np.arange(3, dtype=np.float32)
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 3]), h.make_tensor_value_info("c", T.FLOAT, [3]),
+                      h.make_tensor_value_info("x", T.FLOAT, [2, 3])], [nh.from_array(c, "c")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    sess = vkml.InferenceSession(m, devices=[gpu])
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    for _ in range(2):
+        y, cc, xx = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(y, np.maximum(x, 0))
+        np.testing.assert_array_equal(cc, c)
+        assert xx is x
+        cc[0] = 99  # a copy: the next run's constant is untouched
+    assert sum(p.runs for p in _programs(sess) if p is not None) == 2

@@ -75,6 +75,8 @@ cdef class Program:
     cdef int nin, nout
     cdef uint64_t* in_bytes
     cdef uint64_t* out_bytes
+    cdef const char** src     # run(): the feeds' data, by feed index
+    cdef char** dst           # run(): the outputs' data, by output index
     cdef list keep           # what the pointers point into, and the command buffers
     cdef list cbs            # (unit, CommandBuffer) of SUBMIT steps
     cdef readonly uint64_t last    # the last value this program's latest run submitted
@@ -90,6 +92,8 @@ cdef class Program:
         self.waitv = NULL
         self.in_bytes = NULL
         self.out_bytes = NULL
+        self.src = NULL
+        self.dst = NULL
 
     def __init__(self, Device dev, uint32_t lane, list steps, int nunits, int nin, int nout):
         if lane >= dev.nlanes:
@@ -108,8 +112,10 @@ cdef class Program:
         self.tl = <uint64_t*>malloc(sizeof(uint64_t) * max(1, nunits))
         self.in_bytes = <uint64_t*>malloc(sizeof(uint64_t) * max(1, nin))
         self.out_bytes = <uint64_t*>malloc(sizeof(uint64_t) * max(1, nout))
+        self.src = <const char**>malloc(sizeof(char*) * max(1, nin))
+        self.dst = <char**>malloc(sizeof(char*) * max(1, nout))
         if (self.steps == NULL or self.wait_idx == NULL or self.waitv == NULL or self.tl == NULL
-                or self.in_bytes == NULL or self.out_bytes == NULL):
+                or self.in_bytes == NULL or self.out_bytes == NULL or self.src == NULL or self.dst == NULL):
             raise MemoryError()
         for i in range(nin):
             self.in_bytes[i] = <uint64_t>-1
@@ -185,44 +191,38 @@ cdef class Program:
         free(self.tl)
         free(self.in_bytes)
         free(self.out_bytes)
+        free(<void*>self.src)
+        free(self.dst)
 
     def run(self, list feeds, list outs, double timeout) -> None:
         """Copy feeds (C-contiguous arrays of the planned sizes, by feed index) in, run,
         fill outs (likewise). timeout < 0: wait forever; else TimeoutError past it, with the
         GPU work maybe still running (last says up to which value of the lane)."""
         cdef uint64_t t0 = _now_ns(), t1, t2
-        cdef const char** src = <const char**>malloc(sizeof(char*) * max(1, self.nin))
-        cdef char** dst = <char**>malloc(sizeof(char*) * max(1, self.nout))
-        if src == NULL or dst == NULL:
-            free(src)
-            free(dst)
-            raise MemoryError()
+        cdef const char** src = self.src
+        cdef char** dst = self.dst
         cdef cnp.ndarray a
-        try:
-            if len(feeds) != self.nin or len(outs) != self.nout:
-                raise ValueError(f"expected {self.nin} feeds and {self.nout} outputs")
-            for i in range(self.nin):
-                a = feeds[i]
-                if not cnp.PyArray_IS_C_CONTIGUOUS(a) or <uint64_t>cnp.PyArray_NBYTES(a) != self.in_bytes[i]:
-                    raise ValueError(f"feed {i}: expected a C-contiguous array of {self.in_bytes[i]} bytes")
-                src[i] = <const char*>cnp.PyArray_DATA(a)
-            for i in range(self.nout):
-                a = outs[i]
-                if (not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISWRITEABLE(a)
-                        or <uint64_t>cnp.PyArray_NBYTES(a) != self.out_bytes[i]):
-                    raise ValueError(f"output {i}: expected a writable C-contiguous array of "
-                                     f"{self.out_bytes[i]} bytes")
-                dst[i] = <char*>cnp.PyArray_DATA(a)
-            self.dev.ensure_open()
-            t1 = _now_ns()
-            self._run(src, dst, timeout)
-            t2 = _now_ns()
-            for unit, cb in self.cbs:
-                (<CommandBuffer>cb).last_value = self.tl[unit]
-                (<CommandBuffer>cb).last_lane = self.lane
-        finally:
-            free(src)
-            free(dst)
+        if len(feeds) != self.nin or len(outs) != self.nout:
+            raise ValueError(f"expected {self.nin} feeds and {self.nout} outputs")
+        for i in range(self.nin):
+            a = feeds[i]
+            if not cnp.PyArray_IS_C_CONTIGUOUS(a) or <uint64_t>cnp.PyArray_NBYTES(a) != self.in_bytes[i]:
+                raise ValueError(f"feed {i}: expected a C-contiguous array of {self.in_bytes[i]} bytes")
+            src[i] = <const char*>cnp.PyArray_DATA(a)
+        for i in range(self.nout):
+            a = outs[i]
+            if (not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISWRITEABLE(a)
+                    or <uint64_t>cnp.PyArray_NBYTES(a) != self.out_bytes[i]):
+                raise ValueError(f"output {i}: expected a writable C-contiguous array of "
+                                 f"{self.out_bytes[i]} bytes")
+            dst[i] = <char*>cnp.PyArray_DATA(a)
+        self.dev.ensure_open()
+        t1 = _now_ns()
+        self._run(src, dst, timeout)
+        t2 = _now_ns()
+        for unit, cb in self.cbs:
+            (<CommandBuffer>cb).last_value = self.tl[unit]
+            (<CommandBuffer>cb).last_lane = self.lane
         self.runs += 1
         self.free_ns += self.last_free_ns
         self.gil_ns += (t2 - t1 - self.last_free_ns) + (t1 - t0) + (_now_ns() - t2)
@@ -292,17 +292,19 @@ cdef class Program:
 cdef class Feeds:
     """What one plan's native runs take and give, checked and made here rather than in Python
     (the GIL is held for as little as it can): the fed names with their dtype and shape, each
-    program output's dtype and shape, and which of them each graph output is."""
+    program output's dtype and shape, and where each graph output comes from: ("rb", index
+    into the program's outputs), ("const", array: a copy each run) or ("feed", name)."""
 
     cdef tuple names
     cdef tuple in_dtypes
     cdef tuple in_shapes
     cdef tuple out_dtypes
     cdef tuple out_shapes
-    cdef tuple out_index      # graph output k -> index into the program's outputs
+    cdef tuple sources        # graph output k -> (kind, index / array / name)
     cdef object empty         # numpy.empty
+    cdef object copy          # numpy.array
 
-    def __init__(self, names, in_dtypes, in_shapes, out_dtypes, out_shapes, out_index):
+    def __init__(self, names, in_dtypes, in_shapes, out_dtypes, out_shapes, sources):
         import numpy
 
         self.names = tuple(names)
@@ -310,8 +312,9 @@ cdef class Feeds:
         self.in_shapes = tuple(tuple(int(d) for d in s) for s in in_shapes)
         self.out_dtypes = tuple(numpy.dtype(d) for d in out_dtypes)
         self.out_shapes = tuple(tuple(int(d) for d in s) for s in out_shapes)
-        self.out_index = tuple(int(i) for i in out_index)
+        self.sources = tuple((kind, int(v) if kind == "rb" else v) for kind, v in sources)
         self.empty = numpy.empty
+        self.copy = numpy.array
 
     def arrays(self, feeds):
         """The feeds in program order as C-contiguous arrays, or None when one is missing, not
@@ -331,8 +334,8 @@ cdef class Feeds:
             out.append(arr)
         return out
 
-    def run(self, Program program, list arrays, double timeout):
-        """Run `program` on arrays (from arrays()); the graph's outputs, newly made."""
+    def run(self, Program program, list arrays, feeds, double timeout):
+        """Run `program` on arrays (from arrays() of `feeds`); the graph's outputs, newly made."""
         cdef list flat = []
         cdef list shaped = []
         for i in range(len(self.out_shapes)):
@@ -340,4 +343,5 @@ cdef class Feeds:
             shaped.append(a)
             flat.append(a.reshape(-1))
         program.run(arrays, flat, timeout)
-        return [shaped[k] for k in self.out_index]
+        return [shaped[v] if kind == "rb" else self.copy(v) if kind == "const" else feeds[v]
+                for kind, v in self.sources]
