@@ -160,6 +160,7 @@ class InferenceSession:
 
             self._vk = vulkan  # (its FORK_GENERATION tells a forked child, see _run)
             self._fork_gen = vulkan.FORK_GENERATION
+            self._pid = os.getpid()
             self._parallel = None
             if warmup or (warmup is None and self._static_shapes() is not None):
                 self.warmup()
@@ -344,7 +345,7 @@ class InferenceSession:
         if self._gpu is not None:
             if self._fork_gen != self._vk.FORK_GENERATION:
                 raise RuntimeError(
-                    f"this session's GPU devices were opened in process {self._gpu_pid()} before this "
+                    f"this session's GPU devices were opened in process {self._pid} before this "
                     f"process was forked from it: GPU state does not survive fork(). Make the session in "
                     f"this process, or start workers with multiprocessing's 'spawn' or 'forkserver' "
                     f"method (a CPU-only session works in a forked child)")
@@ -374,10 +375,6 @@ class InferenceSession:
         pickles as that path, which must exist where it is unpickled."""
         model, kwargs = self._args
         return (_rebuild, (_portable_model(model), kwargs))
-
-    def _gpu_pid(self) -> int | str:
-        devs = [d for d in self._vk._inherited if getattr(d, "name", None) in self.devices]
-        return devs[0].pid if devs else "?"
 
     def _run_pool(self) -> RunPool:
         if self._pool is None:
