@@ -51,13 +51,9 @@ def _one(model: str, threads: list[int], seconds: float) -> list[dict]:
     cp = sess._gpu.last
     slots = [cp.pool.acquire() for _ in range(max(threads))]
     if all(s.program is not None for s in slots):
-        fed, srcs = cp.fast
+        fed, _, rbs = cp.fast
         ins = [np.ascontiguousarray(feed[n]) for n in fed]
-        outs_of = {}
-        for kind, k in srcs:
-            if kind == "rb":
-                d = cp.concrete.values[cp.up.units[k].value]
-                outs_of[k] = d
+        outs_of = {k: cp.concrete.values[cp.up.units[k].value] for k in rbs}
         for t in threads:
             import threading
 

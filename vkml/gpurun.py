@@ -146,7 +146,7 @@ class ConcretePlan:
                 self.gpu_units.setdefault(u.device, []).append(u.index)
         self.needs_slot = bool(self.gpu_units or self.up.readback_of)
         self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
-        self.fast = self._fast_layout(graph)  # (feed names, output sources) or None
+        self.fast = self._fast_layout(graph)  # (feed names, output sources, readbacks) or None
         self.feeds = self._fast_feeds()  # its feed checks and outputs, in C
         self.pool = SlotPool(self._make_slot, runner.max_slots)
         self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
@@ -164,7 +164,8 @@ class ConcretePlan:
         """Whether runs can take the native path (vkml/runtime/_fastrun.pyx): only uploads of
         fed inputs, GPU chunks and readbacks, on one GPU, outputs to the host. Then (the fed
         names in upload order, each graph output's source: ("rb", readback unit) /
-        ("const", name) / ("feed", name))."""
+        ("const", name) / ("feed", name), the readback units that give outputs, in the order
+        of the native program's outputs)."""
         if not FAST_RUNS or self.up.kept or self.output_device not in (None, "cpu"):
             return None
         units = self.up.units
@@ -191,16 +192,15 @@ class ConcretePlan:
                 srcs.append(("feed", name))
             else:
                 return None
-        return fed, srcs
+        return fed, srcs, list(dict.fromkeys(k for kind, k in srcs if kind == "rb"))
 
     def _fast_feeds(self):
         if self.fast is None:
             return None
         from .runtime import _fastrun
 
-        fed, srcs = self.fast
+        fed, srcs, rbs = self.fast
         values, consts = self.concrete.values, self.concrete.consts
-        rbs = list(dict.fromkeys(k for kind, k in srcs if kind == "rb"))  # (_program's outputs' order)
         outs = [values[self.up.units[k].value] for k in rbs]
         sources = [("rb", rbs.index(k)) if kind == "rb" else ("const", consts[k]) if kind == "const" else (kind, k)
                    for kind, k in srcs]
@@ -212,9 +212,8 @@ class ConcretePlan:
         all mapped (staged transfers go the generic way)."""
         from .runtime import _fastrun
 
-        fed, srcs = self.fast
-        rbs = [k for kind, k in srcs if kind == "rb"]
-        out_of = {k: i for i, k in enumerate(dict.fromkeys(rbs))}
+        fed, _, rbs = self.fast
+        out_of = {k: i for i, k in enumerate(rbs)}
         readback_mode = None
         steps = []
         for u in self.up.units:
