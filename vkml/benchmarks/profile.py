@@ -115,6 +115,7 @@ class _Instrumented:
 
     def __enter__(self):
         from vkml import slots
+        from vkml.runtime import _fastrun  # noqa: F401  cimports CommandRecorder's C type: import it before the swap
         from vkml.vulkan import _commands
 
         self.mods = (_commands, slots)
