@@ -38,10 +38,11 @@ def describe_path(dev, g, dtype, tiling, coop_tiling, coop: bool) -> str:
         else:
             os.environ.pop("VKML_COOP_TILE", None)
         shape = matmul_coop.device_shape(dev)
-        if shape is not None:
-            t = matmul_coop.choose(dev, g, shape)
+        vec = matmul_coop.access_width(g)
+        if shape is not None and vec is not None:
+            t = matmul_coop.choose(dev, g, shape, vec)
             if t is not None:
-                return f"coop {shape.m}x{shape.n}x{shape.k} tile {t.bm}x{t.bn}x{t.bk} warp {t.wm}x{t.wn}"
+                return f"coop {shape.m}x{shape.n}x{shape.k} v{vec} tile {t.bm}x{t.bn}x{t.bk} warp {t.wm}x{t.wn}"
     t = tiling or mm.choose_tiling(dev, g.m, g.n, g.batch, g.k)
     return f"simt tile {t.bm}x{t.bn}x{t.bk} micro {t.tm}x{t.tn}"
 
@@ -93,6 +94,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tiles", nargs="*", help="SIMT tilings BM,BN,BK,TM,TN to sweep")
     ap.add_argument("--coop-tiles", nargs="*", help="cooperative-matrix tilings BM,BN,BK,WM,WN to sweep")
     ap.add_argument("--no-coop", action="store_true", help="float16 on the SIMT shader")
+    ap.add_argument("--coop-vecs", default=None,
+                    help="cooperative-matrix access widths to sweep, e.g. 8,4 (default: the widest that fits)")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/matmul-<device>.json)")
     args = ap.parse_args(argv)
 
@@ -113,12 +116,16 @@ def main(argv=None) -> int:
             cases = [(t, None, False) for t in simt]
             if dtype == np.float16 and not args.no_coop and matmul_coop.device_shape(dev) is not None:
                 cases = [(None, c, True) for c in coops] + (cases if args.tiles else [])
-            for tiling, coop_tiling, coop in cases:
+            vecs = [(int(v),) for v in args.coop_vecs.split(",")] if args.coop_vecs else [matmul_coop.VECS]
+            for (tiling, coop_tiling, coop), vec in ((c, v) for c in cases for v in (vecs if c[2] else vecs[:1])):
+                saved, matmul_coop.VECS = matmul_coop.VECS, vec  # the widths the kernel may pick from
                 try:
                     r = run_case(dev, n, dtype, inner, args.outer, tiling, coop_tiling, coop, args.check)
                 except Exception as e:  # a tiling the device refuses: report and go on
                     print(f"{n:5d} {dt:8s} {tiling or coop_tiling}: FAILED {type(e).__name__}: {e}")
                     continue
+                finally:
+                    matmul_coop.VECS = saved
                 results.append(r)
                 err = f"  err {r['max_rel_err']:.1e}" if "max_rel_err" in r else ""
                 print(f"{n:5d} {dt:8s} {r['tflops']:8.3f} TFLOPS (wall {r['tflops_wall']:7.3f})  "

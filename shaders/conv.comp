@@ -58,6 +58,20 @@ layout(push_constant) uniform Push {
 
 uint KEND;                  // the end of this split's k range
 
+// Output channel `row` (over all groups), column col = image * P + position: v plus the
+// bias, then the epilogue; a split's partial (S > 1), bias left out, for splitk_reduce.
+void store1(uint split, uint row, uint col, float v) {
+    if (col >= pc.NP) return;
+    if (pc.S > 1u) {
+        part[(split * pc.Mtot + row) * pc.NP + col] = v;
+        return;
+    }
+    if (HAS_BIAS) v += float(bias[row]);
+    uint img = col / pc.P, p = col - img * pc.P;
+    uint oi = (img * pc.Mtot + row) * pc.P + p;
+    o[oi] = SO(epilogue(v, oi, pc.EPI));
+}
+
 vec4 load_a(uint base, uint gm, uint gk) {
     vec4 v = vec4(0.0);
     if (gm >= pc.M || gk >= KEND) return v;
@@ -189,30 +203,21 @@ void main() {
             barrier();
         }
 
-        if (pc.S > 1u) {
-            [[unroll]] for (uint j = 0u; j < TN; ++j) {
-                uint col = n0 + gemm_col(j, tx);
-                if (col >= pc.NP) continue;
-                uint pbase = (split * pc.Mtot + g * pc.M) * pc.NP + col;
-                [[unroll]] for (uint i = 0u; i < TM; ++i) {
-                    uint m = m0 + gemm_row(i, ty);
-                    if (m < pc.M) part[pbase + m * pc.NP] = acc[i * TN + j];
-                }
-            }
-            continue;
-        }
-        [[unroll]] for (uint j = 0u; j < TN; ++j) {
-            uint col = n0 + gemm_col(j, tx);
-            if (col >= pc.NP) continue;
-            uint img = col / pc.P, p = col - img * pc.P;
-            uint obase = (img * pc.Mtot + g * pc.M) * pc.P + p;
+        if (GEMM_STORE_UNROLLED) {
             [[unroll]] for (uint i = 0u; i < TM; ++i) {
                 uint m = m0 + gemm_row(i, ty);
                 if (m >= pc.M) continue;
-                float v = acc[i * TN + j];
-                if (HAS_BIAS) v += float(bias[g * pc.M + m]);
-                uint oi = obase + m * pc.P;
-                o[oi] = SO(epilogue(v, oi, pc.EPI));
+                [[unroll]] for (uint j = 0u; j < TN; ++j)
+                    store1(split, g * pc.M + m, n0 + gemm_col(j, tx), acc4[i * TN4 + (j >> 2u)][j & 3u]);
+            }
+        } else {  // one copy of the store (include/vkml_gemm.glsl, GEMM_ACC_TAKE)
+            [[dont_unroll]] for (uint q = 0u; q < TM * TN4; ++q) {
+                vec4 v4;
+                GEMM_ACC_TAKE(v4);
+                uint i = q / TN4;
+                uint m = m0 + gemm_row(i, ty), cb = n0 + gemm_col((q - i * TN4) * 4u, tx);
+                if (m >= pc.M) continue;
+                [[dont_unroll]] for (uint e = 0u; e < 4u; ++e) store1(split, g * pc.M + m, cb + e, v4[e]);
             }
         }
     }

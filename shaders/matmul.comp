@@ -53,6 +53,20 @@ layout(push_constant) uniform Push {
 
 uint KEND;                  // the end of this split's k range
 
+// Output element (m, n) of the batch (or split K partial) at obase: alpha * v, then beta * C
+// and the epilogue; a split's partial (S > 1) is stored as alpha * v for splitk_reduce.
+void store1(uint obase, uint m, uint n, float v) {
+    if (n >= pc.N) return;
+    uint oi = obase + m * pc.N + n;
+    v *= pc.alpha;
+    if (pc.S > 1u) {
+        part[oi] = v;
+        return;
+    }
+    if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
+    o[oi] = SO(epilogue(v, oi, pc.EPI));
+}
+
 // Four values of A starting at (gm, gk), along m if TRANS_A else along k; zeros outside.
 vec4 load_a(uint base, uint gm, uint gk) {
     vec4 v = vec4(0.0);
@@ -162,29 +176,22 @@ void main() {
             barrier();
         }
 
-        if (pc.S > 1u) {
-            uint pbase = (split * pc.batch + z) * pc.M * pc.N;
+        uint obase = pc.S > 1u ? (split * pc.batch + z) * pc.M * pc.N : z * pc.M * pc.N;
+        if (GEMM_STORE_UNROLLED) {
             [[unroll]] for (uint i = 0u; i < TM; ++i) {
                 uint m = m0 + gemm_row(i, ty);
                 if (m >= pc.M) continue;
-                [[unroll]] for (uint j = 0u; j < TN; ++j) {
-                    uint n = n0 + gemm_col(j, tx);
-                    if (n < pc.N) part[pbase + m * pc.N + n] = pc.alpha * acc[i * TN + j];
-                }
+                [[unroll]] for (uint j = 0u; j < TN; ++j)
+                    store1(obase, m, n0 + gemm_col(j, tx), acc4[i * TN4 + (j >> 2u)][j & 3u]);
             }
-            continue;
-        }
-        uint obase = z * pc.M * pc.N;
-        [[unroll]] for (uint i = 0u; i < TM; ++i) {
-            uint m = m0 + gemm_row(i, ty);
-            if (m >= pc.M) continue;
-            [[unroll]] for (uint j = 0u; j < TN; ++j) {
-                uint n = n0 + gemm_col(j, tx);
-                if (n >= pc.N) continue;
-                float v = pc.alpha * acc[i * TN + j];
-                if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
-                uint oi = obase + m * pc.N + n;
-                o[oi] = SO(epilogue(v, oi, pc.EPI));
+        } else {
+            [[dont_unroll]] for (uint q = 0u; q < TM * TN4; ++q) {
+                vec4 v4;
+                GEMM_ACC_TAKE(v4);
+                uint i = q / TN4;
+                uint m = m0 + gemm_row(i, ty), nb = n0 + gemm_col((q - i * TN4) * 4u, tx);
+                if (m >= pc.M) continue;
+                [[dont_unroll]] for (uint e = 0u; e < 4u; ++e) store1(obase, m, nb + e, v4[e]);
             }
         }
     }

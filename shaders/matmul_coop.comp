@@ -6,14 +6,16 @@
 // (WM/CM) x (WN/CN) accumulators of the device's CM x CN x CK shape (chosen by the host
 // from VkCooperativeMatrixPropertiesKHR). K advances in BK steps through double-buffered
 // shared tiles, each operand kept in its stored layout (row-major, or column-major when
-// transposed) with 16 bytes of padding per row against bank conflicts. The next tile is
-// fetched into registers while the current one is multiplied. Results go through a small
-// per-subgroup shared staging tile so that alpha, beta * C, the float16 rounding and the
-// bounds checks of ragged edges happen in plain code.
+// transposed) with one vector of padding per row against bank conflicts. The next tile is
+// fetched into registers while the current one is multiplied, and stored to the other
+// buffer behind the multiplies: one barrier per K step. Results of ragged or scaled blocks
+// go through a small per-subgroup shared staging tile so that alpha, beta * C, the float16
+// rounding and the bounds checks happen in plain code.
 //
-// The host guarantees: each operand's contiguous dimension and leading stride are
-// multiples of 4 (8-byte vector loads), BM % WM == BN % WN == 0, WM % CM == WN % CN == 0,
-// BK % CK == 0, and local_size_x = (BM/WM) * (BN/WN) * subgroup size.
+// VEC (a define: 8 or 4) is the width of every global and shared access in halves: 16- or
+// 8-byte vectors. The host guarantees: each operand's contiguous dimension, leading stride
+// and batch strides are multiples of VEC, BM % WM == BN % WN == 0, WM % CM == WN % CN == 0,
+// BK % CK == 0, tile sides multiples of VEC, and local_size_x = (BM/WM) * (BN/WN) * SG.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -21,6 +23,12 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
+
+#if VEC == 8
+#define VT uvec4
+#else
+#define VT uvec2
+#endif
 
 layout(local_size_x = 128, local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 128;
@@ -36,7 +44,6 @@ layout(constant_id = 7) const bool TRANS_B = false;
 layout(constant_id = 8) const bool HAS_C = false;
 layout(constant_id = 9) const uint SG = 32;  // the device's subgroup size
 
-const uint PAD = 8;                          // halves of padding per shared row
 const uint WARPS_N = BN / WN;
 const uint NWARPS = (BM / WM) * WARPS_N;
 const uint FM = WM / CM;                     // accumulators per warp along m
@@ -44,24 +51,24 @@ const uint FN = WN / CN;
 // Shared tiles in the operands' stored layouts; rows are the non-contiguous dimension.
 const uint A_ROWS = TRANS_A ? BK : BM;
 const uint A_COLS = TRANS_A ? BM : BK;
-const uint A_LD = A_COLS + PAD;              // halves
+const uint A_LD = A_COLS / VEC + 1u;         // vectors per shared row, one of padding
 const uint B_ROWS = TRANS_B ? BN : BK;
 const uint B_COLS = TRANS_B ? BK : BN;
-const uint B_LD = B_COLS + PAD;
-const uint A_TILE = A_ROWS * A_LD / 4u;      // f16vec4 per buffer
-const uint B_TILE = B_ROWS * B_LD / 4u;
-const uint A_CHUNKS = A_ROWS * A_COLS / 4u;  // f16vec4 loads per tile
-const uint B_CHUNKS = B_ROWS * B_COLS / 4u;
-const uint NTHREADS = gl_WorkGroupSize.x;    // NWARPS * subgroup size
+const uint B_LD = B_COLS / VEC + 1u;
+const uint A_TILE = A_ROWS * A_LD;           // vectors per buffer
+const uint B_TILE = B_ROWS * B_LD;
+const uint A_CHUNKS = A_ROWS * A_COLS / VEC; // vector loads per tile
+const uint B_CHUNKS = B_ROWS * B_COLS / VEC;
+const uint NTHREADS = NWARPS * SG;
 const uint SLOTS_A = (A_CHUNKS + NTHREADS - 1u) / NTHREADS;  // loads per invocation per tile
 const uint SLOTS_B = (B_CHUNKS + NTHREADS - 1u) / NTHREADS;
 
-shared f16vec4 As[2u * A_TILE];
-shared f16vec4 Bs[2u * B_TILE];
+shared VT As[2u * A_TILE];
+shared VT Bs[2u * B_TILE];
 shared float stage[NWARPS * CM * CN];
 
-layout(std430, binding = 0) readonly buffer BA { f16vec4 a4[]; };
-layout(std430, binding = 1) readonly buffer BB { f16vec4 b4[]; };
+layout(std430, binding = 0) readonly buffer BA { VT av[]; };
+layout(std430, binding = 1) readonly buffer BB { VT bv[]; };
 layout(std430, binding = 2) readonly buffer BC { float16_t c[]; };
 layout(std430, binding = 3) writeonly buffer BO { float16_t o[]; };
 
@@ -77,43 +84,30 @@ layout(push_constant) uniform Push {
     uint scm, scn;
 } pc;
 
-// Chunk q of a tile: (row, column) within the tile, the column counted in halves.
-void chunk_pos(uint q, uint cols, out uint r, out uint col) {
-    uint per_row = cols / 4u;
-    r = q / per_row;
-    col = (q - r * per_row) * 4u;
-}
-
-f16vec4 fetch_a(uint base, uint m0, uint k0, uint q) {
-    uint r, col;
-    chunk_pos(q, A_COLS, r, col);
+VT fetch_a(uint base, uint m0, uint k0, uint q) {
+    uint r = q / (A_COLS / VEC), col = (q % (A_COLS / VEC)) * VEC;
     uint gm = m0 + (TRANS_A ? col : r), gk = k0 + (TRANS_A ? r : col);
-    if (q >= A_CHUNKS || gm >= pc.M || gk >= pc.K) return f16vec4(0.0hf);
+    if (q >= A_CHUNKS || gm >= pc.M || gk >= pc.K) return VT(0u);
     uint idx = TRANS_A ? base + gk * pc.lda + gm : base + gm * pc.lda + gk;
-    return a4[idx >> 2u];
+    return av[idx / VEC];
 }
 
-f16vec4 fetch_b(uint base, uint n0, uint k0, uint q) {
-    uint r, col;
-    chunk_pos(q, B_COLS, r, col);
+VT fetch_b(uint base, uint n0, uint k0, uint q) {
+    uint r = q / (B_COLS / VEC), col = (q % (B_COLS / VEC)) * VEC;
     uint gn = n0 + (TRANS_B ? r : col), gk = k0 + (TRANS_B ? col : r);
-    if (q >= B_CHUNKS || gn >= pc.N || gk >= pc.K) return f16vec4(0.0hf);
+    if (q >= B_CHUNKS || gn >= pc.N || gk >= pc.K) return VT(0u);
     uint idx = TRANS_B ? base + gn * pc.ldb + gk : base + gk * pc.ldb + gn;
-    return b4[idx >> 2u];
+    return bv[idx / VEC];
 }
 
-void put_a(uint buf, uint q, f16vec4 v) {
-    if (q >= A_CHUNKS) return;
-    uint r, col;
-    chunk_pos(q, A_COLS, r, col);
-    As[buf * A_TILE + (r * A_LD + col) / 4u] = v;
+void put_a(uint buf, uint q, VT v) {
+    if (q < A_CHUNKS)
+        As[buf * A_TILE + (q / (A_COLS / VEC)) * A_LD + q % (A_COLS / VEC)] = v;
 }
 
-void put_b(uint buf, uint q, f16vec4 v) {
-    if (q >= B_CHUNKS) return;
-    uint r, col;
-    chunk_pos(q, B_COLS, r, col);
-    Bs[buf * B_TILE + (r * B_LD + col) / 4u] = v;
+void put_b(uint buf, uint q, VT v) {
+    if (q < B_CHUNKS)
+        Bs[buf * B_TILE + (q / (B_COLS / VEC)) * B_LD + q % (B_COLS / VEC)] = v;
 }
 
 void main() {
@@ -136,8 +130,8 @@ void main() {
         [[unroll]] for (uint i = 0u; i < FM * FN; ++i)
             acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
 
-        f16vec4 ra[SLOTS_A];
-        f16vec4 rb[SLOTS_B];
+        VT ra[SLOTS_A];
+        VT rb[SLOTS_B];
         [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, fetch_a(abase, m0, 0u, tid + i * NTHREADS));
         [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, fetch_b(bbase, n0, 0u, tid + i * NTHREADS));
         barrier();
@@ -151,29 +145,30 @@ void main() {
                 [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(bbase, n0, k1, tid + i * NTHREADS);
             }
             [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
+                // A fragments for the whole warp tile, then one B fragment at a time: fewer
+                // live registers than holding every B fragment.
                 coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> fa[FM];
-                coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> fb[FN];
                 [[unroll]] for (uint i = 0u; i < FM; ++i) {
                     uint m = wm0 + i * CM;
                     if (TRANS_A)
-                        coopMatLoad(fa[i], As, buf * A_TILE + (kk * A_LD + m) / 4u, A_LD / 4u,
+                        coopMatLoad(fa[i], As, buf * A_TILE + kk * A_LD + m / VEC, A_LD,
                                     gl_CooperativeMatrixLayoutColumnMajor);
                     else
-                        coopMatLoad(fa[i], As, buf * A_TILE + (m * A_LD + kk) / 4u, A_LD / 4u,
+                        coopMatLoad(fa[i], As, buf * A_TILE + m * A_LD + kk / VEC, A_LD,
                                     gl_CooperativeMatrixLayoutRowMajor);
                 }
                 [[unroll]] for (uint j = 0u; j < FN; ++j) {
+                    coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> fb;
                     uint n = wn0 + j * CN;
                     if (TRANS_B)
-                        coopMatLoad(fb[j], Bs, buf * B_TILE + (n * B_LD + kk) / 4u, B_LD / 4u,
+                        coopMatLoad(fb, Bs, buf * B_TILE + n * B_LD + kk / VEC, B_LD,
                                     gl_CooperativeMatrixLayoutColumnMajor);
                     else
-                        coopMatLoad(fb[j], Bs, buf * B_TILE + (kk * B_LD + n) / 4u, B_LD / 4u,
+                        coopMatLoad(fb, Bs, buf * B_TILE + kk * B_LD + n / VEC, B_LD,
                                     gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint i = 0u; i < FM; ++i)
+                        acc[i * FN + j] = coopMatMulAdd(fa[i], fb, acc[i * FN + j]);
                 }
-                [[unroll]] for (uint i = 0u; i < FM; ++i)
-                    [[unroll]] for (uint j = 0u; j < FN; ++j)
-                        acc[i * FN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * FN + j]);
             }
             if (more) {
                 [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(buf ^ 1u, tid + i * NTHREADS, ra[i]);

@@ -159,7 +159,8 @@ def _variants_matmul(add) -> None:
     for t in ("f32", "f16"):
         add(f"matmul_{t}", "matmul.comp", TX=T[t], TY=T[t], TO=T[t])
     for m, n, k in ((16, 16, 16), (16, 8, 16), (16, 8, 8)):  # NVIDIA's f16 shapes (glslang >= 13)
-        add(f"matmul_coop_{m}x{n}x{k}_f16", "matmul_coop.comp", COOP_M=m, COOP_N=n, COOP_K=k)
+        for vec in (8, 4):  # 16- or 8-byte accesses (matmul_coop.py picks by alignment)
+            add(f"matmul_coop_{m}x{n}x{k}_v{vec}_f16", "matmul_coop.comp", COOP_M=m, COOP_N=n, COOP_K=k, VEC=vec)
     for t in ("f32", "f16"):
         add(f"conv_{t}", "conv.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"conv_dw_{t}", "conv_dw.comp", TX=T[t], TY=T[t], TO=T[t])

@@ -75,27 +75,53 @@ void gemm_store_b(uint buf, uint k, uint n, bool along_n, vec4 v) {
     }
 }
 
-// acc[(i * TN) + j] += A[row i] * B[col j] over one K tile in shared buffer `buf`.
-#define GEMM_ACC_DECL float acc[TM * TN]
-#define GEMM_ACC_ZERO [[unroll]] for (uint i_ = 0u; i_ < TM * TN; ++i_) acc[i_] = 0.0
+// The accumulators: TM x TN float32 values held as TM x (TN/4) vec4s, row i's columns
+// 4*j4 .. 4*j4+3 in acc4[i * TN4 + j4], one FMA per vec4. Indices must be constants once
+// loops are unrolled: a dynamically indexed accumulator array lives in local memory.
+#define GEMM_ACC_DECL vec4 acc4[TM * TN4]
+#define GEMM_ACC_ZERO [[unroll]] for (uint i_ = 0u; i_ < TM * TN4; ++i_) acc4[i_] = vec4(0.0)
+#define GEMM_FMA(i_, a_, rb_) [[unroll]] for (uint j_ = 0u; j_ < TN4; ++j_) \
+    acc4[i_ * TN4 + j_] = fma(vec4(a_), rb_[j_], acc4[i_ * TN4 + j_]);
+// Storing the accumulators: with at most 16 per invocation (4x4) the stores are unrolled
+// (GEMM_STORE_UNROLLED: many loads and stores of the epilogue in flight at once). Bigger
+// micro-tiles walk them in a loop that is not unrolled, trip q taking acc4[0] (row q / TN4,
+// columns 4 * (q % TN4) ...) and shifting the others down: constant indices, and one copy
+// of the store and its epilogue. Unrolled, the 64 epilogues of an 8x8 micro-tile cost
+// NVIDIA's compiler the registers of the main loop: every 8x8 tiling ran at 2 TFLOPS
+// instead of 35 (bench/results/probe_gemm_core-h100-2026-11-25.jsonl).
+const bool GEMM_STORE_UNROLLED = TM * TN <= 16u;
+#define GEMM_ACC_TAKE(v4) { v4 = acc4[0]; \
+    [[unroll]] for (uint r_ = 0u; r_ + 1u < TM * TN4; ++r_) acc4[r_] = acc4[r_ + 1u]; }
 
-// The k loop is deliberately not [[unroll]]ed: fully unrolled (BK x TM x TN FMAs) it took
-// NVIDIA's compiler 0.5 s (64x64x16, 4x4) to 4 s (64x128x8, 8x8) and over 15 s (64x128x16,
-// 8x8) per pipeline; left to the driver it compiles in 0.08-0.3 s and runs as fast on big
-// GEMMs (H100, bench/results/checks/h100-2026-11-23-compile-probe.md).
-#define GEMM_TILE(buf, tx, ty) { \
-    uint abase_ = (buf) * BK * BM4, bbase_ = (buf) * BK * BN4; \
-    for (uint kk_ = 0u; kk_ < BK; ++kk_) { \
-        vec4 ra_[TM4]; vec4 rb_[TN4]; \
-        [[unroll]] for (uint i_ = 0u; i_ < TM4; ++i_) ra_[i_] = As[abase_ + kk_ * BM4 + i_ * WGY + (ty)]; \
-        [[unroll]] for (uint j_ = 0u; j_ < TN4; ++j_) rb_[j_] = Bs[bbase_ + kk_ * BN4 + j_ * WGX + (tx)]; \
-        [[unroll]] for (uint i_ = 0u; i_ < TM; ++i_) { \
-            float a_ = ra_[i_ >> 2u][i_ & 3u]; \
-            [[unroll]] for (uint j_ = 0u; j_ < TN; ++j_) \
-                acc[i_ * TN + j_] = fma(a_, rb_[j_ >> 2u][j_ & 3u], acc[i_ * TN + j_]); \
-        } \
+// The k loop is not fully [[unroll]]ed: fully unrolled (BK x TM x TN FMAs) it took NVIDIA's
+// compiler 0.5 s (64x64x16, 4x4) to 4 s (64x128x8, 8x8) and over 15 s (64x128x16, 8x8) per
+// pipeline (bench/results/checks/h100-2026-11-23-compile-probe.md). GEMM_KSTEP k values are
+// unrolled per trip instead (0: the whole tile).
+#ifndef GEMM_KSTEP
+#define GEMM_KSTEP 1
+#endif
+#define GEMM_KBODY(kk_, abase_, bbase_, tx, ty) { \
+    vec4 ra_[TM4]; vec4 rb_[TN4]; \
+    [[unroll]] for (uint i_ = 0u; i_ < TM4; ++i_) ra_[i_] = As[abase_ + (kk_) * BM4 + i_ * WGY + (ty)]; \
+    [[unroll]] for (uint j_ = 0u; j_ < TN4; ++j_) rb_[j_] = Bs[bbase_ + (kk_) * BN4 + j_ * WGX + (tx)]; \
+    [[unroll]] for (uint i_ = 0u; i_ < TM; ++i_) { \
+        float a_ = ra_[i_ >> 2u][i_ & 3u]; \
+        GEMM_FMA(i_, a_, rb_) \
     } \
 }
+#if GEMM_KSTEP == 0
+#define GEMM_TILE(buf, tx, ty) { \
+    uint abase_ = (buf) * BK * BM4, bbase_ = (buf) * BK * BN4; \
+    [[unroll]] for (uint kk_ = 0u; kk_ < BK; ++kk_) GEMM_KBODY(kk_, abase_, bbase_, tx, ty) \
+}
+#else
+#define GEMM_TILE(buf, tx, ty) { \
+    uint abase_ = (buf) * BK * BM4, bbase_ = (buf) * BK * BN4; \
+    for (uint k0_ = 0u; k0_ < BK; k0_ += GEMM_KSTEP) { \
+        [[unroll]] for (uint ku_ = 0u; ku_ < GEMM_KSTEP; ++ku_) GEMM_KBODY(k0_ + ku_, abase_, bbase_, tx, ty) \
+    } \
+}
+#endif
 
 // Row (within the block) of accumulator row i, column of accumulator column j.
 uint gemm_row(uint i, uint ty) { return ((i >> 2u) * WGY + ty) * 4u + (i & 3u); }

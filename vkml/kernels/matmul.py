@@ -87,12 +87,13 @@ class Tiling:
         return -(-m // self.bm) * -(-n // self.bn) * batch
 
 
-# Measured on an H100 (bench/results/checks/h100-2026-11-23-compile-probe.md, with the k loop
-# not unrolled): 64x128x8 8x8 35 TFLOPS at 4096^3 fp32, 64x64x16 4x4 28, 64x128x16 8x8 17.
-# On ResNet-50's convolutions at batch 1 (bench/bench_conv.py, GPU clock warm,
-# bench/results/checks/h100-2026-11-23-conv-tilings.md) 64x64x16 4x4 with split K is the best
-# or within 10% of it on every shape (model sum 1.05 ms; 32x32 1.77 ms), and the 8x8 tilings
-# are 7-8x slower: they only pay on big GEMMs with a long K.
+# Measured on an H100 at 4096^3 fp32 (bench/results/probe_gemm_core-h100-2026-11-25.jsonl,
+# the k loop not unrolled, every pipeline compiled in 0.1-0.2 s): 64x128x8 8x8 36 TFLOPS,
+# 128x64x16 8x4 36, 128x128x16 8x8 26, 64x64x16 4x4 28. On ResNet-50's convolutions at batch 1
+# (bench/bench_conv.py, bench/results/checks/h100-2026-11-23-conv-tilings.md) 64x64x16 4x4
+# with split K was the best or within 10% of it on every shape (model sum 1.05 ms; 32x32
+# 1.77 ms); the 8x8 tilings were measured there while their stores spilled (2 TFLOPS), so
+# that comparison is still to be redone.
 BIG = (Tiling(64, 128, 8, 8, 8),)
 MEDIUM = Tiling(64, 64, 16, 4, 4)
 SMALL = Tiling(32, 32, 16, 4, 4)

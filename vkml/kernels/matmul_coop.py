@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 
 FEATURES = ("cooperative_matrix", "fp16_arithmetic", "storage_16bit")
-PAD = 8  # halves per shared row (matmul_coop.comp)
 SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))  # the shader variants built (tools/build_shaders.py)
+VECS = (8, 4)  # access widths in halves (16- or 8-byte vectors), one shader variant each
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,11 @@ class CoopTiling:
     def warps(self) -> int:
         return (self.bm // self.wm) * (self.bn // self.wn)
 
-    def shared_bytes(self, shape: CoopShape, trans_a: bool, trans_b: bool) -> int:
-        a = (self.bk * (self.bm + PAD)) if trans_a else (self.bm * (self.bk + PAD))
-        b = (self.bn * (self.bk + PAD)) if trans_b else (self.bk * (self.bn + PAD))
+    def shared_bytes(self, shape: CoopShape, trans_a: bool, trans_b: bool, vec: int = 8) -> int:
+        """Two buffers of each operand's tile (one vector of padding per row) plus the
+        epilogue's per-subgroup float32 staging tile."""
+        a = (self.bk * (self.bm + vec)) if trans_a else (self.bm * (self.bk + vec))
+        b = (self.bn * (self.bk + vec)) if trans_b else (self.bk * (self.bn + vec))
         return 2 * 2 * (a + b) + self.warps * shape.m * shape.n * 4
 
     def problem(self, shape: CoopShape) -> str | None:
@@ -48,12 +50,15 @@ class CoopTiling:
             return "block not a multiple of the warp tile"
         if self.wm % shape.m or self.wn % shape.n or self.bk % shape.k:
             return f"warp tile {self.wm}x{self.wn}x{self.bk} not a multiple of {shape}"
-        if self.bk % 4 or self.bm % 4 or self.bn % 4:
-            return "tile sides must be multiples of 4"
+        if self.bk % 8 or self.bm % 8 or self.bn % 8:
+            return "tile sides must be multiples of 8"
         return None
 
 
-TILINGS = (CoopTiling(128, 128, 32, 64, 64), CoopTiling(64, 64, 32, 32, 32))
+# Candidates, biggest first: 8 subgroups of 64 x 64 on a 128 x 256 block keep the tensor
+# cores busiest on big products (bench/bench_matmul.py --coop-tiles sweeps others); smaller
+# blocks when the big ones would leave multiprocessors idle.
+TILINGS = (CoopTiling(128, 256, 16, 64, 64), CoopTiling(128, 128, 32, 64, 64), CoopTiling(64, 64, 32, 32, 32))
 
 
 def device_shape(device) -> CoopShape | None:
@@ -82,7 +87,7 @@ def _forced() -> CoopTiling | None:
         raise ValueError(f"VKML_COOP_TILE={v!r}: expected five integers BM,BN,BK,WM,WN") from None
 
 
-def choose(device, g, shape: CoopShape) -> CoopTiling | None:
+def choose(device, g, shape: CoopShape, vec: int = 8) -> CoopTiling | None:
     """A tiling for GEMM `g` on `device`, or None when none fits the device's limits."""
     lim = device.limits
     sg = device.info.subgroup_size
@@ -97,39 +102,47 @@ def choose(device, g, shape: CoopShape) -> CoopTiling | None:
         threads = t.warps * sg
         if threads > lim["max_compute_work_group_invocations"] or threads > lim["max_compute_work_group_size"][0]:
             continue
-        if t.shared_bytes(shape, g.trans_a, g.trans_b) > lim["max_compute_shared_memory_size"]:
+        if t.shared_bytes(shape, g.trans_a, g.trans_b, vec) > lim["max_compute_shared_memory_size"]:
             continue
         fitting.append(t)
     if not fitting:
         return None
     if forced:
         return fitting[0]
-    # The big tile when it still yields a few waves of workgroups, else the small one.
+    # The biggest block that still yields about a wave of workgroups per multiprocessor
+    # (an H100 has 132), else the smallest.
     for t in fitting:
         if -(-g.m // t.bm) * -(-g.n // t.bn) * g.batch >= 128:
             return t
     return fitting[-1]
 
 
-def _readable(g) -> bool:
-    """The shader reads A and B as 4-half vectors: contiguous runs and strides % 4 == 0."""
+def access_width(g) -> int | None:
+    """The widest vector (in halves) the shader may read A and B with: every contiguous run,
+    leading stride and batch stride a multiple of it; None when not even 4 fits."""
     run_a = g.m if g.trans_a else g.k
     run_b = g.k if g.trans_b else g.n
-    return (run_a % 4 == 0 and run_b % 4 == 0 and g.lda % 4 == 0 and g.ldb % 4 == 0
-            and all(s % 4 == 0 for s in g.sab) and all(s % 4 == 0 for s in g.sbb))
+    sizes = (run_a, run_b, g.lda, g.ldb, *g.sab, *g.sbb)
+    for vec in VECS:
+        if all(s % vec == 0 for s in sizes):
+            return vec
+    return None
 
 
-def plan(device, g, a, b) -> tuple[CoopShape, CoopTiling] | None:
-    """(shape, tiling) when this float16 GEMM should run on cooperative matrices."""
+def plan(device, g, a, b) -> tuple[CoopShape, CoopTiling, int] | None:
+    """(shape, tiling, access width) when this float16 GEMM should run on cooperative matrices."""
     shape = device_shape(device)
-    if shape is None or not _readable(g) or g.k == 0:
+    vec = access_width(g)
+    if shape is None or vec is None or g.k == 0:
         return None
-    if a.view.offset % 8 or b.view.offset % 8:
-        return None
+    if a.view.offset % (2 * vec) or b.view.offset % (2 * vec):
+        vec = 4
+        if a.view.offset % 8 or b.view.offset % 8:
+            return None
     if g.m < shape.m or g.n < shape.n:
         return None
-    t = choose(device, g, shape)
-    return None if t is None else (shape, t)
+    t = choose(device, g, shape, vec)
+    return None if t is None else (shape, t, vec)
 
 
 def record_if_suitable(rec, g, a, b, c, out) -> bool:
@@ -140,11 +153,11 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     chosen = plan(dev, g, a, b)
     if chosen is None:
         return False
-    shape, t = chosen
+    shape, t, vec = chosen
     has_c = g.c_strides is not None
     threads = t.warps * dev.info.subgroup_size
     spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size)
-    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_f16", "rrrw", MATMUL_PUSH.size, spec)
+    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}_f16", "rrrw", MATMUL_PUSH.size, spec)
     grid = dispatch_grid(dev, g, t.bm, t.bn)
     rec.dispatch(p, [a.view, b.view, c.view if has_c else out.view, out.view], gemm_push(g), grid)
     return True
