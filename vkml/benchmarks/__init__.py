@@ -52,11 +52,16 @@ def _load_model(spec: str, inputs: list[str]):
         return spec, feed, spec
     name, _, arg = spec.partition(":")
     models = _bench_package().models
-    if name not in models.BUILDERS:
-        raise ValueError(f"MODEL {spec!r} is neither a file nor one of: digits, "
+    if name == "tv" and arg:  # a torchvision architecture, exported at batch 1 (needs torch)
+        bm, why = models.torchvision_model(arg, 1)
+        if bm is None:
+            raise ValueError(f"MODEL {spec!r}: {why}")
+    elif name not in models.BUILDERS:
+        raise ValueError(f"MODEL {spec!r} is neither a file nor one of: digits, tv:NAME (torchvision), "
                          + ", ".join(k + (":N" if k == "chain_add" else "") for k in models.BUILDERS))
-    bm = models.BUILDERS[name](int(arg)) if arg else (models.chain_add(100) if name == "chain_add"
-                                                      else models.BUILDERS[name]())
+    else:
+        bm = models.BUILDERS[name](int(arg)) if arg else (models.chain_add(100) if name == "chain_add"
+                                                          else models.BUILDERS[name]())
     shown = ", ".join(f"{k}={v}" for k, v in bm.meta.items() if not k.startswith("_") and k != "torch_module")
     return bm.bytes(), bm.feed, f"{bm.name} ({shown})"
 
