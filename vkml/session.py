@@ -62,6 +62,11 @@ class _DeviceOpener:
         except BaseException as e:  # handed to the caller by result()
             self._error = e
 
+    @property
+    def opening(self) -> bool:
+        """Whether GPUs are being opened (on the opener's thread)."""
+        return self._thread is not None
+
     def result(self) -> list[str]:
         if self._thread is not None:
             self._thread.join()
@@ -134,6 +139,8 @@ class InferenceSession:
         opener = _DeviceOpener(devices)
         try:
             self.model: Model = load_model(model)
+            if opener.opening:
+                from . import gpurun  # noqa: F401  (its imports also overlap with the opening)
         except BaseException:
             opener.result()
             raise

@@ -110,11 +110,16 @@ cdef bytes _cstr(const char* s):
 cdef list _instance_extensions(PFN_vkEnumerateInstanceExtensionProperties enum_ext, const char* layer):
     cdef uint32_t n = 0
     cdef VkExtensionProperties* props = NULL
-    if enum_ext(layer, &n, NULL) < 0 or n == 0:
+    cdef VkResult r
+    with nogil:  # (the loader reads every driver's manifest here: other threads go on)
+        r = enum_ext(layer, &n, NULL)
+    if r < 0 or n == 0:
         return []
     props = <VkExtensionProperties*>calloc(n, sizeof(VkExtensionProperties))
     try:
-        if enum_ext(layer, &n, props) < 0:
+        with nogil:
+            r = enum_ext(layer, &n, props)
+        if r < 0:
             return []
         return [_cstr(props[i].extensionName).decode() for i in range(n)]
     finally:
@@ -173,9 +178,16 @@ cdef class Instance:
 
     def _create(self, str library, bint validation):
         cdef bytes lib_b = library.encode()
+        cdef const char* lib_c = lib_b
         cdef const char* err
+        cdef void* lib
         self.library = library
-        self.lib = dlopen(lib_b, RTLD_NOW | RTLD_LOCAL)
+        # Loading the loader, reading the drivers' manifests, creating the instance and
+        # enumerating the GPUs (which loads and starts each driver) take tens to hundreds of
+        # milliseconds: without the GIL, so that a session reads its model meanwhile.
+        with nogil:
+            lib = dlopen(lib_c, RTLD_NOW | RTLD_LOCAL)
+        self.lib = lib
         if self.lib == NULL:
             err = dlerror()
             raise VulkanUnavailable(
@@ -323,10 +335,15 @@ cdef class Instance:
 
     def _enumerate(self):
         cdef uint32_t n = 0, k, split = _split_factor()
-        check(self.fn.vkEnumeratePhysicalDevices(self.handle, &n, NULL), b"vkEnumeratePhysicalDevices")
+        cdef VkResult r
+        with nogil:
+            r = self.fn.vkEnumeratePhysicalDevices(self.handle, &n, NULL)
+        check(r, b"vkEnumeratePhysicalDevices")
         self.phys = <VkPhysicalDevice*>calloc(n * split + 1, sizeof(VkPhysicalDevice))
         if n:
-            check(self.fn.vkEnumeratePhysicalDevices(self.handle, &n, self.phys), b"vkEnumeratePhysicalDevices")
+            with nogil:
+                r = self.fn.vkEnumeratePhysicalDevices(self.handle, &n, self.phys)
+            check(r, b"vkEnumeratePhysicalDevices")
         if split > 1:  # device k is physical device k // split (in place, from the end)
             for k in range(n * split - 1, -1, -1):
                 self.phys[k] = self.phys[k // split]
