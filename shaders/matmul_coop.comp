@@ -71,6 +71,11 @@ layout(std430, binding = 0) readonly buffer BA { VT av[]; };
 layout(std430, binding = 1) readonly buffer BB { VT bv[]; };
 layout(std430, binding = 2) readonly buffer BC { float16_t c[]; };
 layout(std430, binding = 3) writeonly buffer BO { float16_t o[]; };
+// Split K (S > 1, skinny GEMMs that would leave most of the GPU idle): z runs over (split,
+// batch); split s sums k in [s * KS, min(K, (s + 1) * KS)) and writes alpha * its partial,
+// in float32, to part[((s * batch + z) * M + m) * N + n]; splitk_reduce adds the partials
+// and beta * C and rounds to float16 (as matmul.comp's split K).
+layout(std430, binding = 4) writeonly buffer BP { float part[]; };
 
 // The same block as matmul.comp (one host-side mirror serves both).
 layout(push_constant) uniform Push {
@@ -82,12 +87,15 @@ layout(push_constant) uniform Push {
     uint lda, ldb;
     float alpha, beta;
     uint scm, scn;
+    uint KS, S;             // k per split, splits (1: no split, part[] unused)
 } pc;
+
+uint KEND;                  // the end of this split's k range
 
 VT fetch_a(uint base, uint m0, uint k0, uint q) {
     uint r = q / (A_COLS / VEC), col = (q % (A_COLS / VEC)) * VEC;
     uint gm = m0 + (TRANS_A ? col : r), gk = k0 + (TRANS_A ? r : col);
-    if (q >= A_CHUNKS || gm >= pc.M || gk >= pc.K) return VT(0u);
+    if (q >= A_CHUNKS || gm >= pc.M || gk >= KEND) return VT(0u);
     uint idx = TRANS_A ? base + gk * pc.lda + gm : base + gm * pc.lda + gk;
     return av[idx / VEC];
 }
@@ -95,7 +103,7 @@ VT fetch_a(uint base, uint m0, uint k0, uint q) {
 VT fetch_b(uint base, uint n0, uint k0, uint q) {
     uint r = q / (B_COLS / VEC), col = (q % (B_COLS / VEC)) * VEC;
     uint gn = n0 + (TRANS_B ? r : col), gk = k0 + (TRANS_B ? col : r);
-    if (q >= B_CHUNKS || gn >= pc.N || gk >= pc.K) return VT(0u);
+    if (q >= B_CHUNKS || gn >= pc.N || gk >= KEND) return VT(0u);
     uint idx = TRANS_B ? base + gn * pc.ldb + gk : base + gk * pc.ldb + gn;
     return bv[idx / VEC];
 }
@@ -115,9 +123,11 @@ void main() {
     uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     uint wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
     uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
-    uint ntiles = (pc.K + BK - 1u) / BK;
-
-    for (uint z = gl_WorkGroupID.z; z < pc.batch; z += gl_NumWorkGroups.z) {
+    for (uint zs = gl_WorkGroupID.z; zs < pc.batch * pc.S; zs += gl_NumWorkGroups.z) {
+        uint split = zs / pc.batch, z = zs - split * pc.batch;
+        uint kbeg = split * pc.KS;
+        KEND = min(pc.K, kbeg + pc.KS);
+        uint ntiles = KEND > kbeg ? (KEND - kbeg + BK - 1u) / BK : 0u;
         uint abase = 0u, bbase = 0u, rem = z;
         for (int d = int(pc.brank) - 1; d >= 0; --d) {
             uint s = pc.bshape[d], qq = rem / s, co = rem - qq * s;
@@ -132,15 +142,15 @@ void main() {
 
         VT ra[SLOTS_A];
         VT rb[SLOTS_B];
-        [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, fetch_a(abase, m0, 0u, tid + i * NTHREADS));
-        [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, fetch_b(bbase, n0, 0u, tid + i * NTHREADS));
+        [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, fetch_a(abase, m0, kbeg, tid + i * NTHREADS));
+        [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, fetch_b(bbase, n0, kbeg, tid + i * NTHREADS));
         barrier();
 
         for (uint t = 0u; t < ntiles; ++t) {
             uint buf = t & 1u;
             bool more = t + 1u < ntiles;
             if (more) {
-                uint k1 = (t + 1u) * BK;
+                uint k1 = kbeg + (t + 1u) * BK;
                 [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(abase, m0, k1, tid + i * NTHREADS);
                 [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(bbase, n0, k1, tid + i * NTHREADS);
             }
@@ -182,8 +192,11 @@ void main() {
         // edges in plain code). Every loop here has a compile-time trip count: a loop the
         // driver cannot unroll would index the accumulator array dynamically and move it
         // to local memory (seen on an H100: 5x slower).
-        uint obase = z * pc.M * pc.N;
-        bool direct = !HAS_C && pc.alpha == 1.0 && m0 + BM <= pc.M && n0 + BN <= pc.N && pc.N % 8u == 0u;
+        // Split K: alpha * the partial in float32, through the staging tile, for splitk_reduce.
+        bool split_k = pc.S > 1u;
+        uint obase = z * pc.M * pc.N, pbase = (split * pc.batch + z) * pc.M * pc.N;
+        bool direct = !split_k && !HAS_C && pc.alpha == 1.0 && m0 + BM <= pc.M && n0 + BN <= pc.N
+                      && pc.N % 8u == 0u;
         if (direct) {
             [[unroll]] for (uint i = 0u; i < FM; ++i) {
                 [[unroll]] for (uint j = 0u; j < FN; ++j) {
@@ -206,8 +219,12 @@ void main() {
                         uint m = m0 + wm0 + i * CM + r, n = n0 + wn0 + j * CN + col;
                         if (e < CM * CN && m < pc.M && n < pc.N) {
                             float v = pc.alpha * stage[sbase + e];
-                            if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
-                            o[obase + m * pc.N + n] = float16_t(v);
+                            if (split_k) {
+                                part[pbase + m * pc.N + n] = v;
+                            } else {
+                                if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
+                                o[obase + m * pc.N + n] = float16_t(v);
+                            }
                         }
                     }
                     subgroupMemoryBarrierShared();

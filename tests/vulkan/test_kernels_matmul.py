@@ -228,6 +228,37 @@ def test_coop_matches_simt(dev, trans, mnk, tile, vecs, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", [
+    # Skinny GEMMs (a batch of 64 rows through a wide layer): few blocks, long K, split.
+    ("Gemm", {"transB": 1, "alpha": 0.5, "beta": 2.0}, (64, 2048), (256, 2048), (256,)),
+    ("MatMul", {}, (2, 64, 1024), (2, 1024, 128), None),    # batched: z over (split, batch)
+    ("MatMul", {}, (48, 4000), (4000, 96), None),            # K not a multiple of the split
+])
+def test_coop_split_k(dev, case):
+    _coop_or_skip(dev)
+    op, attrs, sa, sb, sc = case
+    rng = np.random.default_rng(6)
+    a, b = _arr(rng, sa, "float16"), _arr(rng, sb, "float16")
+    feeds, names = {"a": a, "b": b}, ["a", "b"]
+    if sc is not None:
+        feeds["c"] = _arr(rng, sc, "float16")
+        names.append("c")
+    g, _ = mm.matmul_problem(sa, sb) if op == "MatMul" else mm.gemm_problem(attrs, sa, sb, sc)
+    from vkml.vulkan.tensor import DeviceTensor
+
+    A, B = DeviceTensor.from_numpy(dev, a), DeviceTensor.from_numpy(dev, b)
+    shape, t, _ = matmul_coop.plan(dev, g, A, B)
+    assert mm.split_k(t.blocks(g.m, g.n, g.batch), g.k, t.bk, 4, 1 << 30)[0] > 1
+    got = run_ops(dev, [(op, attrs, names, ["y"])], feeds)["y"]
+    if op == "MatMul":
+        assert_close(got, cpu("MatMul", {}, a, b), _abs_product(a, b))
+    else:
+        bt = b.T
+        extra = 2 * np.abs(np.broadcast_to(feeds["c"].astype(np.float64), got.shape))
+        assert_close(got, cpu("Gemm", attrs, a, b, feeds["c"], opset=13), 0.5 * _abs_product(a, bt), extra)
+
+
+@pytest.mark.gpu
 def test_coop_batched_and_fallback(dev):
     _coop_or_skip(dev)
     rng = np.random.default_rng(4)

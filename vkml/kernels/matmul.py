@@ -30,7 +30,7 @@ MAX_DIM = (1 << 31) - 1
 MAX_GROUPS_Z = 65535  # the shader loops over batches beyond this
 
 # M, N, K, batch, brank, bshape[4], sab[4], sbb[4], lda, ldb, alpha, beta, scm, scn, KS, S, EPI,
-# ELO, EHI: 112 bytes (matmul_coop.comp reads the first 92)
+# ELO, EHI: 112 bytes (matmul_coop.comp reads the first 100)
 MATMUL_PUSH = PushBlock("IIIII4I4I4IIIffIIIIIff", "matmul")
 # total, rows, cols, P, S, br, bc, beta, EPI, ELO, EHI: 44 bytes (shaders/splitk_reduce.comp)
 SPLITK_PUSH = PushBlock("IIIIIIIfIff", "splitk_reduce")

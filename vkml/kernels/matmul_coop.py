@@ -44,6 +44,10 @@ class CoopTiling:
         b = (self.bn * (self.bk + vec)) if trans_b else (self.bk * (self.bn + vec))
         return 2 * 2 * (a + b) + self.warps * shape.m * shape.n * 4
 
+    def blocks(self, m: int, n: int, batch: int) -> int:
+        """Workgroups for an m x n output, `batch` times."""
+        return -(-m // self.bm) * -(-n // self.bn) * batch
+
     def problem(self, shape: CoopShape) -> str | None:
         """Why this tiling cannot use `shape`, or None."""
         if self.bm % self.wm or self.bn % self.wn:
@@ -112,7 +116,7 @@ def choose(device, g, shape: CoopShape, vec: int = 8) -> CoopTiling | None:
     # The biggest block that still yields about a wave of workgroups per multiprocessor
     # (an H100 has 132), else the smallest.
     for t in fitting:
-        if -(-g.m // t.bm) * -(-g.n // t.bn) * g.batch >= 128:
+        if t.blocks(g.m, g.n, g.batch) >= 128:
             return t
     return fitting[-1]
 
@@ -146,8 +150,11 @@ def plan(device, g, a, b) -> tuple[CoopShape, CoopTiling, int] | None:
 
 
 def record_if_suitable(rec, g, a, b, c, out) -> bool:
-    """Record the GEMM on cooperative matrices if `plan` allows; False to fall back."""
-    from .matmul import MATMUL_PUSH, dispatch_grid, gemm_push
+    """Record the GEMM on cooperative matrices if `plan` allows; False to fall back. Skinny
+    GEMMs whose blocks would leave most of the GPU idle split K as the SIMT kernel does
+    (kernels/matmul.py split_k: float32 partials, shaders/splitk_reduce.comp adds them and
+    beta * C)."""
+    from .matmul import Gemm, MATMUL_PUSH, dispatch_grid, gemm_push, record_split_reduce, split_k
 
     dev = rec.device
     chosen = plan(dev, g, a, b)
@@ -157,7 +164,17 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     has_c = g.c_strides is not None
     threads = t.warps * dev.info.subgroup_size
     spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size)
-    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}_f16", "rrrw", MATMUL_PUSH.size, spec)
-    grid = dispatch_grid(dev, g, t.bm, t.bn)
-    rec.dispatch(p, [a.view, b.view, c.view if has_c else out.view, out.view], gemm_push(g), grid)
+    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}_f16", "rrrww", MATMUL_PUSH.size, spec)
+    vc = c.view if has_c else out.view
+    out_bytes = g.m * g.n * g.batch * 4
+    splits, ks = split_k(t.blocks(g.m, g.n, g.batch), g.k, t.bk, out_bytes, dev.max_storage_buffer_range)
+    if has_c and g.batch > 1:
+        splits, ks = 1, g.k  # (the second pass adds C over (m, n) of one batch)
+    part = dev.alloc(splits * out_bytes) if splits > 1 else out.view
+    split_g = Gemm(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, [g.batch * splits], [0], [0])
+    grid = dispatch_grid(dev, split_g, t.bm, t.bn)
+    rec.dispatch(p, [a.view, b.view, vc, out.view, part], gemm_push(g, ks, splits), grid)
+    if splits > 1:
+        record_split_reduce(rec, part, splits, vc, has_c, out, out.view, g.m * g.batch, g.n, g.n,
+                            g.c_strides or (0, 0), g.beta, 0)
     return True
