@@ -34,6 +34,7 @@ class NodeArg:
 
     @classmethod
     def of(cls, name: str, desc: TensorDesc) -> "NodeArg":
+        """The NodeArg of graph value `name` from its TensorDesc (a sequence's type as "sequence(tensor(float))")."""
         if desc.kind == "tensor":
             return cls(name, None if desc.shape is None else list(desc.shape), dtypes.type_name(desc.dtype))
         inner = NodeArg.of(name, desc.elem) if desc.elem is not None else None
@@ -192,12 +193,15 @@ class InferenceSession:
 
     # ------------------------------------------------------------ description
     def get_inputs(self) -> list[NodeArg]:
+        """The inputs a run must feed (initializers that may be overridden are not among them)."""
         return list(self._inputs)
 
     def get_outputs(self) -> list[NodeArg]:
+        """The model's outputs, in the order run(None, ...) returns them."""
         return list(self._outputs)
 
     def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers that are also graph inputs: a feed may replace their values."""
         return list(self._overridable)
 
     def get_providers(self) -> list[str]:
@@ -205,6 +209,7 @@ class InferenceSession:
         return list(dict.fromkeys(provider_name(d) for d in self.devices))
 
     def get_provider_options(self) -> dict[str, dict[str, str]]:
+        """onnxruntime's per-provider options of this session: device_id for the Vulkan devices."""
         opts: dict[str, dict[str, str]] = {}
         for d in self.devices:
             if d == "cpu":
@@ -214,6 +219,7 @@ class InferenceSession:
         return opts
 
     def get_modelmeta(self) -> ModelMetadata:
+        """The model's producer, graph name, domain, descriptions, version and metadata_props."""
         m = self.model.meta
         return ModelMetadata(self.model.producer, m.get("graph_name", ""), m.get("domain", ""),
                              m.get("description", ""), m.get("graph_description", ""), m.get("version", 0),
@@ -333,6 +339,24 @@ class InferenceSession:
                                       "tid": threading.get_ident(), "ts": (t0 - self._profile_t0) * 1e6,
                                       "dur": (t1 - t0) * 1e6, "args": args})
         return self._run(picks, input_feed, output_device)
+
+    def io_binding(self) -> Any:
+        """onnxruntime's I/O binding: a vkml.IOBinding of this session (vkml/api/io_binding.py),
+        to bind inputs (vkml.Tensors stay on their device) and outputs to devices, then run
+        with run_with_iobinding()."""
+        from .api.io_binding import IOBinding
+
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: Any, run_options: Any = None) -> None:
+        """Run with the inputs and outputs bound in `iobinding` (made by this session's
+        io_binding()); read the outputs with iobinding.get_outputs() (vkml.Tensors on the bound
+        devices) or copy_outputs_to_cpu()."""
+        from .api.io_binding import IOBinding
+
+        if not isinstance(iobinding, IOBinding) or iobinding._session is not self:
+            raise ValueError("run_with_iobinding takes an IOBinding made by this session's io_binding()")
+        iobinding._run(run_options)
 
     def _run(self, picks: list[int], input_feed: Mapping[str, Any], output_device: str | None) -> list[Any]:
         if output_device == "cpu":  # Tensors on the CPU: the host results, wrapped
