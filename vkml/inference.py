@@ -113,7 +113,8 @@ def _try_fold(node, cin, inferred: list[TensorDesc]):
         outs = op.run(*cin)
     except Exception:
         return None
-    outs = list(outs)
+    # NumPy scalars (a reduction or take down to 0-d) are 0-d values: fold them as arrays
+    outs = [np.asarray(o) if isinstance(o, np.generic) else o for o in outs]
     if any(isinstance(o, np.ndarray) and o.size > _FOLD_LIMIT for o in outs):
         return None
     return outs

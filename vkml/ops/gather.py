@@ -88,7 +88,8 @@ class Gather(Op):
     def run(self, data, indices):
         a = normalize_axis(self.axis, data.ndim)
         idx = norm_index(indices, data.shape[a], "Gather indices")
-        return (np.take(data, idx, axis=a),)
+        # a 0-d index into 1-D data: np.take gives a NumPy scalar, not an array
+        return (np.asarray(np.take(data, idx, axis=a)),)
 
 
 @register
