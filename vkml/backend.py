@@ -11,10 +11,13 @@ from .session import InferenceSession
 
 
 class VkmlRep(BackendRep):
+    """A prepared model (onnx.backend's BackendRep): a vkml.InferenceSession, run with the backend's inputs."""
+
     def __init__(self, session: InferenceSession):
         self.session = session
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """The outputs for `inputs`: a dict by name, or arrays in the order of the graph's inputs."""
         if isinstance(inputs, dict):
             feed = inputs
         else:
@@ -29,12 +32,16 @@ class VkmlRep(BackendRep):
 
 
 class VkmlBackend(Backend):
+    """onnx.backend.base.Backend for vkml; devices are "CPU", "GPU"/"VULKAN" or "GPU:N"/"VULKAN:N"."""
+
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> VkmlRep:
+        """An InferenceSession of `model` on `device` (see _devices), wrapped as a VkmlRep."""
         return VkmlRep(InferenceSession(model, devices=_devices(device)))
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any):
+        """prepare(model, device) and run it once on `inputs`: the outputs as a tuple."""
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod

@@ -98,9 +98,11 @@ class Tensor:
         return host.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
+        """DLPack's (device type, id): always the host, (kDLCPU, 0), as __dlpack__ exports host memory."""
         return (_DL_CPU, 0)
 
     def __len__(self) -> int:
+        """The size of the first dimension (TypeError for a 0-d tensor), as for NumPy arrays."""
         if not self._data.shape:
             raise TypeError("len() of a 0-d tensor")
         return int(self._data.shape[0])
@@ -111,10 +113,12 @@ class Tensor:
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
+        """The bytes its elements take (size times the item size)."""
         return self.size * self.dtype.itemsize
 
     @property
@@ -124,14 +128,17 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The dimensions, as a tuple of ints."""
         return tuple(self._data.shape)
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy dtype of the elements."""
         return np.dtype(self._data.dtype)
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self._data.shape)
 
     def __repr__(self) -> str:

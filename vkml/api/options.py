@@ -59,9 +59,11 @@ class SessionOptions:
         self._configs: dict[str, str] = {}
 
     def add_session_config_entry(self, key: str, value: str) -> None:
+        """Store an onnxruntime session config entry; vkml keeps it (for get_session_config_entry) and acts on none."""
         self._configs[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:
+        """The value add_session_config_entry stored under `key` (KeyError if none)."""
         return self._configs[key]
 
 
