@@ -161,11 +161,17 @@ def _ort_binding(ort, sess, feed, device: str):
 
 # --------------------------------------------------------------------------------------- torch
 class Torch(Runtime):
-    """PyTorch on CUDA: eager (`graph=False`) or the forward captured in a CUDA graph."""
+    """PyTorch on CUDA: eager (`graph=False`) or the forward captured in a CUDA graph. float32
+    means float32 (TF32 off) unless `tf32`: then the graph is captured with torch's own default
+    for convolutions (cuDNN may use TF32) and TF32 matmuls, the fastest torch honestly is on
+    float32 models (10 mantissa bits in the products, so not the same arithmetic as vkml's)."""
 
-    def __init__(self, graph: bool = False):
+    def __init__(self, graph: bool = False, tf32: bool = False):
+        if tf32 and not graph:
+            raise ValueError("the TF32 peer is the CUDA-graph one")
         self.graph = graph
-        self.name = "torch-cudagraph" if graph else "torch-eager"
+        self.tf32 = tf32
+        self.name = ("torch-cudagraph-tf32" if tf32 else "torch-cudagraph") if graph else "torch-eager"
         self.device = "cuda"
 
     def version(self) -> str:
@@ -189,8 +195,10 @@ class Torch(Runtime):
         names = list(bm.feed)
         host_in = [bm.feed[k] for k in names]
         dev_in = [torch.from_numpy(np.ascontiguousarray(x)).to("cuda") for x in host_in]
-        torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32 for every runtime
-        torch.backends.cudnn.allow_tf32 = False
+        # float32 means float32 for every runtime (set again before each capture: the flags are
+        # global, and a CUDA graph keeps the kernels chosen when it was captured)
+        torch.backends.cuda.matmul.allow_tf32 = self.tf32
+        torch.backends.cudnn.allow_tf32 = self.tf32
         with torch.inference_mode():
             fwd(*dev_in)
         torch.cuda.synchronize()
@@ -218,6 +226,7 @@ class Torch(Runtime):
         with torch.inference_mode():
             with torch.cuda.graph(g):
                 static_out = fwd(*static_in)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
         lock = threading.Lock()
 
         def host():
@@ -278,9 +287,9 @@ def discover(cpu_threads: int | None = None, only_devices: list[str] | None = No
         if not torch.cuda.is_available():
             raise RuntimeError(f"torch {torch.__version__} has no usable CUDA device")
         if want("cuda"):
-            runtimes += [Torch(graph=False), Torch(graph=True)]
+            runtimes += [Torch(graph=False), Torch(graph=True), Torch(graph=True, tf32=True)]
     except Exception as e:
-        for n in ("torch-eager/cuda", "torch-cudagraph/cuda"):
+        for n in ("torch-eager/cuda", "torch-cudagraph/cuda", "torch-cudagraph-tf32/cuda"):
             missing.append({"runtime": n, "status": "missing", "reason": f"{type(e).__name__}: {e}"})
     try:
         import ncnn  # noqa: F401
