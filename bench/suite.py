@@ -457,7 +457,8 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
                     help=f"families to run (repeatable or comma-separated): {', '.join(FAMILIES)}")
     ap.add_argument("--device", action="append", metavar="DEV",
                     help="only runtimes on these devices: cpu, cuda, vulkan, vulkan:N (repeatable)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"), help="results folder")
+    ap.add_argument("--out", default=".", help="results folder (default: the current directory; the "
+                    "project's own runs use bench/results, as bench/run_gpu.sh does)")
     ap.add_argument("--machine", default=None, help="name used in the result files (default: derived)")
     ap.add_argument("--time-limit", type=float, default=None, metavar="S",
                     help="stop starting new cases after S seconds (the rest are recorded as skipped)")
