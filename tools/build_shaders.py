@@ -111,6 +111,9 @@ def _variants() -> list[Variant]:
     for t in FLOATS:
         for m in ("bool",) + FLOATS:
             add(f"attention_{t}_m{m}", "attention.comp", TX=T[t], TY=T[m])
+    # ---- LSTM's recurrence (shaders/lstm.comp)
+    for t in FLOATS:
+        add(f"lstm_{t}", "lstm.comp", TX=T[t])
     _variants_reductions(add)
     _variants_matmul(add)
     _variants_movement(add)

@@ -606,7 +606,7 @@ _VAD_CPU = {
     "Conv_0": "after the If: its output's time dim depends on which branch ran, so no static shape before the run",
     "Relu_0": "unknown time dim (downstream of the If)",
     "Transpose_0": "unknown time dim (downstream of the If)",
-    "LSTM_0": "no GPU kernel for LSTM",
+    "LSTM_0": "unknown time dim (downstream of the If; with a static one the GPU LSTM kernel runs it)",
     "Squeeze_0": "unknown time dim (downstream of the If)",
     "Transpose_1": "unknown time dim (downstream of the If)",
     "Relu_1": "unknown time dim (downstream of the If)",
@@ -627,8 +627,7 @@ ZOO: dict[str, Entry] = {
         "kept": "data-dependent shape: the number of boxes NMS keeps"}),
     "dbnet_det": Entry(dbnet_det, 10, "OCR: detector",
                        "Paddle2ONNX-style batch -1; opset-10 Resize (scales only), ConvTranspose"),
-    "crnn_rec": Entry(crnn_rec, 12, "OCR: recognizer", "bidirectional LSTM, CTC greedy ArgMax", {
-        "LSTM_0": "no GPU kernel for LSTM"}),
+    "crnn_rec": Entry(crnn_rec, 12, "OCR: recognizer", "bidirectional LSTM, CTC greedy ArgMax"),
     "paddle_cls": Entry(paddle_cls, 11, "OCR: direction classifier",
                         "Paddle2ONNX: batch dim_value -1, hard-swish as HardSigmoid * x, SE block"),
     "tf2onnx_cnn": Entry(tf2onnx_cnn, 13, "vision: classification",

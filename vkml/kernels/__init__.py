@@ -14,6 +14,7 @@ from . import gather, movement, pad, resize, views  # noqa: F401  (data movement
 from . import loss  # noqa: F401  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss)
 from . import cumulative  # noqa: F401  (CumSum, CumProd)
 from . import attention  # noqa: F401  (Attention)
+from . import lstm  # noqa: F401  (LSTM)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import fused  # noqa: F401  (vkml.fusion's chains)
 
