@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from vkml import config
+
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.errno cimport EBUSY, EINTR, ENOMEM, ESRCH, ETIMEDOUT
@@ -537,17 +539,8 @@ def set_num_threads(n: int | None) -> None:
 
 
 def _threads_from_env() -> int:
-    v = os.environ.get("VKML_NUM_THREADS", "").strip()
-    if not v:
-        return 0
-    try:
-        n = int(v)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= SCHED_MAX_THREADS:
-        raise ValueError(f"VKML_NUM_THREADS must be an integer from 1 to {SCHED_MAX_THREADS}, "
-                         f"got {v!r}")
-    return n
+    """The pool size VKML_NUM_THREADS asks for (vkml/config.py), 0 for the default."""
+    return config.num_threads(SCHED_MAX_THREADS)
 
 
 def _at_exit() -> None:

@@ -169,7 +169,7 @@ def cmd_warmup(args) -> int:
         return 1
     pipes = sess.warmup(_parse_shapes(args.shape))
     took = time.perf_counter() - t0
-    from vkml.vulkan import config
+    from vkml import config
 
     where = config.cache_dir() or "nowhere (VKML_PIPELINE_CACHE=0)"
     print(f"{len(pipes)} GPU pipelines ready in {took:.2f} s ({sum(p['compile_s'] for p in pipes):.2f} s of "

@@ -12,17 +12,17 @@ concrete, and never on nodes the user placed by name.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import config
 from .graph import Graph, Node, TensorDesc, _graphs_in
 from .compile.rewrite import only_reader, readers_of, replace_nodes
 from .ops.registry import Op
 
 # VKML_FUSE=0 turns fusion off (for comparisons); tests flip ENABLED.
-ENABLED = os.environ.get("VKML_FUSE", "1").strip() not in ("0", "off", "no", "false")
+ENABLED = config.fuse()
 DOMAIN = "ai.vkml"
 OP_TYPE = "FusedElementwise"
 MIN_CHAIN = 2

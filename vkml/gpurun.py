@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import gc
 import logging
-import os
 import sys
 import threading
 import time
@@ -22,17 +21,16 @@ import numpy as np
 
 from .executor import NodeFailure
 from . import fusion
+from . import config
 from .compile.epilogue import fuse_epilogues
 from .compile.fold_bias import fold_bias_adds
 from .compile.fold_bn import fold_batchnorm
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
 from .plan import Runtime, Scope
-from .runtime import config as runtime_config
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
 from .specialize import concretize, device_specs, largest_binding, place_concrete
 from .tensor import Tensor, vulkan_device
-from .vulkan.config import gpu_timeout
 
 log = logging.getLogger("vkml")
 
@@ -41,11 +39,11 @@ PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
 # whether the memory is back, doubling up to REPLAN_MAX_S while it is not.
 REPLAN_S = 1.0
 REPLAN_MAX_S = 60.0
-GPU_TIMEOUT = gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TIMEOUT)
+GPU_TIMEOUT = config.gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TIMEOUT)
 # Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
-ASYNC_WAITS = os.environ.get("VKML_ASYNC_WAIT", "1").strip() not in ("0", "off", "no", "false")
-FAST_RUNS = runtime_config.fast_runs()  # the native path for simple plans (VKML_FAST_RUN)
+ASYNC_WAITS = config.async_waits()
+FAST_RUNS = config.fast_runs()  # the native path for simple plans (VKML_FAST_RUN)
 # Per thread: the latest native run's time without the GIL, in ns (the session's profile reads it).
 RUN_INFO = threading.local()
 

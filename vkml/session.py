@@ -19,7 +19,8 @@ from .onnx_loader import Model, load_model
 from .plan import Plan, Runtime
 from .api.options import (CPU_EP, ExecutionMode, GraphOptimizationLevel, ModelMetadata, SessionOptions,
                           devices_from_providers, provider_name)
-from .runtime import blas, config
+from . import config
+from .runtime import blas
 from .runtime.batch import RunPool
 from .tensor import Tensor, vulkan_device
 

@@ -240,7 +240,7 @@ def _device_used(gpu) -> int:
 
 @pytest.mark.parametrize("text", ["nan", "-1", "inf", "-inf", "abc", "1e400"])
 def test_invalid_gpu_timeouts_are_errors(monkeypatch, text):
-    from vkml.vulkan.config import gpu_timeout
+    from vkml.config import gpu_timeout
 
     monkeypatch.setenv("VKML_GPU_TIMEOUT", text)
     with pytest.raises(ValueError, match="VKML_GPU_TIMEOUT must be a finite number of seconds"):
@@ -248,7 +248,7 @@ def test_invalid_gpu_timeouts_are_errors(monkeypatch, text):
 
 
 def test_valid_gpu_timeouts(monkeypatch):
-    from vkml.vulkan.config import DEFAULT_GPU_TIMEOUT, gpu_timeout
+    from vkml.config import DEFAULT_GPU_TIMEOUT, gpu_timeout
 
     for text, want in (("0", None), ("2.5", 2.5), (" 1e-3 ", 1e-3), ("", DEFAULT_GPU_TIMEOUT)):
         monkeypatch.setenv("VKML_GPU_TIMEOUT", text)

@@ -80,7 +80,7 @@ def test_fixed_and_off_policies():
 
 
 def test_config_parses(monkeypatch):
-    from vkml.runtime import config
+    from vkml import config
 
     for raw, want in (("", "auto"), ("auto", "auto"), ("off", None), ("0", None), ("3", 3)):
         monkeypatch.setenv("VKML_CPU_BLAS_THREADS", raw)
@@ -151,7 +151,7 @@ def test_runs_in_flight_cap_blas_threads(monkeypatch, real_blas):
 
 
 def test_cpu_runs_config_parses(monkeypatch):
-    from vkml.runtime import config
+    from vkml import config
 
     for raw, want in (("", "auto"), ("auto", "auto"), ("off", None), ("0", None), ("3", 3)):
         monkeypatch.setenv("VKML_CPU_RUNS", raw)

@@ -103,7 +103,7 @@ def test_budget_exceeded(dev):
 
 
 def test_budget_parsing():
-    from vkml.vulkan.config import parse_budget
+    from vkml.config import parse_budget
 
     assert parse_budget("0.5") == ("fraction", 0.5)
     assert parse_budget("6GiB") == ("bytes", float(6 << 30))

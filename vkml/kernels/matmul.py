@@ -14,12 +14,12 @@ VKML_MATMUL_TILE="BM,BN,BK,TM,TN" forces the SIMT tiling (for tuning on a device
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import config
 from .common import PushBlock, broadcast_shape, broadcast_strides, collapse, dtype_name, require_dtypes
 from . import matmul_coop
 from .registry import Kernel, TensorSpec, Unsupported, register
@@ -110,13 +110,8 @@ def _fits(t: Tiling, device) -> bool:
 
 
 def _forced_tiling() -> Tiling | None:
-    v = os.environ.get("VKML_MATMUL_TILE")
-    if not v:
-        return None
-    try:
-        return Tiling(*(int(x) for x in v.split(",")))
-    except (TypeError, ValueError):
-        raise ValueError(f"VKML_MATMUL_TILE={v!r}: expected five integers BM,BN,BK,TM,TN") from None
+    ints = config.matmul_tile()
+    return Tiling(*ints) if ints else None
 
 
 def choose_tiling(device, m: int, n: int, batch: int, k: int = 0) -> Tiling:

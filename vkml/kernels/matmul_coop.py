@@ -9,8 +9,9 @@ VKML_COOP=0 turns the path off; VKML_COOP_TILE="BM,BN,BK,WM,WN" forces a tiling.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from .. import config
 
 FEATURES = ("cooperative_matrix", "fp16_arithmetic", "storage_16bit")
 SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))  # the shader variants built (tools/build_shaders.py)
@@ -67,7 +68,7 @@ TILINGS = (CoopTiling(128, 256, 16, 64, 64), CoopTiling(128, 128, 32, 64, 64), C
 
 def device_shape(device) -> CoopShape | None:
     """The cooperative-matrix shape to use on `device` (f16 x f16 + f32), or None."""
-    if os.environ.get("VKML_COOP", "1") == "0":
+    if not config.coop():
         return None
     if any(f not in device.features for f in FEATURES):
         return None
@@ -82,13 +83,8 @@ def device_shape(device) -> CoopShape | None:
 
 
 def _forced() -> CoopTiling | None:
-    v = os.environ.get("VKML_COOP_TILE")
-    if not v:
-        return None
-    try:
-        return CoopTiling(*(int(x) for x in v.split(",")))
-    except (TypeError, ValueError):
-        raise ValueError(f"VKML_COOP_TILE={v!r}: expected five integers BM,BN,BK,WM,WN") from None
+    ints = config.coop_tile()
+    return CoopTiling(*ints) if ints else None
 
 
 def choose(device, g, shape: CoopShape, vec: int = 8) -> CoopTiling | None:

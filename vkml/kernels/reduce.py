@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import config
 from .common import PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
 
@@ -42,7 +42,7 @@ def _device_subgroup_arith(index: int) -> bool:
 
 def subgroup_arith(device) -> bool:
     """Whether compute shaders on `device` may use GL_KHR_shader_subgroup_arithmetic."""
-    if FORCE_NO_SUBGROUPS or os.environ.get("VKML_NO_SUBGROUPS", "") not in ("", "0"):
+    if FORCE_NO_SUBGROUPS or config.no_subgroups():
         return False
     try:
         return _device_subgroup_arith(int(device.index))

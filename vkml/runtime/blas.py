@@ -12,7 +12,7 @@ ends: `limiter().enter(width, big)` / `.exit(width, big)` around a run, where wi
 threads of that run call BLAS at once and big says whether it has a GEMM worth threading
 (`plan_is_big`): small GEMMs gain a few microseconds from a second thread and risk a scheduler
 tick, so while only small-GEMM runs are in flight BLAS gets one thread. The policy is
-VKML_CPU_BLAS_THREADS (vkml/runtime/config.py). A NumPy built on another BLAS (MKL, BLIS,
+VKML_CPU_BLAS_THREADS (vkml/config.py). A NumPy built on another BLAS (MKL, BLIS,
 Accelerate) is left alone, with one log line.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import math
 import threading
 from typing import Any
 
-from . import config
+from .. import config
 
 log = logging.getLogger("vkml")
 

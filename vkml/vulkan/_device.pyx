@@ -47,7 +47,7 @@ cdef inline uint64_t _now_ns() noexcept nogil:
     return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
 from vkml.vulkan._instance cimport Instance, check, check_messages
 
-from vkml.vulkan import config
+from vkml import config
 from vkml.vulkan.errors import VulkanError, VulkanUnavailable
 from vkml.vulkan.info import from_raw
 

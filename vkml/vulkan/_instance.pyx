@@ -5,7 +5,6 @@ Nothing here runs at import: the loader is dlopen'ed on the first call to instan
 unavailable_reason()), so `import vkml` works on a machine without libvulkan. Every
 failure on the way becomes a sentence in unavailable_reason().
 """
-import os
 import threading
 
 from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
@@ -16,6 +15,7 @@ from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlclose, dlerror, dlopen, dlsym
 from vkml.vulkan.vkapi cimport *
 from vkml.vulkan._features cimport FeatureChain, feature_chain_init
 
+from vkml import config
 from vkml.vulkan.errors import DeviceLost, ValidationError, VulkanError, VulkanUnavailable
 
 cdef extern from "vk_messages.h" nogil:
@@ -143,16 +143,10 @@ cdef list _instance_layers(PFN_vkEnumerateInstanceLayerProperties enum_layers):
 def _split_factor() -> int:
     """VKML_SPLIT_DEVICE=N (tests): list every physical device N times, so one device opens as
     N independent logical devices (own queue, memory, timeline) and multi-GPU paths run on CI."""
-    raw = os.environ.get("VKML_SPLIT_DEVICE", "").strip()
-    if not raw:
-        return 1
-    if not raw.isdigit() or not 1 <= int(raw) <= 16:
-        raise VulkanUnavailable(f"VKML_SPLIT_DEVICE must be an integer from 1 to 16, not {raw!r}")
-    return int(raw)
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+    try:
+        return config.split_device()
+    except ValueError as e:
+        raise VulkanUnavailable(str(e)) from None
 
 
 cdef class Instance:
@@ -588,14 +582,14 @@ def instance() -> Instance:
             return _INSTANCE
         if _REASON is not None:
             raise VulkanUnavailable(_REASON)
-        setting = os.environ.get("VKML_VULKAN", "").strip().lower()
-        if setting in ("0", "off", "false", "no"):
-            _REASON = f"Vulkan disabled by VKML_VULKAN={os.environ['VKML_VULKAN']}"
+        disabled_by = config.vulkan_disabled_by()
+        if disabled_by is not None:
+            _REASON = f"Vulkan disabled by VKML_VULKAN={disabled_by}"
             raise VulkanUnavailable(_REASON)
-        library = os.environ.get("VKML_VULKAN_LIBRARY") or "libvulkan.so.1"
+        library = config.vulkan_library()
         inst = Instance()
         try:
-            inst._create(library, _env_flag("VKML_VALIDATION"))
+            inst._create(library, config.validation())
         except VulkanError as e:
             inst.destroy()
             _REASON = str(e)

@@ -22,7 +22,7 @@ from vkml.vulkan.vkapi cimport *
 from vkml.vulkan._device cimport Device
 from vkml.vulkan._instance cimport check, check_messages
 
-from vkml.vulkan import config
+from vkml import config
 from vkml.vulkan.errors import BufferTooLarge, OutOfDeviceMemory, VulkanError
 
 cdef VkFlags BUFFER_USAGE = (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT

@@ -8,12 +8,14 @@ from __future__ import annotations
 import functools
 import os
 
+from vkml import config
+
 PACKAGE_SPV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "spv")
 SPIRV_MAGIC = 0x07230203
 
 
 def search_path() -> list[str]:
-    extra = os.environ.get("VKML_SPIRV_DIR")
+    extra = config.spirv_dir()
     return [extra, PACKAGE_SPV] if extra else [PACKAGE_SPV]
 
 

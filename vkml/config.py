@@ -1,0 +1,560 @@
+"""Every VKML_* environment variable, in one place (issue #16).
+
+SETTINGS is the table: each variable's name, default, the rule its value follows and what it does.
+Each setting is read by a function here, at the moment it is needed, so that a test can set the
+variable and call it again; the few values that the package freezes at import (fusion.ENABLED,
+gpurun.GPU_TIMEOUT, ...) are read through these functions too. docs/config.md is generated from
+the table (`python tools/config_table.py`; tests/unit/test_config.py checks it is current).
+
+A leaf: only the standard library is imported, so any layer (the Vulkan one included) may use it.
+
+The rules, shared by the settings that follow them:
+  on/off          case and surrounding blanks ignored; 0, off, no, false and none are off, any
+                  other non-empty value is on; unset (or empty) is the setting's default.
+  auto/off/count  "auto" (or unset), "off" (or 0 and the other off spellings), or a whole
+                  number >= 1; anything else is a ValueError.
+  size            bytes, with an optional unit: 1000000, 512MiB, 6GiB, 2GB (k/KiB/M/MiB/G/GiB/T/TiB
+                  are powers of 1024; kB/MB/GB are powers of 1000).
+  seconds         a finite number of seconds >= 0; nan, inf and negative values are errors.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its default (as a user would write it, "" for unset), the
+    rule its value follows, and what it does and why one would set it."""
+
+    name: str
+    default: str
+    rule: str
+    doc: str
+
+
+SETTINGS: dict[str, Setting] = {}
+
+
+def _setting(name: str, default: str, rule: str, doc: str) -> None:
+    SETTINGS[name] = Setting(name, default, rule, " ".join(doc.split()))
+
+
+def _raw(name: str) -> str:
+    """The variable's text ("" when unset); only for names in SETTINGS."""
+    if name not in SETTINGS:
+        raise KeyError(f"{name} is not a setting of vkml/config.py")
+    return os.environ.get(name, "")
+
+
+# ------------------------------------------------------------------ shared parsers
+
+OFF = ("0", "off", "no", "false", "none")
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40}
+
+
+def parse_switch(text: str | None, default: bool) -> bool:
+    """The on/off rule: `default` for unset or blank, False for an off spelling (OFF, any case),
+    True for anything else."""
+    s = (text or "").strip().lower()
+    if not s:
+        return default
+    return s not in OFF
+
+
+def parse_auto_off_count(name: str, text: str | None, what: str) -> str | int | None:
+    """The auto/off/count rule: "auto" (blank or "auto"), None (an off spelling) or a whole
+    number >= 1; anything else is a ValueError naming the variable and what the number counts."""
+    raw = (text or "").strip().lower()
+    if raw in ("", "auto"):
+        return "auto"
+    if raw in OFF:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise ValueError(f"{name}={raw!r}: expected 'auto', 'off' or a {what} >= 1")
+    return n
+
+
+def parse_budget(text: str | float | int | None) -> tuple[str, float] | None:
+    """("fraction", f) or ("bytes", n) from "0.5" / "6GiB" / 123; None for empty. A float in
+    (0, 1] or a text like "0.5" is a fraction; sizes follow the size rule."""
+    if text is None:
+        return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if 0 < text <= 1 and isinstance(text, float):
+            return ("fraction", float(text))
+        if text <= 0:
+            raise ValueError(f"memory budget must be positive, got {text!r}")
+        return ("bytes", float(int(text)))
+    s = str(text).strip().lower().replace(" ", "")
+    if not s:
+        return None
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+)([a-z]*)", s)
+    if not m or m.group(2) not in _UNITS:
+        raise ValueError(f"cannot parse memory budget {text!r}: use a fraction like 0.5 or a size like 6GiB")
+    value = float(m.group(1))
+    if m.group(2) == "" and "." in m.group(1) and value <= 1:
+        if value <= 0:
+            raise ValueError(f"memory budget must be positive, got {text!r}")
+        return ("fraction", value)
+    n = value * _UNITS[m.group(2)]
+    if n <= 0:
+        raise ValueError(f"memory budget must be positive, got {text!r}")
+    return ("bytes", float(int(n)))
+
+
+def parse_size(name: str, text: str | None, default: int) -> int:
+    """The size rule: bytes from "256MiB" / "6GiB" / "1000000"; `default` for blank; a fraction
+    or anything else is a ValueError naming the variable."""
+    s = (text or "").strip()
+    if not s:
+        return default
+    try:
+        kind, value = parse_budget(s)
+    except (TypeError, ValueError):
+        kind = None
+    if kind != "bytes":
+        raise ValueError(f"{name}={s!r}: expected a size such as 256MiB")
+    return int(value)
+
+
+def parse_seconds(name: str, text: str | None, default: float) -> float | None:
+    """The seconds rule: `default` for blank, None for 0 (no limit), else a finite number >= 0;
+    nan, inf and negative numbers are mistakes, not "no limit" (0 says that)."""
+    s = (text or "").strip()
+    if not s:
+        return default
+    try:
+        v = float(s)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"{name} must be a finite number of seconds >= 0 (0: wait forever), not {s!r}")
+    return None if v == 0 else v
+
+
+def parse_whole(text: str, lo: int, hi: int) -> int | None:
+    """A whole number (decimal digits) from lo to hi, or None when `text` is not one."""
+    s = text.strip()
+    if not s.isdigit():
+        return None
+    n = int(s)
+    return n if lo <= n <= hi else None
+
+
+def parse_ints(text: str, count: int) -> tuple[int, ...] | None:
+    """`count` comma-separated integers, or None when `text` is not that."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        return None
+    return values if len(values) == count else None
+
+
+# ------------------------------------------------------------------ CPU and scheduling
+
+_setting("VKML_NUM_THREADS", "", "whole number", """
+    Threads of the scheduler's pool (vkml/_sched.pyx), from 1 to the scheduler's maximum; unset:
+    the number of usable cores. Read once, when vkml._sched is imported. Set it to share a
+    machine with other work, or to measure scaling.""")
+
+
+def num_threads(limit: int) -> int:
+    """The scheduler pool's size from VKML_NUM_THREADS, 1 to `limit`; 0 when unset (the default)."""
+    v = _raw("VKML_NUM_THREADS").strip()
+    if not v:
+        return 0
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= limit:
+        raise ValueError(f"VKML_NUM_THREADS must be an integer from 1 to {limit}, got {v!r}")
+    return n
+
+
+_setting("VKML_CPU_BLAS_THREADS", "auto", "auto/off/count", """
+    How many threads the BLAS that NumPy loaded (OpenBLAS) may use while vkml's CPU runs are in
+    flight; the process's own setting is put back when the last one ends (vkml/runtime/blas.py).
+    auto: the process's setting divided by the number of BLAS-calling threads of vkml's runs in
+    flight (concurrent run() calls, and the scheduler pool's width for a parallel plan), at least
+    1, so that concurrent runs never oversubscribe the cores. N: N while runs are in flight.
+    off: never touch BLAS's threads. Read when the limiter is first made.""")
+
+
+def cpu_blas_threads() -> str | int | None:
+    """"auto", a fixed thread count, or None (leave BLAS alone), from VKML_CPU_BLAS_THREADS."""
+    return parse_auto_off_count("VKML_CPU_BLAS_THREADS", _raw("VKML_CPU_BLAS_THREADS"), "thread count")
+
+
+_setting("VKML_CPU_RUNS", "auto", "auto/off/count", """
+    How many run() calls of one CPU session execute at once; the others wait (without the GIL)
+    until one ends. auto: 1 for a plan whose GEMMs are all small (blas.plan_is_big): such a run
+    is mostly per-node Python under the GIL, and runs that interleave hand the GIL back and forth
+    at every NumPy call, so two threads got half one thread's throughput; no limit for plans with
+    big GEMMs, whose NumPy calls overlap. N: at most N, whatever the plan. off: no limit.""")
+
+
+def cpu_runs() -> str | int | None:
+    """"auto", a cap on one CPU session's concurrent runs, or None (no cap), from VKML_CPU_RUNS."""
+    return parse_auto_off_count("VKML_CPU_RUNS", _raw("VKML_CPU_RUNS"), "run count")
+
+
+# ------------------------------------------------------------------ GPU runs
+
+_setting("VKML_FAST_RUN", "1", "on/off", """
+    Plans that are only uploads, GPU chunks and readbacks on one GPU run on the native path
+    (vkml/runtime/_fastrun.pyx: the GIL is taken only to accept the feeds and hand back the
+    outputs). 0 sends them the generic way, unit by unit, for comparisons. Read at import.""")
+
+
+def fast_runs() -> bool:
+    """Whether GPU plans may take the native run path (VKML_FAST_RUN)."""
+    return parse_switch(_raw("VKML_FAST_RUN"), True)
+
+
+_setting("VKML_ASYNC_WAIT", "1", "on/off", """
+    Readbacks wait for the GPU on a waiter thread (vkml/_gpuwait.pyx) instead of a blocked pool
+    worker. 0 turns that off, for comparisons. Read at import.""")
+
+
+def async_waits() -> bool:
+    """Whether readbacks wait on the waiter thread (VKML_ASYNC_WAIT)."""
+    return parse_switch(_raw("VKML_ASYNC_WAIT"), True)
+
+
+_setting("VKML_FUSE", "1", "on/off", """
+    Elementwise fusion of GPU plans (vkml/fusion.py): a chain of float32 elementwise ops becomes
+    one dispatch. 0 turns it off, for comparisons. Read at import (tests flip fusion.ENABLED).""")
+
+
+def fuse() -> bool:
+    """Whether GPU plans fuse elementwise chains (VKML_FUSE)."""
+    return parse_switch(_raw("VKML_FUSE"), True)
+
+
+DEFAULT_GPU_TIMEOUT = 300.0  # seconds; a run's GPU work that takes longer is reported
+
+_setting("VKML_GPU_TIMEOUT", "300", "seconds", """
+    Seconds a session run waits for its GPU work before it gives up with a TimeoutError naming
+    the device (0 waits forever): a hung GPU or driver must not hang the caller. The run's slot
+    is retired and freed once the GPU is done with it; the session stays usable. Read at
+    import.""")
+
+
+def gpu_timeout() -> float | None:
+    """Seconds a session run waits for the GPU (VKML_GPU_TIMEOUT), None for no limit."""
+    return parse_seconds("VKML_GPU_TIMEOUT", _raw("VKML_GPU_TIMEOUT"), DEFAULT_GPU_TIMEOUT)
+
+
+# ------------------------------------------------------------------ Vulkan instance and devices
+
+_setting("VKML_VULKAN", "1", "on/off", """
+    0: no Vulkan at all; vkml runs on the CPU only and vkml.vulkan.unavailable_reason() says
+    why. For machines whose driver misbehaves, or to compare with the CPU.""")
+
+
+def vulkan_disabled_by() -> str | None:
+    """The value of VKML_VULKAN when it turns Vulkan off (for the reason's text), else None."""
+    raw = _raw("VKML_VULKAN")
+    return None if parse_switch(raw, True) else raw
+
+
+_setting("VKML_VULKAN_LIBRARY", "libvulkan.so.1", "path", """
+    The Vulkan loader to dlopen instead of libvulkan.so.1: a loader outside the library path, or
+    another build of it.""")
+
+
+def vulkan_library() -> str:
+    """The Vulkan loader to load (VKML_VULKAN_LIBRARY)."""
+    return _raw("VKML_VULKAN_LIBRARY") or "libvulkan.so.1"
+
+
+_setting("VKML_VALIDATION", "0", "on/off", """
+    1: the Khronos validation layer with synchronization validation; every warning or error it
+    reports becomes a vkml.vulkan.ValidationError. For debugging and CI; slow.""")
+
+
+def validation() -> bool:
+    """Whether the Khronos validation layer is on (VKML_VALIDATION)."""
+    return parse_switch(_raw("VKML_VALIDATION"), False)
+
+
+_setting("VKML_VALIDATION_COOPMAT", "0", "on/off", """
+    1: keep VK_KHR_cooperative_matrix on under VKML_VALIDATION. By default it is left off there,
+    because the validation layer of Debian 12 / Ubuntu 24.04 (1.3.239) predates the extension
+    and rejects its feature struct at vkCreateDevice; set this with a newer layer.""")
+
+
+def validation_coopmat() -> bool:
+    """Whether cooperative matrices stay on under validation (VKML_VALIDATION_COOPMAT)."""
+    return parse_switch(_raw("VKML_VALIDATION_COOPMAT"), False)
+
+
+_setting("VKML_SPLIT_DEVICE", "1", "whole number", """
+    N from 1 to 16: list every physical device N times, so one device opens as N independent
+    logical devices (own queue, memory, timeline) and multi-GPU paths run on one GPU or on CI
+    (vulkan:k becomes vulkan:Nk to vulkan:Nk+N-1).""")
+
+
+def split_device() -> int:
+    """How many logical devices each physical device opens as (VKML_SPLIT_DEVICE), 1 to 16."""
+    raw = _raw("VKML_SPLIT_DEVICE").strip()
+    if not raw:
+        return 1
+    n = parse_whole(raw, 1, 16)
+    if n is None:
+        raise ValueError(f"VKML_SPLIT_DEVICE must be an integer from 1 to 16, not {raw!r}")
+    return n
+
+
+_setting("VKML_DISABLE", "", "comma list", """
+    Device features to leave off even if supported, to test fallbacks: push_descriptor,
+    mapped_memory (treat device-local memory as not host-visible: uploads go through staging),
+    storage_16bit, storage_8bit, int64, fp16_arithmetic, memory_budget, cooperative_matrix.""")
+
+
+def disabled_features() -> frozenset[str]:
+    """Features to leave off: VKML_DISABLE, plus cooperative_matrix under validation (unless
+    VKML_VALIDATION_COOPMAT)."""
+    off = {x.strip() for x in _raw("VKML_DISABLE").split(",") if x.strip()}
+    if validation() and not validation_coopmat():
+        off.add("cooperative_matrix")
+    return frozenset(off)
+
+
+DEFAULT_QUEUES = 4  # lanes per device (VKML_QUEUES)
+MAX_QUEUES = 64
+
+_setting("VKML_QUEUES", str(DEFAULT_QUEUES), "whole number", f"""
+    Lanes per device, 1 to {MAX_QUEUES}: each lane is a queue of the device's compute family (as
+    many as it offers; lanes share them beyond that) with a timeline semaphore of its own. Run
+    slots take lanes in turn, so runs of different slots do not wait for each other's barriers;
+    1 puts every run on one queue.""")
+
+
+def queues() -> int:
+    """Lanes per device (VKML_QUEUES), 1 to MAX_QUEUES."""
+    text = _raw("VKML_QUEUES").strip()
+    if not text:
+        return DEFAULT_QUEUES
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if not 1 <= v <= MAX_QUEUES:
+        raise ValueError(f"VKML_QUEUES={text!r}: expected a whole number of lanes from 1 to {MAX_QUEUES}")
+    return v
+
+
+DEFAULT_WAIT_SPIN_US = 100.0  # on GPUs; CPU devices (lavapipe) do not spin
+
+_setting("VKML_WAIT_SPIN_US", "100 (GPUs), 0 (CPU devices)", "number", """
+    Microseconds a wait polls the timeline before it blocks in the driver (>= 0). Waking from a
+    blocking wait costs tens of microseconds (an interrupt, a thread wake-up; more inside a VM),
+    which is most of a small model's run; CPU devices such as lavapipe do not poll, their own
+    threads need the cores. At most a quarter of the cores poll at once; other waiters block at
+    once.""")
+
+
+def wait_spin_us(device_type: str) -> float:
+    """Microseconds a wait polls before blocking (VKML_WAIT_SPIN_US, or the default by type)."""
+    text = _raw("VKML_WAIT_SPIN_US").strip()
+    if not text:
+        return 0.0 if device_type == "cpu" else DEFAULT_WAIT_SPIN_US
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"VKML_WAIT_SPIN_US must be a number of microseconds, not {text!r}") from None
+    if not v >= 0:
+        raise ValueError(f"VKML_WAIT_SPIN_US must be >= 0, not {text!r}")
+    return v
+
+
+# ------------------------------------------------------------------ device memory
+
+DEFAULT_BUDGET_FRACTION = 0.95       # of VK_EXT_memory_budget's heapBudget
+DEFAULT_NO_BUDGET_FRACTION = 0.8     # of the heap size, without the extension
+
+_setting("VKML_MEMORY_BUDGET", "0.95 of heapBudget", "fraction or size", """
+    How much of a device heap vkml may hold: a fraction (0.5: of VK_EXT_memory_budget's
+    heapBudget, or of the heap size without it) or a size (6GiB, 512MiB, 1000000). Default: 0.95
+    of heapBudget, or 0.8 of the heap size. To leave room for other processes on the GPU;
+    Device.set_memory_budget does the same from code.""")
+
+
+def budget_setting() -> tuple[str, float] | None:
+    """("fraction", f), ("bytes", n) or None (the default) from VKML_MEMORY_BUDGET."""
+    return parse_budget(_raw("VKML_MEMORY_BUDGET"))
+
+
+_setting("VKML_READBACK", "auto", "auto, map or staging", """
+    How outputs come back from device memory: auto maps HOST_CACHED memory and stages through a
+    copy otherwise (reads through an uncached BAR are slow); map always maps; staging always
+    copies. To compare, or to work around a driver.""")
+
+
+def readback_mode() -> str:
+    """"auto", "map" or "staging" (VKML_READBACK)."""
+    mode = (_raw("VKML_READBACK") or "auto").strip().lower() or "auto"
+    if mode not in ("auto", "map", "staging"):
+        raise ValueError(f"VKML_READBACK must be auto, map or staging, not {mode!r}")
+    return mode
+
+
+# ------------------------------------------------------------------ pipelines and shaders
+
+_setting("VKML_PIPELINE_CACHE", "1", "on/off", """
+    0: neither load nor save pipeline caches (every process compiles its pipelines again).""")
+
+
+def pipeline_cache() -> bool:
+    """Whether pipeline caches are loaded and saved (VKML_PIPELINE_CACHE)."""
+    return parse_switch(_raw("VKML_PIPELINE_CACHE"), True)
+
+
+_setting("VKML_CACHE_DIR", "$XDG_CACHE_HOME/vkml or ~/.cache/vkml", "path", """
+    Where pipeline caches live. The file name holds the vendor, device and the driver's
+    pipelineCacheUUID; processes sharing a file take turns through a lock file and merge each
+    other's saves. Tests point it at a temporary folder.""")
+
+
+def cache_dir() -> str | None:
+    """Directory for pipeline caches (VKML_CACHE_DIR, else $XDG_CACHE_HOME/vkml or
+    ~/.cache/vkml), or None when caching is off (VKML_PIPELINE_CACHE)."""
+    if not pipeline_cache():
+        return None
+    explicit = _raw("VKML_CACHE_DIR")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "vkml")
+
+
+DEFAULT_PIPELINE_CACHE_MAX = 256 << 20
+
+_setting("VKML_PIPELINE_CACHE_MAX", "256MiB", "size", """
+    The largest pipeline-cache file vkml writes; a bigger cache is kept in memory but not saved
+    (logged). To bound the disk a cache may take.""")
+
+
+def pipeline_cache_max() -> int:
+    """Bytes: the largest pipeline cache file vkml writes (VKML_PIPELINE_CACHE_MAX)."""
+    return parse_size("VKML_PIPELINE_CACHE_MAX", _raw("VKML_PIPELINE_CACHE_MAX"), DEFAULT_PIPELINE_CACHE_MAX)
+
+
+_setting("VKML_SPIRV_DIR", "", "path", """
+    A folder searched for `<variant>.spv` before the package's vkml/spv: to try shaders without
+    reinstalling.""")
+
+
+def spirv_dir() -> str | None:
+    """The folder searched first for SPIR-V (VKML_SPIRV_DIR), or None."""
+    return _raw("VKML_SPIRV_DIR") or None
+
+
+# ------------------------------------------------------------------ kernel choices
+
+_setting("VKML_MATMUL_TILE", "", "five integers", """
+    BM,BN,BK,TM,TN: force this SIMT tiling on every GEMM (for tuning on a device); unset, vkml
+    picks by shape.""")
+
+
+def matmul_tile() -> tuple[int, ...] | None:
+    """The forced SIMT tiling (VKML_MATMUL_TILE) as five integers, or None."""
+    v = _raw("VKML_MATMUL_TILE")
+    if not v:
+        return None
+    ints = parse_ints(v, 5)
+    if ints is None:
+        raise ValueError(f"VKML_MATMUL_TILE={v!r}: expected five integers BM,BN,BK,TM,TN")
+    return ints
+
+
+_setting("VKML_COOP", "1", "on/off", """
+    0: never use the cooperative-matrix (tensor core) GEMM path, even where the device has it;
+    GEMMs take the SIMT path. For comparisons.""")
+
+
+def coop() -> bool:
+    """Whether the cooperative-matrix GEMM path may be used (VKML_COOP)."""
+    return parse_switch(_raw("VKML_COOP"), True)
+
+
+_setting("VKML_COOP_TILE", "", "five integers", """
+    BM,BN,BK,WM,WN: force this cooperative-matrix tiling (for tuning; bench/bench_matmul.py
+    --coop-tiles sweeps them); unset, vkml picks by shape.""")
+
+
+def coop_tile() -> tuple[int, ...] | None:
+    """The forced cooperative-matrix tiling (VKML_COOP_TILE) as five integers, or None."""
+    v = _raw("VKML_COOP_TILE")
+    if not v:
+        return None
+    ints = parse_ints(v, 5)
+    if ints is None:
+        raise ValueError(f"VKML_COOP_TILE={v!r}: expected five integers BM,BN,BK,WM,WN")
+    return ints
+
+
+_setting("VKML_NO_SUBGROUPS", "0", "on/off", """
+    1: reductions take the shared-memory path even on devices with subgroup arithmetic (to test
+    the fallback, or to work around a driver's subgroup bug).""")
+
+
+def no_subgroups() -> bool:
+    """Whether reductions must not use subgroup arithmetic (VKML_NO_SUBGROUPS)."""
+    return parse_switch(_raw("VKML_NO_SUBGROUPS"), False)
+
+
+# ------------------------------------------------------------------ docs/config.md
+
+RULES = {
+    "on/off": "case and blanks ignored; `0`, `off`, `no`, `false`, `none` are off, any other "
+              "non-empty value is on; unset or empty is the default",
+    "auto/off/count": "`auto`, `off` (or `0`), or a whole number >= 1; anything else is an error",
+    "size": "bytes with an optional unit: `1000000`, `512MiB`, `6GiB`, `2GB` (KiB/MiB/GiB/TiB and "
+            "k/M/G/T are powers of 1024, kB/MB/GB of 1000)",
+    "fraction or size": "a fraction in (0, 1] such as `0.5`, or a size as above",
+    "seconds": "a finite number of seconds >= 0; `0` is no limit; `nan`, `inf` and negative values "
+               "are errors",
+    "number": "a number >= 0",
+    "whole number": "decimal digits, within the range the setting gives",
+    "five integers": "comma-separated, such as `64,64,16,4,4`",
+    "comma list": "names separated by commas",
+    "auto, map or staging": "one of those words",
+    "path": "a file or folder",
+}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table() -> str:
+    """docs/config.md: the rules and one row per setting, from SETTINGS."""
+    lines = [
+        "# Environment variables",
+        "",
+        "Generated from vkml/config.py by `python tools/config_table.py`; edit the table there.",
+        "Every VKML_* variable vkml reads is here. Most are read when they are needed, so they may",
+        "change between sessions; those marked \"read at import\" are read once per process.",
+        "",
+        "| rule | values |",
+        "| --- | --- |",
+    ]
+    lines += [f"| {_cell(rule)} | {_cell(text)} |" for rule, text in RULES.items()]
+    lines += ["", "| variable | default | rule | effect |", "| --- | --- | --- | --- |"]
+    for s in SETTINGS.values():
+        default = f"`{s.default}`" if s.default else "unset"
+        lines.append(f"| `{s.name}` | {_cell(default)} | {_cell(s.rule)} | {_cell(s.doc)} |")
+    return "\n".join(lines) + "\n"
