@@ -469,15 +469,20 @@ _setting("VKML_MATMUL_TILE", "", "five integers", """
     picks by shape.""")
 
 
-def matmul_tile() -> tuple[int, ...] | None:
-    """The forced SIMT tiling (VKML_MATMUL_TILE) as five integers, or None."""
-    v = _raw("VKML_MATMUL_TILE")
+def _tiling(name: str, fields: str) -> tuple[int, ...] | None:
+    """Five integers from variable `name` (a forced tiling), or None when it is unset."""
+    v = _raw(name)
     if not v:
         return None
     ints = parse_ints(v, 5)
     if ints is None:
-        raise ValueError(f"VKML_MATMUL_TILE={v!r}: expected five integers BM,BN,BK,TM,TN")
+        raise ValueError(f"{name}={v!r}: expected five integers {fields}")
     return ints
+
+
+def matmul_tile() -> tuple[int, ...] | None:
+    """The forced SIMT tiling (VKML_MATMUL_TILE) as five integers, or None."""
+    return _tiling("VKML_MATMUL_TILE", "BM,BN,BK,TM,TN")
 
 
 _setting("VKML_COOP", "1", "on/off", """
@@ -497,13 +502,7 @@ _setting("VKML_COOP_TILE", "", "five integers", """
 
 def coop_tile() -> tuple[int, ...] | None:
     """The forced cooperative-matrix tiling (VKML_COOP_TILE) as five integers, or None."""
-    v = _raw("VKML_COOP_TILE")
-    if not v:
-        return None
-    ints = parse_ints(v, 5)
-    if ints is None:
-        raise ValueError(f"VKML_COOP_TILE={v!r}: expected five integers BM,BN,BK,WM,WN")
-    return ints
+    return _tiling("VKML_COOP_TILE", "BM,BN,BK,WM,WN")
 
 
 _setting("VKML_NO_SUBGROUPS", "0", "on/off", """

@@ -307,6 +307,17 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     va = a.view if g.k else out.view
     vb = b.view if g.k else out.view
     vc = c.view if has_c else out.view
+    dispatch_gemm(rec, p, g, t, [va, vb, vc, out.view], out, vr, epi, clip)
+
+
+def dispatch_gemm(rec, p, g: Gemm, t, views: list, out, res_view=None, epi: int = 0,
+                  clip: tuple[float, float] = NO_CLIP) -> None:
+    """Dispatch GEMM pipeline `p` (matmul.comp or matmul_coop.comp; bindings: `views` = A, B,
+    C, O, then the split-K partials, then `res_view` when the shader has a residual binding)
+    over the blocks of tiling `t`, splitting K when they would leave the GPU idle (split_k)
+    and recording the reduce pass after (C, the epilogue and the rounding happen there)."""
+    dev = rec.device
+    has_c = g.c_strides is not None
     out_bytes = g.m * g.n * g.batch * 4
     splits, ks = split_k(t.blocks(g.m, g.n, g.batch), g.k, t.bk, out_bytes, dev.max_storage_buffer_range)
     if has_c and g.batch > 1:
@@ -314,10 +325,11 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     part = dev.alloc(splits * out_bytes) if splits > 1 else out.view
     split_g = Gemm(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, [g.batch * splits], [0], [0])
     grid = dispatch_grid(dev, split_g, t.bm, t.bn)
-    rec.dispatch(p, [va, vb, vc, out.view, part, vr], gemm_push(g, ks, splits, epi, clip), grid)
+    binds = views + [part] + ([] if res_view is None else [res_view])
+    rec.dispatch(p, binds, gemm_push(g, ks, splits, epi, clip), grid)
     if splits > 1:
-        record_split_reduce(rec, part, splits, vc, has_c, out, vr, g.m * g.batch, g.n, g.n,
-                            g.c_strides or (0, 0), g.beta, epi, clip)
+        record_split_reduce(rec, part, splits, views[2], has_c, out, out.view if res_view is None else res_view,
+                            g.m * g.batch, g.n, g.n, g.c_strides or (0, 0), g.beta, epi, clip)
 
 
 def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None]) -> str:

@@ -150,7 +150,7 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     GEMMs whose blocks would leave most of the GPU idle split K as the SIMT kernel does
     (kernels/matmul.py split_k: float32 partials, shaders/splitk_reduce.comp adds them and
     beta * C)."""
-    from .matmul import Gemm, MATMUL_PUSH, dispatch_grid, gemm_push, record_split_reduce, split_k
+    from .matmul import MATMUL_PUSH, dispatch_gemm
 
     dev = rec.device
     chosen = plan(dev, g, a, b)
@@ -161,16 +161,5 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     threads = t.warps * dev.info.subgroup_size
     spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size)
     p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}_f16", "rrrww", MATMUL_PUSH.size, spec)
-    vc = c.view if has_c else out.view
-    out_bytes = g.m * g.n * g.batch * 4
-    splits, ks = split_k(t.blocks(g.m, g.n, g.batch), g.k, t.bk, out_bytes, dev.max_storage_buffer_range)
-    if has_c and g.batch > 1:
-        splits, ks = 1, g.k  # (the second pass adds C over (m, n) of one batch)
-    part = dev.alloc(splits * out_bytes) if splits > 1 else out.view
-    split_g = Gemm(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, [g.batch * splits], [0], [0])
-    grid = dispatch_grid(dev, split_g, t.bm, t.bn)
-    rec.dispatch(p, [a.view, b.view, vc, out.view, part], gemm_push(g, ks, splits), grid)
-    if splits > 1:
-        record_split_reduce(rec, part, splits, vc, has_c, out, out.view, g.m * g.batch, g.n, g.n,
-                            g.c_strides or (0, 0), g.beta, 0)
+    dispatch_gemm(rec, p, g, t, [a.view, b.view, c.view if has_c else out.view, out.view], out)
     return True
