@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from bench.kernel_bench import add_common_args, best_seconds, open_or_report  # noqa: E402
 from vkml.kernels import get_kernel  # noqa: E402
-from vkml.kernels import matmul as mm  # noqa: E402
+from vkml.kernels import gemm  # noqa: E402
 from vkml.kernels.registry import TensorSpec  # noqa: E402
 from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
 
@@ -72,7 +72,7 @@ def time_conv(dev, shape: Shape, inner: int, outer: int, warm_s: float) -> tuple
     x = DeviceTensor.from_numpy(dev, rng.standard_normal((1, c, size, size), dtype=np.float32))
     w = DeviceTensor.from_numpy(dev, rng.standard_normal((m, c, k, k), dtype=np.float32) * 0.1)
     b = DeviceTensor.from_numpy(dev, rng.standard_normal(m, dtype=np.float32))
-    attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [k // 2] * 4, "epilogue": mm.EPI_RELU}
+    attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [k // 2] * 4, "epilogue": gemm.EPI_RELU}
     kern = get_kernel("FusedConv")
     specs = [TensorSpec.of(t) for t in (x, w, b)]
     kern.check(dev, "FusedConv", attrs, specs)

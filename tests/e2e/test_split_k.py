@@ -12,6 +12,7 @@ from onnx import numpy_helper as nh
 
 import vkml
 from vkml.kernels import conv as kc
+from vkml.kernels import gemm
 from vkml.kernels import matmul as km
 
 from _threads import hammer
@@ -42,9 +43,9 @@ def test_the_model_splits_k(gpu):
     dev = vk.device(int(gpu.split(":")[1]))
     geo = kc.geometry("Conv", {"pads": [1] * 4}, (1, 64, 7, 7), (64, 64, 3, 3))
     t = kc._conv_tiling(dev, geo)
-    assert km.split_k(t.blocks(geo.mg, 49, 1), 576, t.bk, 4, 1 << 30)[0] > 1
+    assert gemm.split_k(t.blocks(geo.mg, 49, 1), 576, t.bk, 4, 1 << 30)[0] > 1
     t = km.choose_tiling(dev, 1, 10, 1, 3136)
-    assert km.split_k(t.blocks(1, 10, 1), 3136, t.bk, 4, 1 << 30)[0] > 1
+    assert gemm.split_k(t.blocks(1, 10, 1), 3136, t.bk, 4, 1 << 30)[0] > 1
 
 
 def test_repeated_and_threaded_runs_match_the_cpu(gpu):

@@ -223,16 +223,16 @@ def test_split_k(dev, case, dtype):
     geo = kc.geometry("Conv", attrs, xs, ws)
     t = kc._conv_tiling(dev, geo)
     blocks = -(-geo.mg // t.bm) * -(-(geo.n * int(np.prod(geo.out_sp))) // t.bn) * geo.group
-    s, ks = kc.mm.split_k(blocks, geo.cg * geo.taps, t.bk, 1, 1 << 30)
+    s, ks = kc.gemm.split_k(blocks, geo.cg * geo.taps, t.bk, 1, 1 << 30)
     assert s > 1 and ks % t.bk == 0 and (s - 1) * ks < geo.cg * geo.taps <= s * ks
     check(dev, "Conv", attrs, x, w, b)
     check(dev, "Conv", attrs, x, w)
 
 
 def test_split_k_choice():
-    assert kc.mm.split_k(200, 4608, 16, 100, 1 << 30) == (1, 4608)          # enough workgroups
-    assert kc.mm.split_k(8, 100, 16, 100, 1 << 30) == (1, 100)             # K too short
-    s, ks = kc.mm.split_k(8, 4608, 16, 100, 1 << 30)
+    assert kc.gemm.split_k(200, 4608, 16, 100, 1 << 30) == (1, 4608)          # enough workgroups
+    assert kc.gemm.split_k(8, 100, 16, 100, 1 << 30) == (1, 100)             # K too short
+    s, ks = kc.gemm.split_k(8, 4608, 16, 100, 1 << 30)
     assert s == 32 and ks == 144 and s * ks >= 4608
-    assert kc.mm.split_k(8, 4608, 16, 100, 250)[0] == 2                     # partials must fit
-    assert kc.mm.split_k(8, 4608, 16, 100, 150) == (1, 4608)
+    assert kc.gemm.split_k(8, 4608, 16, 100, 250)[0] == 2                     # partials must fit
+    assert kc.gemm.split_k(8, 4608, 16, 100, 150) == (1, 4608)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from vkml.graph import Node
 from vkml.kernels import TensorSpec, Unsupported, get_kernel
+from vkml.kernels import gemm
 from vkml.kernels import matmul as mm
 from vkml.kernels import matmul_coop
 from vkml.ops.registry import lookup
@@ -94,7 +95,7 @@ def test_batch_folding_and_batch_loop(dev, monkeypatch):
     over by the shader (the limit is lowered here so that the loop runs on small data)."""
     g, out = mm.matmul_problem((6, 5, 7), (7, 3))
     assert (g.m, g.batch, out) == (30, 1, (6, 5, 3))
-    monkeypatch.setattr(mm, "MAX_GROUPS_Z", 4)
+    monkeypatch.setattr(gemm, "MAX_GROUPS_Z", 4)
     rng = np.random.default_rng(1)
     a, b = _arr(rng, (3, 1, 5, 9), "float32"), _arr(rng, (3, 9, 6), "float32")
     got = run_ops(dev, [("MatMul", {}, ["a", "b"], ["y"])], {"a": a, "b": b})["y"]
@@ -141,7 +142,7 @@ def test_tilings_with_c_and_epilogue(dev, tiling):
         A, B, C, R = (DeviceTensor.from_numpy(dev, x) for x in (a, b, c, r))
         O = DeviceTensor.empty(dev, (m, n), np.float32)
         rec = CommandRecorder(dev)
-        mm.record_gemm(rec, g, A, B, C, O, tiling=tiling, epi=mm.EPI_RESIDUAL | mm.EPI_RELU, res=R)
+        mm.record_gemm(rec, g, A, B, C, O, tiling=tiling, epi=gemm.EPI_RESIDUAL | gemm.EPI_RELU, res=R)
         rec.finish().run()
         want = np.maximum(0.5 * (a.astype(np.float64) @ b) + 2.0 * c + r, 0.0)
         np.testing.assert_allclose(O.numpy(), want, rtol=1e-5, atol=1e-5)
@@ -248,7 +249,7 @@ def test_coop_split_k(dev, case):
 
     A, B = DeviceTensor.from_numpy(dev, a), DeviceTensor.from_numpy(dev, b)
     shape, t, _ = matmul_coop.plan(dev, g, A, B)
-    assert mm.split_k(t.blocks(g.m, g.n, g.batch), g.k, t.bk, 4, 1 << 30)[0] > 1
+    assert gemm.split_k(t.blocks(g.m, g.n, g.batch), g.k, t.bk, 4, 1 << 30)[0] > 1
     got = run_ops(dev, [(op, attrs, names, ["y"])], feeds)["y"]
     if op == "MatMul":
         assert_close(got, cpu("MatMul", {}, a, b), _abs_product(a, b))
@@ -369,7 +370,7 @@ def test_split_k_gemm(dev, case, dtype):
     g, _ = km.matmul_problem(sa, sb) if op == "MatMul" else km.gemm_problem(attrs, sa, sb, sc)
     t = km.choose_tiling(dev, g.m, g.n, g.batch, g.k)
     blocks = -(-g.m // t.bm) * -(-g.n // t.bn) * g.batch
-    assert km.split_k(blocks, g.k, t.bk, 4, 1 << 30)[0] > 1
+    assert gemm.split_k(blocks, g.k, t.bk, 4, 1 << 30)[0] > 1
     got = run_ops(dev, [(op, attrs, names, ["y"])], feeds)["y"]
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     if op == "MatMul":

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..graph import Node, TensorDesc, _graphs_in
 from ..kernels.conv import FUSED_CONV, fusable_route
-from ..kernels.matmul import EPI_CLIP, EPI_RELU, EPI_RESIDUAL, EPI_SILU
+from ..kernels.gemm import EPI_CLIP, EPI_RELU, EPI_RESIDUAL, EPI_SILU
 from ..ops.registry import Op
 from .rewrite import fold_chain, only_reader, readers_of, rewritten
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from vkml.ops._window import AUTO_PADS, auto_pad_name, resolve
 
+from . import gemm
 from . import matmul as mm
 from .common import PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
@@ -187,14 +188,14 @@ def _conv_tiling(device, geo: Geometry) -> mm.Tiling:
     return t
 
 
-def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=mm.NO_CLIP) -> None:
+def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
     s = math.prod(geo.in_sp)
-    g = mm.Gemm(geo.m, s, geo.c, False, False, geo.c, s, [geo.n], [0], [geo.c * s],
+    g = gemm.Gemm(geo.m, s, geo.c, False, False, geo.c, s, [geo.n], [0], [geo.c * s],
                 1.0, 1.0, (1, 0) if b is not None else None)
     mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res, clip=clip)
 
 
-def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=mm.NO_CLIP) -> None:
+def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
     dev = rec.device
     p = math.prod(geo.out_sp)
     total = geo.n * geo.m * p
@@ -202,10 +203,10 @@ def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=mm
     push = DW_PUSH.pack(total, geo.m, geo.mg, p, *geo.out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
                         *geo.pads, *geo.dil, epi, *clip)
     rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view,
-                        mm.residual_view(epi, res, out)], push, pipe.groups_for(total))
+                        gemm.residual_view(epi, res, out)], push, pipe.groups_for(total))
 
 
-def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=mm.NO_CLIP) -> None:
+def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
     dev = rec.device
     t = _conv_tiling(dev, geo)
     t.validate(dev)
@@ -219,19 +220,19 @@ def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=
         vec_a = 4 if k % 4 == 0 and w.view.offset % 16 == 0 else 1
     spec = t.spec() + (vec_a, b is not None, geo.transposed)
     pipe = dev.pipeline(f"conv_{dtype_name(out.dtype)}", "rrrwrwr", CONV_PUSH.size, spec)
-    vr = mm.residual_view(epi, res, out)
+    vr = gemm.residual_view(epi, res, out)
     table = rec.constants(k_table(geo).tobytes())
-    splits, ks = mm.split_k(t.blocks(geo.mg, geo.n * p, geo.group), k, t.bk, geo.m * geo.n * p * 4,
+    splits, ks = gemm.split_k(t.blocks(geo.mg, geo.n * p, geo.group), k, t.bk, geo.m * geo.n * p * 4,
                             dev.max_storage_buffer_range)
     part = dev.alloc(splits * geo.m * geo.n * p * 4) if splits > 1 else out.view
     push = CONV_PUSH.pack(geo.mg, geo.n * p, k, geo.group, p, geo.c * s, geo.cg * s, wg, wm, geo.m,
                           *geo.out_sp, *geo.in_sp, *geo.strides, *geo.pads, ks, splits, epi, *clip)
-    g = mm.Gemm(geo.mg, geo.n * p, k, False, False, 0, 0, [geo.group * splits], [0], [0])
-    grid = mm.dispatch_grid(dev, g, t.bm, t.bn)
+    g = gemm.Gemm(geo.mg, geo.n * p, k, False, False, 0, 0, [geo.group * splits], [0], [0])
+    grid = gemm.dispatch_grid(dev, g, t.bm, t.bn)
     bias = b.view if b is not None else out.view
     rec.dispatch(pipe, [x.view, w.view, bias, out.view, table, part, vr], push, grid)
     if splits > 1:
-        mm.record_split_reduce(rec, part, splits, bias, b is not None, out, vr, geo.m, geo.n * p, p, (1, 0),
+        gemm.record_split_reduce(rec, part, splits, bias, b is not None, out, vr, geo.m, geo.n * p, p, (1, 0),
                                1.0, epi, clip)
 
 
@@ -324,7 +325,7 @@ class FusedConvKernel(ConvKernel):
         if out.size == 0:
             return
         epi = int(attrs["epilogue"])
-        clip = tuple(float(v) for v in attrs.get("clip") or mm.NO_CLIP)
+        clip = tuple(float(v) for v in attrs.get("clip") or gemm.NO_CLIP)
         route = _route(geo)
         if route == "pointwise":
             _record_pointwise(rec, geo, x, w, b, out, epi, res, clip)

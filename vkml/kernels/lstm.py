@@ -24,7 +24,8 @@ import numpy as np
 from ..vulkan.tensor import DeviceTensor
 from .common import PushBlock, dtype_name, fault_binding, require_dtypes
 from .elementwise import _record_unary
-from .matmul import Gemm, record_gemm
+from .gemm import Gemm
+from .matmul import record_gemm
 from .reduce import check_size, max_invocations
 from .registry import Kernel, TensorSpec, Unsupported, register
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import config
+from .gemm import MATMUL_PUSH, dispatch_gemm
 
 FEATURES = ("cooperative_matrix", "fp16_arithmetic", "storage_16bit")
 SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))  # the shader variants built (tools/build_shaders.py)
@@ -150,8 +151,6 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     GEMMs whose blocks would leave most of the GPU idle split K as the SIMT kernel does
     (kernels/matmul.py split_k: float32 partials, shaders/splitk_reduce.comp adds them and
     beta * C)."""
-    from .matmul import MATMUL_PUSH, dispatch_gemm
-
     dev = rec.device
     chosen = plan(dev, g, a, b)
     if chosen is None:
