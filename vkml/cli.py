@@ -30,21 +30,6 @@ def _summary(a) -> str:
     return f"{a.size} values"
 
 
-def _random_feed(sess, rng) -> dict:
-    feed = {}
-    for arg in sess.get_inputs():
-        desc = sess.model.graph.values[arg.name]
-        shape = [d if isinstance(d, int) else 1 for d in (desc.shape or ())]
-        dt = desc.dtype or np.dtype(np.float32)
-        if dt.kind == "f":
-            feed[arg.name] = rng.standard_normal(shape).astype(dt)
-        elif dt.kind == "b":
-            feed[arg.name] = rng.random(shape) < 0.5
-        else:
-            feed[arg.name] = rng.integers(0, 4, shape).astype(dt)
-    return feed
-
-
 def _time_runs(sess, feed, repeat: int) -> float:
     """The median of `repeat` runs; on a terminal, a progress line when they take a while."""
     times = []
@@ -83,6 +68,7 @@ def _read_inputs(items: list[str] | None) -> dict:
 
 def cmd_run(args) -> int:
     import vkml
+    from vkml.api.feeds import random_feed
 
     if args.repeat < 1:
         raise ValueError(f"--repeat must be at least 1, not {args.repeat}")
@@ -111,7 +97,7 @@ def cmd_run(args) -> int:
             raise ValueError(f"--input {unknown}: the model's inputs are {names}")
         missing = [a for a in sess.get_inputs() if a.name not in feed]
         if missing:
-            rand = _random_feed(sess, np.random.default_rng(0))
+            rand = random_feed(sess, np.random.default_rng(0))
             for a in missing:
                 feed[a.name] = rand[a.name]
                 print(f"input {a.name}: not given, using random {feed[a.name].dtype}{list(feed[a.name].shape)}")

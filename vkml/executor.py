@@ -9,7 +9,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .plan import Plan, Scope
+from .graph import Graph
+from .plan import Plan, Runtime
 
 
 class NodeFailure(RuntimeError):
@@ -18,6 +19,23 @@ class NodeFailure(RuntimeError):
 
 def _failure(node, e: Exception) -> NodeFailure:
     return NodeFailure(f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}")
+
+
+class Scope:
+    """Given to ops that run subgraphs: the values their subgraphs may read from outside."""
+
+    __slots__ = ("runtime", "values")
+
+    def __init__(self, runtime: Runtime, values: dict[str, Any]):
+        self.runtime = runtime
+        self.values = values
+
+    def run(self, graph: Graph, feeds: list[Any]) -> list[Any]:
+        """Run a subgraph with its formal inputs bound positionally; returns its outputs."""
+        plan = self.runtime.plan(graph)
+        if len(feeds) > len(graph.inputs):
+            raise ValueError(f"subgraph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(feeds)}")
+        return run_plan(plan, dict(zip(graph.inputs, feeds)), self.values)
 
 
 def run_step(plan: Plan, step, vals: list[Any], free: bool = True) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .executor import NodeFailure
+from .executor import NodeFailure, Scope
 from . import fusion
 from . import config
 from .compile.epilogue import fuse_epilogues
@@ -27,7 +27,7 @@ from .compile.fold_bias import fold_bias_adds
 from .compile.fold_bn import fold_batchnorm
 from .graph import TensorDesc, _graphs_in
 from .gpuplan import UnitPlan, build
-from .plan import Runtime, Scope
+from .plan import Runtime
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
 from .specialize import concretize, device_specs, largest_binding, place_concrete
 from .tensor import Tensor, vulkan_device

@@ -6,12 +6,9 @@ constants, the executor's per-run slots for activations), so one graph serves ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .ops.registry import Op
 
 Dim = Union[int, str, None]  # a size, a symbol ("N") or unknown
 
@@ -68,7 +65,9 @@ class Node:
     outputs: list[str]  # "" marks an omitted optional output
     attrs: dict[str, Any]  # Python values; a GRAPH attribute is a Graph
     opset: int  # the model's opset for this node's domain
-    op: "Op | None" = None  # the bound operator, set by the loader
+    # The bound operator (a vkml.ops.registry.Op), set by the loader. Typed Any so that the
+    # blueprint knows nothing of the operators: ops import the graph, never the other way.
+    op: Any = None
     device: str | None = None  # set by placement
 
 

@@ -108,22 +108,3 @@ class Runtime:
                 if p is None:
                     p = self._plans[id(graph)] = Plan(graph, self)
         return p
-
-
-class Scope:
-    """Given to ops that run subgraphs: the values their subgraphs may read from outside."""
-
-    __slots__ = ("runtime", "values")
-
-    def __init__(self, runtime: Runtime, values: dict[str, Any]):
-        self.runtime = runtime
-        self.values = values
-
-    def run(self, graph: Graph, feeds: list[Any]) -> list[Any]:
-        """Run a subgraph with its formal inputs bound positionally; returns its outputs."""
-        from .executor import run_plan
-
-        plan = self.runtime.plan(graph)
-        if len(feeds) > len(graph.inputs):
-            raise ValueError(f"subgraph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(feeds)}")
-        return run_plan(plan, dict(zip(graph.inputs, feeds)), self.values)

@@ -17,6 +17,7 @@ from .executor import ParallelPlan, parallel_width, run_plan
 from .graph import Dim, TensorDesc
 from .onnx_loader import Model, load_model
 from .plan import Plan, Runtime
+from .api.feeds import check_output_device, check_value, signature
 from .api.options import (CPU_EP, ExecutionMode, GraphOptimizationLevel, ModelMetadata, SessionOptions,
                           devices_from_providers, provider_name)
 from . import config
@@ -157,7 +158,7 @@ class InferenceSession:
         caps, forced = _check_options(self.devices, g, memory_caps, placement)
         self._gpu = None
         self._pool: RunPool | None = None  # run_async / run_batch threads, started on first use
-        self._accepted: set = set()  # feed signatures (_signature) already checked once
+        self._accepted: set = set()  # feed signatures (api.feeds.signature) already checked once
         if self.devices != ["cpu"]:
             from .gpurun import GpuRunner
 
@@ -364,8 +365,8 @@ class InferenceSession:
             outs = self._run(picks, input_feed, None)
             return [Tensor(o, "cpu") if isinstance(o, np.ndarray) else o for o in outs]
         if output_device is not None:
-            _check_output_device(output_device)
-        sig = _signature(input_feed)
+            check_output_device(output_device)
+        sig = signature(input_feed)
         if sig is not None and sig in self._accepted:
             feeds = input_feed  # the same names, dtypes and shapes passed the checks before
         else:
@@ -466,7 +467,7 @@ class InferenceSession:
         symbols: dict[str, tuple[int, str]] = {}
         out: dict[str, Any] = {}
         for name, value in feed.items():
-            out[name] = _check_value(name, value, g.values.get(name), symbols)
+            out[name] = check_value(name, value, g.values.get(name), symbols)
         return out
 
 
@@ -556,104 +557,3 @@ def _check_options(devices: list[str], graph, caps, forced) -> tuple[dict, dict]
     if bad:
         raise ValueError(f"placement names device(s) this session does not use: {bad}; devices: {devices}")
     return caps, forced
-
-
-def _check_output_device(name: Any) -> None:
-    if name == "cpu":
-        return
-    if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
-        raise ValueError(f"output_device must be 'cpu' or 'vulkan:N', not {name!r}")
-
-
-def _signature(feed: Any) -> tuple | None:
-    """(name, dtype, shape) of every input when the feed is a dict of plain C-contiguous NumPy
-    arrays, plus the device for vkml.Tensors (whose checks are their dtype and shape too), else
-    None: the key under which a feed's checks and its plan are remembered."""
-    if type(feed) is not dict:
-        return None
-    sig = []
-    for k, v in feed.items():
-        t = type(v)
-        if t is np.ndarray:
-            if not v.flags.c_contiguous:
-                return None  # other layouts are copied by _check_value on every run
-            sig.append((k, v.dtype, v.shape))
-        elif t is Tensor:
-            sig.append((k, v.dtype, v.shape, v.device))
-        else:
-            return None
-    return tuple(sig)
-
-
-def _check_value(name: str, value: Any, desc: TensorDesc | None, symbols: dict[str, tuple[int, str]]) -> Any:
-    if isinstance(value, Tensor):
-        if desc is not None and desc.kind == "tensor":
-            _check_tensor(name, value, desc, symbols)
-        return value
-    if desc is None or desc.kind != "tensor":
-        if desc is not None and desc.kind == "sequence" and not isinstance(value, list):
-            raise ValueError(f"input {name!r}: expected a sequence (list of arrays), got {type(value).__name__}")
-        return value
-    if isinstance(value, (list, bool, int, float, complex, np.generic)):
-        try:
-            value = np.asarray(value)
-        except (ValueError, TypeError, OverflowError) as e:  # ragged lists, ints beyond int64
-            raise ValueError(f"input {name!r}: cannot be read as an array: {e}") from None
-    elif not isinstance(value, np.ndarray):
-        raise ValueError(f"input {name!r}: expected a NumPy array, got {type(value).__name__}")
-    _check_tensor(name, value, desc, symbols)
-    # One layout for every run: the same values give the same bits whatever their strides (BLAS
-    # takes other paths for Fortran-ordered or strided operands), and no kernel sees a view.
-    return value if value.flags.c_contiguous else np.ascontiguousarray(value)
-
-
-def _check_tensor(name: str, value: Any, desc: TensorDesc, symbols: dict[str, tuple[int, str]]) -> None:
-    nbytes = int(np.prod(value.shape, dtype=object)) * value.dtype.itemsize
-    if nbytes > _host_memory():
-        # A zero-stride view costs nothing to make; running it would allocate its full size.
-        raise ValueError(f"input {name!r}: shape {list(value.shape)} ({value.dtype}) is {_fmt_bytes(nbytes)}, "
-                         f"more than this machine's memory ({_fmt_bytes(_host_memory())})")
-    want = desc.dtype
-    if want is not None and value.dtype != want:
-        if not (want.kind == "O" and value.dtype.kind in "OUS"):
-            raise ValueError(f"input {name!r}: expected {dtypes.type_name(want)}, got "
-                             f"{dtypes.type_name(value.dtype) if value.dtype in dtypes._NP_TO_ONNX else value.dtype}")
-    if desc.shape is not None:
-        if value.ndim != len(desc.shape):
-            raise ValueError(f"input {name!r}: expected rank {len(desc.shape)} {_fmt(desc.shape)}, "
-                             f"got rank {value.ndim} {list(value.shape)}")
-        for axis, (d, n) in enumerate(zip(desc.shape, value.shape)):
-            if isinstance(d, int) and d != n:
-                raise ValueError(f"input {name!r}: dimension {axis} must be {d} {_fmt(desc.shape)}, "
-                                 f"got shape {list(value.shape)}")
-            if isinstance(d, str):
-                seen = symbols.setdefault(d, (n, name))
-                if seen[0] != n:
-                    raise ValueError(f"input {name!r}: dimension {axis} ({d!r}) is {n}, but {d!r} is "
-                                     f"{seen[0]} in input {seen[1]!r}")
-
-
-def _host_memory() -> int:
-    """Physical memory in bytes: no feed larger than this can be run (nor copied)."""
-    global _HOST_MEMORY
-    if _HOST_MEMORY is None:
-        try:
-            _HOST_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):  # not POSIX: no limit of our own
-            _HOST_MEMORY = 1 << 62
-    return _HOST_MEMORY
-
-
-_HOST_MEMORY: int | None = None
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if n < 1024 or unit == "EiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024
-    return f"{n} B"
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
+from .feeds import check_tensor
 
 # ORT's device_type spellings that mean "a GPU": vkml's GPUs are Vulkan devices.
 _GPU_TYPES = ("cuda", "gpu", "vulkan")
@@ -117,8 +118,6 @@ class IOBinding:
         self._bind_input(name, ortvalue, "bind_ortvalue_input")
 
     def _bind_input(self, name: Any, value: Any, method: str) -> None:
-        from ..session import _check_tensor
-
         sess = self._session
         g = sess.model.graph
         if not isinstance(name, str) or name not in g.inputs:
@@ -128,7 +127,7 @@ class IOBinding:
                              + (f" (overridable initializers: {over})" if over else ""))
         desc = g.values.get(name)
         if desc is not None and desc.kind == "tensor":
-            _check_tensor(name, value, desc, {})  # dtype, rank, fixed dimensions, named
+            check_tensor(name, value, desc, {})  # dtype, rank, fixed dimensions, named
         self._inputs[name] = value
 
     def synchronize_inputs(self) -> None:

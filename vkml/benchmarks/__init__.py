@@ -40,10 +40,10 @@ def _load_model(spec: str, inputs: list[str]):
         return path, {vkml.InferenceSession(path).get_inputs()[0].name: images}, "digits (shipped 8x8 CNN)"
     if os.path.exists(spec):
         import vkml
-        from vkml.cli import _random_feed
+        from vkml.api.feeds import random_feed
 
         sess = vkml.InferenceSession(spec)
-        feed = _random_feed(sess, np.random.default_rng(0))
+        feed = random_feed(sess, np.random.default_rng(0))
         for item in inputs:
             if "=" not in item:
                 raise ValueError(f"--input must be NAME=FILE.npy, got {item!r}")

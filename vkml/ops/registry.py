@@ -38,7 +38,7 @@ class Op:
     # True for ops whose results are random or otherwise not a function of their inputs:
     # never evaluated at load time for constant propagation.
     nondeterministic: ClassVar[bool] = False
-    # Ops that run subgraphs get the runtime scope: run(scope, *inputs) (see plan.Scope).
+    # Ops that run subgraphs get the runtime scope: run(scope, *inputs) (see executor.Scope).
     needs_scope: ClassVar[bool] = False
 
     def __init__(self, node: Node):
