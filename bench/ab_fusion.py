@@ -53,7 +53,7 @@ def main() -> None:
         path, x = _model(args.model)
     sessions = {}
     for name, on in (("fused", True), ("unfused", False)):
-        vkml.fusion.ENABLED = on
+        os.environ["VKML_FUSE"] = "1" if on else "0"  # read when the session is made
         s = vkml.InferenceSession(path, devices=[args.device, "cpu"])
         feed = {s.get_inputs()[0].name: x}
         for _ in range(10):

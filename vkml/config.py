@@ -2,8 +2,8 @@
 
 SETTINGS is the table: each variable's name, default, the rule its value follows and what it does.
 Each setting is read by a function here, at the moment it is needed, so that a test can set the
-variable and call it again; the few values that the package freezes at import (fusion.ENABLED,
-gpurun.GPU_TIMEOUT, ...) are read through these functions too. docs/config.md is generated from
+variable and call it again; the few values that the package freezes at import (gpurun.GPU_TIMEOUT,
+ASYNC_WAITS) are read through these functions too. docs/config.md is generated from
 the table (`python tools/config_table.py`; tests/unit/test_config.py checks it is current).
 
 A leaf: only the standard library is imported, so any layer (the Vulkan one included) may use it.
@@ -214,7 +214,8 @@ def cpu_runs() -> str | int | None:
 _setting("VKML_FAST_RUN", "1", "on/off", """
     Plans that are only uploads, GPU chunks and readbacks on one GPU run on the native path
     (vkml/runtime/_fastrun.pyx: the GIL is taken only to accept the feeds and hand back the
-    outputs). 0 sends them the generic way, unit by unit, for comparisons. Read at import.""")
+    outputs). 0 sends them the generic way, unit by unit, for comparisons. Read when a plan is
+    made (a session's first run of an input shape).""")
 
 
 def fast_runs() -> bool:
@@ -234,7 +235,7 @@ def async_waits() -> bool:
 
 _setting("VKML_FUSE", "1", "on/off", """
     Elementwise fusion of GPU plans (vkml/fusion.py): a chain of float32 elementwise ops becomes
-    one dispatch. 0 turns it off, for comparisons. Read at import (tests flip fusion.ENABLED).""")
+    one dispatch. 0 turns it off, for comparisons. Read when a session is made.""")
 
 
 def fuse() -> bool:

@@ -16,13 +16,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import config
 from .graph import Graph, Node, TensorDesc, _graphs_in
 from .compile.rewrite import only_reader, readers_of, replace_nodes
 from .ops.registry import Op
 
-# VKML_FUSE=0 turns fusion off (for comparisons); tests flip ENABLED.
-ENABLED = config.fuse()
 DOMAIN = "ai.vkml"
 OP_TYPE = "FusedElementwise"
 MIN_CHAIN = 2

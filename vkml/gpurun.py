@@ -43,7 +43,6 @@ GPU_TIMEOUT = config.gpu_timeout()  # seconds a run waits for its GPU work (VKML
 # Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
 ASYNC_WAITS = config.async_waits()
-FAST_RUNS = config.fast_runs()  # the native path for simple plans (VKML_FAST_RUN)
 # Per thread: the latest native run's time without the GIL, in ns (the session's profile reads it).
 RUN_INFO = threading.local()
 
@@ -164,7 +163,7 @@ class ConcretePlan:
         names in upload order, each graph output's source: ("rb", readback unit) /
         ("const", name) / ("feed", name), the readback units that give outputs, in the order
         of the native program's outputs)."""
-        if not FAST_RUNS or self.up.kept or self.output_device not in (None, "cpu"):
+        if not config.fast_runs() or self.up.kept or self.output_device not in (None, "cpu"):
             return None
         units = self.up.units
         if not units or any(u.kind not in ("upload", "gpu", "readback") for u in units):
@@ -620,7 +619,7 @@ class GpuRunner:
     def __init__(self, model, runtime: Runtime, devices: Sequence[str], caps: Mapping[str, int] | None,
                  forced: Mapping[str, str] | None, executor: str, max_slots: int, fuse: bool | None = None):
         self.graph = model.graph
-        self.fuse = fusion.ENABLED if fuse is None else bool(fuse)  # graph rewrites for GPU plans
+        self.fuse = config.fuse() if fuse is None else bool(fuse)  # graph rewrites for GPU plans
         self.weights = model.weights
         self.runtime = runtime
         self.devices = list(devices)

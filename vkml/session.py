@@ -132,7 +132,7 @@ class InferenceSession:
             executor = "parallel" if so.execution_mode == ExecutionMode.ORT_PARALLEL else "sequential"
         if executor not in ("auto", "parallel", "sequential"):
             raise ValueError(f"executor must be 'auto', 'parallel' or 'sequential', not {executor!r}")
-        fuse = fusion.ENABLED and so.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
+        fuse = config.fuse() and so.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
         self._profile: list[dict] | None = [] if so.enable_profiling else None
         self._profile_prefix = so.profile_file_prefix
         self._profile_t0 = time.perf_counter()

@@ -35,7 +35,7 @@ def _model(kernel: int, stride: int, relu_first: bool = False) -> bytes:
 
 
 def _run(model, devices, x, fuse, monkeypatch):
-    monkeypatch.setattr(vkml.fusion, "ENABLED", fuse)
+    monkeypatch.setenv("VKML_FUSE", "1" if fuse else "0")
     s = vkml.InferenceSession(model, devices=devices)
     return s.run(None, {"x": x})[0], s.placement()
 
@@ -199,9 +199,9 @@ def test_depthwise_and_single_channel_convs_take_the_epilogue_too(gpu, monkeypat
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
     feeds = {"x": rng.standard_normal((1, 4, 7, 7)).astype(np.float32),
              "x1": rng.standard_normal((1, 1, 8, 8)).astype(np.float32)}
-    monkeypatch.setattr(vkml.fusion, "ENABLED", False)
+    monkeypatch.setenv("VKML_FUSE", "0")
     ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)
-    monkeypatch.setattr(vkml.fusion, "ENABLED", True)
+    monkeypatch.setenv("VKML_FUSE", "1")
     s = vkml.InferenceSession(model, devices=[gpu])
     fused = {r["node"] for r in s.placement() if "fused into" in r["reason"]}
     assert {"res", "relu", "relu1"} <= fused, s.placement()
@@ -231,9 +231,9 @@ def test_clip_rides_on_every_conv_route(gpu, monkeypatch):
         model = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=8).SerializeToString()
         x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
         x[0, 1, 2, 2] = np.nan
-        monkeypatch.setattr(vkml.fusion, "ENABLED", False)
+        monkeypatch.setenv("VKML_FUSE", "0")
         ref = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})[0]
-        monkeypatch.setattr(vkml.fusion, "ENABLED", True)
+        monkeypatch.setenv("VKML_FUSE", "1")
         s = vkml.InferenceSession(model, devices=[gpu])
         fused = {r["node"] for r in s.placement() if "fused into" in r["reason"]}
         assert {"k3", "k1", "kd"} <= fused, s.placement()
@@ -265,9 +265,9 @@ def test_silu_rides_on_its_conv(gpu, monkeypatch):
                      [arr("w3", 8, 4, 3, 3), arr("b3", 8), arr("wd", 8, 1, 3, 3), arr("w1", 8, 8, 1, 1)])
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
     x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32) * 3
-    monkeypatch.setattr(vkml.fusion, "ENABLED", False)
+    monkeypatch.setenv("VKML_FUSE", "0")
     ref = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})[0]
-    monkeypatch.setattr(vkml.fusion, "ENABLED", True)
+    monkeypatch.setenv("VKML_FUSE", "1")
     s = vkml.InferenceSession(model, devices=[gpu])
     rows = {r["node"]: r["reason"] for r in s.placement()}
     assert all("fused into c3+s3+m3" in rows[n] for n in ("s3", "m3")), rows

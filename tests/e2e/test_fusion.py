@@ -2,6 +2,8 @@
 run as one dispatch on the GPU and give what the unfused ops give, on the GPU and on the CPU."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -42,13 +44,16 @@ def chain_model(steps, shape, extra_outputs=(), twice=None, opset=17) -> bytes:
 
 
 def run(blob, x, devices, fuse=True, placement=None):
-    old = vkml.fusion.ENABLED
-    vkml.fusion.ENABLED = fuse
+    old = os.environ.get("VKML_FUSE")
+    os.environ["VKML_FUSE"] = "1" if fuse else "0"  # read when the session is made
     try:
         s = vkml.InferenceSession(blob, devices=devices, placement=placement)
         return s.run(None, {"x": x}), s
     finally:
-        vkml.fusion.ENABLED = old
+        if old is None:
+            os.environ.pop("VKML_FUSE")
+        else:
+            os.environ["VKML_FUSE"] = old
 
 
 def test_a_chain_of_adds_is_one_dispatch(gpu):
