@@ -349,6 +349,228 @@ def dbnet_det():
     return g.model([_vi_raw("x", [-1, 3, 32, 32])], [_vi_raw("maps", [-1, 1, 32, 32])], "dbnet_det"), feeds, (1e-4, 1e-5)
 
 
+def mobilenetv3_block():
+    """A torchvision MobileNetV3-small slice at opset 14 (the first opset with HardSwish): stem
+    Conv/BN/HardSwish, an inverted residual (1x1 expand, depthwise 5x5, an SE block whose gate
+    is HardSigmoid with torch's alpha 1/6, 1x1 project, residual Add), GlobalAveragePool,
+    Flatten, Gemm, HardSwish, Gemm."""
+    g = G(14, seed=31)
+    x = g.op("HardSwish", [g.bn(g.conv("input", 3, 16, 3, stride=2, bias=False), 16)])          # 16x16
+    y = g.op("HardSwish", [g.bn(g.conv(x, 16, 32, 1, bias=False), 32)])
+    y = g.op("HardSwish", [g.bn(g.conv(y, 32, 32, 5, group=32, bias=False), 32)])               # depthwise
+    se = g.op("Relu", [g.conv(g.op("GlobalAveragePool", [y]), 32, 8, 1)])
+    y = g.op("Mul", [g.op("HardSigmoid", [g.conv(se, 8, 32, 1)], alpha=1 / 6, beta=0.5), y])
+    x = g.op("Add", [g.bn(g.conv(y, 32, 16, 1, bias=False), 16), x])
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
+    x = g.op("HardSwish", [g.op("Gemm", [x, g.w(32, 16), g.w(32, scale=0.1)], transB=1)])
+    g.op("Gemm", [x, g.w(10, 32), g.w(10, scale=0.1)], transB=1, name="classifier", outs=["output"])
+    feeds = {"input": np.random.default_rng(31).standard_normal((2, 3, 32, 32)).astype(np.float32)}
+    return g.model([_vi("input", ["batch_size", 3, 32, 32])], [_vi("output", ["batch_size", 10])],
+                   "mobilenetv3_block"), feeds, (1e-4, 1e-5)
+
+
+def efficientnet_mbconv():
+    """An EfficientNet-B0-style MBConv stage at opset 12: SiLU spelled Sigmoid * x (ONNX has no
+    SiLU op), stem Conv/BN, an MBConv (1x1 expand, depthwise 3x3, SE
+    with SiLU then a Sigmoid gate, 1x1 project, residual Add with no drop-connect in
+    inference), head 1x1 Conv/BN/SiLU, GlobalAveragePool, Flatten, Gemm."""
+    g = G(12, seed=32)
+
+    def silu(t):
+        return g.op("Mul", [t, g.op("Sigmoid", [t])])
+
+    x = silu(g.bn(g.conv("images", 3, 16, 3, stride=2, bias=False), 16))
+    y = silu(g.bn(g.conv(x, 16, 64, 1, bias=False), 64))
+    y = silu(g.bn(g.conv(y, 64, 64, 3, group=64, bias=False), 64))
+    se = silu(g.conv(g.op("GlobalAveragePool", [y]), 64, 4, 1))
+    y = g.op("Mul", [y, g.op("Sigmoid", [g.conv(se, 4, 64, 1)])])
+    x = g.op("Add", [g.bn(g.conv(y, 64, 16, 1, bias=False), 16), x])
+    x = silu(g.bn(g.conv(x, 16, 32, 1, bias=False), 32))
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
+    g.op("Gemm", [x, g.w(10, 32), g.w(10, scale=0.1)], transB=1, name="fc", outs=["logits"])
+    feeds = {"images": np.random.default_rng(32).standard_normal((1, 3, 24, 24)).astype(np.float32)}
+    return g.model([_vi("images", [1, 3, 24, 24])], [_vi("logits", [1, 10])], "efficientnet_mbconv"), \
+        feeds, (1e-4, 1e-5)
+
+
+def convnext_block():
+    """A ConvNeXt (timm-shaped) stem and two blocks at opset 17: 4x4 stride-4 patchify Conv,
+    LayerNorm over channels written Transpose / LayerNormalization / Transpose; each block a
+    depthwise 7x7 Conv, Transpose to NHWC, LayerNormalization, MatMul MLP with Erf GELU,
+    layer scale (Mul by gamma), Transpose back, residual Add; mean over H, W by ReduceMean,
+    LayerNormalization, Gemm head."""
+    g = G(17, seed=33)
+    d = 16
+    x = g.conv("pixel_values", 3, d, 4, stride=4, pad=0)                               # 8x8
+    x = g.op("Transpose", [g.layer_norm(g.op("Transpose", [x], perm=[0, 2, 3, 1]), d)], perm=[0, 3, 1, 2])
+    for _ in range(2):
+        y = g.op("Transpose", [g.conv(x, d, d, 7, group=d)], perm=[0, 2, 3, 1])
+        y = g.linear(g.gelu_erf(g.linear(g.layer_norm(y, d), d, 4 * d)), 4 * d, d)
+        y = g.op("Mul", [y, g.const(0.5 + 0.1 * g.rng.standard_normal(d), "layer_scale")])
+        x = g.op("Add", [x, g.op("Transpose", [y], perm=[0, 3, 1, 2])])
+    x = g.layer_norm(g.op("ReduceMean", [x], axes=[-2, -1], keepdims=0), d)
+    g.op("Gemm", [x, g.w(10, d), g.w(10, scale=0.1)], transB=1, name="head", outs=["logits"])
+    feeds = {"pixel_values": np.random.default_rng(33).standard_normal((2, 3, 32, 32)).astype(np.float32)}
+    return g.model([_vi("pixel_values", ["batch", 3, 32, 32])], [_vi("logits", ["batch", 10])],
+                   "convnext_block"), feeds, (1e-4, 1e-4)
+
+
+def swin_window_attn():
+    """A Swin-T-like stage at opset 16: patch embedding, then two blocks of window attention on
+    a 8x8 token map with 4x4 windows, the second shifted by 2 (torch.roll written as Slice +
+    Concat, and the shift mask added to the scores through a Reshape to [B, windows, heads,
+    N, N]); window partition and reverse by Reshape / Transpose (rank 6); qkv split by Gather
+    on a Transposed [3, ...] tensor; the relative-position bias Gathered from its table by a
+    constant index, Reshape, Transpose, Unsqueeze; LayerNorm spelled out (opset 16)."""
+    g = G(16, seed=34)
+    d, heads, hw, ws, shift, b = 16, 2, 8, 4, 2, 2
+    n, dh, nw = ws * ws, d // heads, (hw // ws) ** 2
+    x = g.conv("pixel_values", 3, d, 4, stride=4, pad=0)
+    x = g.ln_spelled(g.op("Transpose", [g.op("Reshape", [x, g.const([b, d, -1], "s", np.int64)])], perm=[0, 2, 1]), d)
+    coords = np.stack(np.meshgrid(np.arange(ws), np.arange(ws), indexing="ij")).reshape(2, -1)
+    rel = (coords[:, :, None] - coords[:, None, :]).transpose(1, 2, 0) + (ws - 1)
+    index = (rel[..., 0] * (2 * ws - 1) + rel[..., 1]).reshape(-1)
+    img = np.zeros((hw, hw))
+    cnt = 0
+    for hs in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+        for wsl in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+            img[hs, wsl] = cnt
+            cnt += 1
+    mw = img.reshape(hw // ws, ws, hw // ws, ws).transpose(0, 2, 1, 3).reshape(nw, n)
+    shift_mask = np.where(mw[:, None, :] != mw[:, :, None], -100.0, 0.0)[None, :, None]   # [1, nW, 1, N, N]
+
+    def roll(t, s):   # torch.roll over H (axis 1) and W (axis 2) of [B, H, W, C]
+        for ax in (1, 2):
+            k = s % hw
+            a = g.op("Slice", [t, g.const([hw - k], "st", np.int64), g.const([hw], "en", np.int64),
+                               g.const([ax], "ax", np.int64)])
+            c = g.op("Slice", [t, g.const([0], "st", np.int64), g.const([hw - k], "en", np.int64),
+                               g.const([ax], "ax", np.int64)])
+            t = g.op("Concat", [a, c], axis=ax)
+        return t
+
+    for blk in range(2):
+        shortcut = x
+        t = g.op("Reshape", [g.ln_spelled(x, d), g.const([b, hw, hw, d], "s", np.int64)])
+        if blk:
+            t = roll(t, -shift)
+        t = g.op("Reshape", [t, g.const([b, hw // ws, ws, hw // ws, ws, d], "s", np.int64)])
+        t = g.op("Reshape", [g.op("Transpose", [t], perm=[0, 1, 3, 2, 4, 5]), g.const([-1, n, d], "s", np.int64)])
+        qkv = g.op("Reshape", [g.linear(t, d, 3 * d), g.const([-1, n, 3, heads, dh], "s", np.int64)])
+        qkv = g.op("Transpose", [qkv], perm=[2, 0, 3, 1, 4])
+        q, k, v = (g.op("Gather", [qkv, g.const(i, "i", np.int64)], axis=0) for i in range(3))
+        q = g.op("Mul", [q, g.const(dh ** -0.5, "scale")])
+        s = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])])
+        bias = g.op("Gather", [g.w((2 * ws - 1) ** 2, heads, scale=0.5, stem="relative_position_bias_table"),
+                               g.const(index, "relative_position_index", np.int64)], axis=0)
+        bias = g.op("Transpose", [g.op("Reshape", [bias, g.const([n, n, -1], "s", np.int64)])], perm=[2, 0, 1])
+        s = g.op("Add", [s, g.op("Unsqueeze", [bias, g.const([0], "ax", np.int64)])])
+        if blk:
+            s = g.op("Reshape", [s, g.const([-1, nw, heads, n, n], "s", np.int64)])
+            s = g.op("Reshape", [g.op("Add", [s, g.const(shift_mask, "attn_mask")]),
+                                 g.const([-1, heads, n, n], "s", np.int64)])
+        a = g.op("Transpose", [g.op("MatMul", [g.op("Softmax", [s], axis=-1), v])], perm=[0, 2, 1, 3])
+        a = g.linear(g.op("Reshape", [a, g.const([-1, n, d], "s", np.int64)]), d, d)
+        a = g.op("Reshape", [a, g.const([b, hw // ws, hw // ws, ws, ws, d], "s", np.int64)])
+        a = g.op("Reshape", [g.op("Transpose", [a], perm=[0, 1, 3, 2, 4, 5]), g.const([b, hw, hw, d], "s", np.int64)])
+        if blk:
+            a = roll(a, shift)
+        x = g.op("Add", [shortcut, g.op("Reshape", [a, g.const([b, hw * hw, d], "s", np.int64)])])
+        x = g.op("Add", [x, g.linear(g.gelu_erf(g.linear(g.ln_spelled(x, d), d, 2 * d)), 2 * d, d)])
+    x = g.op("ReduceMean", [g.ln_spelled(x, d)], axes=[1], keepdims=0)
+    g.op("Gemm", [x, g.w(10, d), g.w(10, scale=0.1)], transB=1, name="head", outs=["logits"])
+    feeds = {"pixel_values": np.random.default_rng(34).standard_normal((b, 3, 32, 32)).astype(np.float32)}
+    return g.model([_vi("pixel_values", [b, 3, 32, 32])], [_vi("logits", [b, 10])], "swin_window_attn"), \
+        feeds, (1e-4, 1e-4)
+
+
+def deeplab_aspp():
+    """A torchvision DeepLabV3-style head at opset 19: a strided Conv/BN/Relu backbone to 1/4,
+    ASPP with a 1x1 branch, two dilated 3x3 branches (dilation 2 and 3) and a pooling branch
+    (GlobalAveragePool, 1x1 Conv/BN/Relu, Resize linear back to the feature size, sizes built
+    from Shape/Slice/Concat as TorchScript writes F.interpolate(size=...)), Concat, 1x1
+    projection, 3x3 Conv head, and the logits upsampled to the input by Resize linear with
+    align_corners."""
+    g = G(19, seed=35)
+
+    def cbr(x, cin, cout, k, **attrs):
+        return g.op("Relu", [g.bn(g.conv(x, cin, cout, k, bias=False, **attrs), cout)])
+
+    def size_of(t, like):
+        nc = g.op("Slice", [g.op("Shape", [t]), g.const([0], "st", np.int64), g.const([2], "en", np.int64)])
+        hw = g.op("Slice", [g.op("Shape", [like]), g.const([2], "st", np.int64), g.const([4], "en", np.int64)])
+        return g.op("Concat", [nc, hw], axis=0)
+
+    f = cbr(cbr("input", 3, 16, 3, stride=2), 16, 32, 3, stride=2)                       # 8x8
+    br = [cbr(f, 32, 8, 1),
+          cbr(f, 32, 8, 3, pad=2, dilations=[2, 2]),
+          cbr(f, 32, 8, 3, pad=3, dilations=[3, 3])]
+    p = cbr(g.op("GlobalAveragePool", [f]), 32, 8, 1)
+    br.append(g.op("Resize", [p, "", "", size_of(p, f)], mode="linear",
+                   coordinate_transformation_mode="pytorch_half_pixel"))
+    y = cbr(g.op("Concat", br, axis=1), 32, 16, 1)
+    y = g.conv(cbr(y, 16, 16, 3), 16, 4, 1)
+    g.op("Resize", [y, "", "", size_of(y, "input")], mode="linear", coordinate_transformation_mode="align_corners",
+         name="upsample", outs=["out"])
+    feeds = {"input": np.random.default_rng(35).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    return g.model([_vi("input", [1, 3, 32, 32])], [_vi("out", [1, 4, 32, 32])], "deeplab_aspp"), feeds, (1e-4, 1e-5)
+
+
+def yolov8_head():
+    """An Ultralytics YOLOv8-style detector at opset 17 as `yolo export` writes it (BN fused into
+    Conv, SiLU as Sigmoid * x): a C2f block (Conv, Split into halves, a bottleneck on one,
+    Concat, Conv), a neck with Resize nearest x2 (empty roi, scales) and Concat, and the
+    decoupled head on two levels; box and class maps Concat'ed, Reshape to [B, 4*16+3, cells],
+    Concat over levels, Split into box and class; DFL: Reshape [B, 4, 16, A], Transpose,
+    Softmax over the 16 bins, a 1x1 Conv with arange weights; dist2bbox against the anchor
+    points (Slice, Sub, Add, Div, Concat), Mul by the strides; Sigmoid class scores."""
+    g = G(17, seed=36)
+    reg, nc = 16, 3
+
+    def cs(x, cin, cout, k=1, stride=1):
+        t = g.conv(x, cin, cout, k, stride=stride)
+        return g.op("Mul", [t, g.op("Sigmoid", [t])])
+
+    def c2f(x, cin, cout):
+        c = cout // 2
+        a, b = g.op("Split", [cs(x, cin, cout), g.const([c, c], "split", np.int64)], outs=2, axis=1)
+        m = g.op("Add", [b, cs(cs(b, c, c, 3), c, c, 3)])
+        return cs(g.op("Concat", [a, b, m], axis=1), 3 * c, cout)
+
+    p3 = c2f(cs(cs("images", 3, 8, 3, 2), 8, 16, 3, 2), 16, 16)                   # 8x8
+    p4 = c2f(cs(p3, 16, 24, 3, 2), 24, 24)                                           # 4x4
+    up = g.op("Resize", [p4, "", g.const([1, 1, 2, 2], "scales")], mode="nearest")
+    n3 = c2f(g.op("Concat", [up, p3], axis=1), 40, 16)
+    n4 = c2f(g.op("Concat", [cs(n3, 16, 16, 3, 2), p4], axis=1), 40, 24)
+    levels = []
+    for x, c in ((n3, 16), (n4, 24)):
+        box = g.conv(cs(cs(x, c, 16, 3), 16, 16, 3), 16, 4 * reg, 1)
+        cls = g.conv(cs(cs(x, c, 16, 3), 16, 16, 3), 16, nc, 1)
+        flat = g.const([1, 4 * reg + nc, -1], "s", np.int64)
+        levels.append(g.op("Reshape", [g.op("Concat", [box, cls], axis=1), flat]))
+    cat = g.op("Concat", levels, axis=2)                                                # [1, 67, 80]
+    box, cls = g.op("Split", [cat, g.const([4 * reg, nc], "split", np.int64)], outs=2, axis=1)
+    a = 80
+    t = g.op("Softmax", [g.op("Transpose", [g.op("Reshape", [box, g.const([1, 4, reg, a], "s", np.int64)])],
+                                 perm=[0, 2, 1, 3])], axis=1)
+    dfl = g.op("Conv", [t, g.const(np.arange(reg, dtype=np.float32).reshape(1, reg, 1, 1), "dfl")], kernel_shape=[1, 1])
+    dist = g.op("Reshape", [dfl, g.const([1, 4, a], "s", np.int64)])
+    anchors, strides = [], []
+    for hw, s in ((8, 4), (4, 8)):
+        yy, xx = np.meshgrid(np.arange(hw) + 0.5, np.arange(hw) + 0.5, indexing="ij")
+        anchors.append(np.stack([xx.ravel(), yy.ravel()]))
+        strides.append(np.full(hw * hw, s))
+    anc = g.const(np.concatenate(anchors, 1)[None], "anchors")
+    lt, rb = g.op("Split", [dist, g.const([2, 2], "split", np.int64)], outs=2, axis=1)
+    x1y1, x2y2 = g.op("Sub", [anc, lt]), g.op("Add", [anc, rb])
+    cxy = g.op("Div", [g.op("Add", [x1y1, x2y2]), g.const(2.0)])
+    dbox = g.op("Mul", [g.op("Concat", [cxy, g.op("Sub", [x2y2, x1y1])], axis=1),
+                        g.const(np.concatenate(strides)[None], "strides")])
+    g.op("Concat", [dbox, g.op("Sigmoid", [cls])], axis=1, name="output_cat", outs=["output0"])
+    feeds = {"images": np.random.default_rng(36).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    return g.model([_vi("images", [1, 3, 32, 32])], [_vi("output0", [1, 4 + nc, a])], "yolov8_head", "main_graph"), \
+        feeds, (1e-4, 1e-4)
+
 # ---------------------------------------------------------------------------------------------
 # OCR and speech
 # ---------------------------------------------------------------------------------------------
@@ -452,6 +674,75 @@ def whisper_encoder():
     return g.model([_vi("input_features", ["batch", 16, 40])], [_vi("last_hidden_state", ["batch", t, d])],
                    "whisper_encoder"), feeds, (1e-4, 1e-4)
 
+
+def wav2vec2_encoder():
+    """A wav2vec2-base-like feature encoder at opset 18 as TorchScript writes it: raw audio
+    [B, N] Unsqueezed to [B, 1, N], Conv1d k10 stride 5 (no bias), GroupNorm(C, C) spelled
+    Reshape [N, C, -1] / InstanceNormalization (ones, zeros) / Reshape back to the Shape of
+    the input / Mul / Add, Erf GELU, two more Conv1d k3 stride 2 + GELU; Transpose to
+    [B, T, C], LayerNormalization, feature projection, and the positional conv embedding (a
+    grouped Conv1d k4 pad 2 whose extra last frame is cut by a Slice, GELU, Add), LayerNorm."""
+    g = G(18, seed=41)
+    c, d = 16, 24
+
+    def conv1d(x, cin, cout, k, stride=1, pad=0, group=1, bias=False):
+        ins = [x, g.w(cout, cin // group, k, scale=np.sqrt(2.0 / (cin // group * k)))]
+        if bias:
+            ins.append(g.w(cout, scale=0.05, stem="b"))
+        return g.op("Conv", ins, kernel_shape=[k], strides=[stride], pads=[pad, pad], group=group)
+
+    x = conv1d(g.op("Unsqueeze", ["input_values", g.const([1], "ax", np.int64)]), 1, c, 10, stride=5)
+    t = g.op("Reshape", [x, g.const([0, c, -1], "s", np.int64)])
+    t = g.op("InstanceNormalization", [t, g.const(np.ones(c), "ones"), g.const(np.zeros(c), "zeros")], epsilon=1e-5)
+    t = g.op("Reshape", [t, g.op("Shape", [x])])
+    x = g.op("Add", [g.op("Mul", [t, g.const(1 + 0.1 * g.rng.standard_normal((c, 1)), "gn_w")]),
+                     g.const(0.1 * g.rng.standard_normal((c, 1)), "gn_b")])
+    x = g.gelu_erf(x)
+    for _ in range(2):
+        x = g.gelu_erf(conv1d(x, c, c, 3, stride=2))
+    x = g.layer_norm(g.op("Transpose", [x], perm=[0, 2, 1]), c)
+    x = g.linear(x, c, d)                                                                   # [B, T, d]
+    p = conv1d(g.op("Transpose", [x], perm=[0, 2, 1]), d, d, 4, pad=2, group=4, bias=True)
+    p = g.op("Slice", [p, g.const([0], "st", np.int64), g.const([-1], "en", np.int64), g.const([2], "ax", np.int64)])
+    x = g.op("Add", [x, g.op("Transpose", [g.gelu_erf(p)], perm=[0, 2, 1])])
+    g.op("LayerNormalization", [x, g.gamma(d), g.w(d, scale=0.1)], axis=-1, epsilon=1e-5, name="encoder_ln",
+         outs=["last_hidden_state"])
+    feeds = {"input_values": np.random.default_rng(41).standard_normal((2, 400)).astype(np.float32)}
+    return g.model([_vi("input_values", ["batch_size", "sequence_length"])],
+                   [_vi("last_hidden_state", ["batch_size", "frames", d])], "wav2vec2_encoder"), feeds, (1e-4, 1e-4)
+
+
+def conformer_block():
+    """A Conformer encoder block (ESPnet/torchaudio-shaped) at opset 15: macaron half-step FFNs
+    with Swish spelled Sigmoid * x, self-attention, and the convolution module: Transpose to
+    [B, C, T], pointwise Conv1d to 2C, GLU spelled Split + Sigmoid + Mul, depthwise Conv1d k5,
+    BatchNormalization, Swish, pointwise Conv1d, Transpose back; LayerNorm spelled out
+    (opset 15) before each module and at the end."""
+    g = G(15, seed=42)
+    d, heads, t = 24, 3, 12
+
+    def swish(v):
+        return g.op("Mul", [v, g.op("Sigmoid", [v])])
+
+    def ffn(v):
+        f = g.linear(swish(g.linear(g.ln_spelled(v, d), d, 4 * d)), 4 * d, d)
+        return g.op("Add", [v, g.op("Mul", [f, g.const(0.5, "half")])])
+
+    def pconv(v, cin, cout):
+        return g.op("Conv", [v, g.w(cout, cin, 1), g.w(cout, scale=0.05, stem="b")], kernel_shape=[1])
+
+    x = ffn("xs")
+    x = g.op("Add", [x, g.mha(g.ln_spelled(x, d), d, heads, t)])
+    c = pconv(g.op("Transpose", [g.ln_spelled(x, d)], perm=[0, 2, 1]), d, 2 * d)
+    a, b = g.op("Split", [c], outs=2, axis=1)
+    c = g.op("Mul", [a, g.op("Sigmoid", [b])])
+    c = g.op("Conv", [c, g.w(d, 1, 5, scale=0.5), g.w(d, scale=0.05, stem="b")], kernel_shape=[5], pads=[2, 2], group=d)
+    c = pconv(swish(g.bn(c, d)), d, d)
+    x = g.op("Add", [x, g.op("Transpose", [c], perm=[0, 2, 1])])
+    x = g.ln_spelled(ffn(x), d)
+    g.op("Identity", [x], name="out", outs=["ys"])
+    feeds = {"xs": np.random.default_rng(42).standard_normal((2, t, d)).astype(np.float32)}
+    return g.model([_vi("xs", ["B", t, d])], [_vi("ys", ["B", t, d])], "conformer_block"), feeds, (1e-4, 1e-4)
 
 # ---------------------------------------------------------------------------------------------
 # NLP
@@ -588,6 +879,147 @@ def onnx_attention():
         feeds, (1e-4, 1e-4)
 
 
+def gpt2_kv_step():
+    """One GPT-2 decoding step with a KV cache, as HF optimum's TorchScript export writes it
+    (opset 13): inputs input_ids [B, S], attention_mask [B, P+S] and per layer
+    past_key_values.{i}.key/value [B, H, P, dh] with a symbolic past length; positions from
+    Range(P, P+S) with P read by Shape; each layer Concat's its past key/value with the new
+    ones (outputs present.{i}.*), the causal mask Sliced from the model's bias buffer at
+    [P : P+S, : P+S] and applied by Where with finfo.min, the padding mask (1 - m) * finfo.min
+    added; LayerNorm spelled out (no LayerNormalization before opset 17), tanh GELU."""
+    g = G(13, seed=51)
+    d, heads, layers, maxpos = 32, 4, 2, 16
+    dh = d // heads
+    pshape = g.op("Shape", ["past_key_values.0.key"])
+    past = g.op("Gather", [pshape, g.const(2, "two", np.int64)], axis=0)
+    seq = g.op("Gather", [g.op("Shape", ["input_ids"]), g.const(1, "one", np.int64)], axis=0)
+    total = g.op("Add", [past, seq])
+    pos = g.op("Range", [past, total, g.const(1, "one", np.int64)])
+    wte = g.w(VOCAB, d, scale=0.1, stem="wte")
+    x = g.op("Add", [g.op("Gather", [wte, "input_ids"], axis=0),
+                     g.op("Gather", [g.w(maxpos, d, scale=0.1, stem="wpe"), pos], axis=0)])
+    fmin = g.const(np.finfo(np.float32).min, "fmin")
+    unsq = lambda v: g.op("Unsqueeze", [v, g.const([0], "ax", np.int64)])   # noqa: E731
+    causal = g.op("Slice", [g.const(np.tril(np.ones((maxpos, maxpos), bool)), "bias", np.bool_),
+                            g.op("Concat", [unsq(past), g.const([0], "z", np.int64)], axis=0),
+                            g.op("Concat", [unsq(total), unsq(total)], axis=0), g.const([0, 1], "ax", np.int64)])
+    m = g.op("Cast", [g.op("Unsqueeze", ["attention_mask", g.const([1, 2], "ax", np.int64)])], to=T.FLOAT)
+    pad = g.op("Mul", [g.op("Sub", [g.const(1.0), m]), fmin])
+    ins, outs = [], []
+    for i in range(layers):
+        qkv = g.linear(g.ln_spelled(x, d), d, 3 * d)
+        parts = []
+        for p in g.op("Split", [qkv, g.const([d, d, d], "split", np.int64)], outs=3, axis=2):
+            parts.append(g.op("Transpose", [g.op("Reshape", [p, g.const([0, 0, heads, dh], "s", np.int64)])],
+                              perm=[0, 2, 1, 3]))
+        q, k, v = parts
+        pk, pv = f"past_key_values.{i}.key", f"past_key_values.{i}.value"
+        k = g.op("Concat", [pk, k], axis=2, name=f"present_key_{i}", outs=[f"present.{i}.key"])
+        v = g.op("Concat", [pv, v], axis=2, name=f"present_value_{i}", outs=[f"present.{i}.value"])
+        ins += [_vi(pk, ["batch_size", heads, "past_sequence_length", dh]),
+                _vi(pv, ["batch_size", heads, "past_sequence_length", dh])]
+        outs += [_vi(f"present.{i}.key", ["batch_size", heads, "total_sequence_length", dh]),
+                 _vi(f"present.{i}.value", ["batch_size", heads, "total_sequence_length", dh])]
+        s = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]), g.const(np.sqrt(dh))])
+        s = g.op("Add", [g.op("Where", [causal, s, fmin]), pad])
+        c = g.op("Transpose", [g.op("MatMul", [g.op("Softmax", [s], axis=-1), v])], perm=[0, 2, 1, 3])
+        x = g.op("Add", [x, g.linear(g.op("Reshape", [c, g.const([0, 0, d], "s", np.int64)]), d, d)])
+        f = g.linear(g.ln_spelled(x, d), d, 4 * d)
+        inner = g.op("Mul", [g.op("Add", [f, g.op("Mul", [g.op("Pow", [f, g.const(3.0)]), g.const(0.044715)])]),
+                             g.const(np.sqrt(2 / np.pi))])
+        gel = g.op("Mul", [g.op("Mul", [f, g.const(0.5)]), g.op("Add", [g.op("Tanh", [inner]), g.const(1.0)])])
+        x = g.op("Add", [x, g.linear(gel, 4 * d, d)])
+    g.op("MatMul", [g.ln_spelled(x, d), g.op("Transpose", [wte], perm=[1, 0])], name="lm_head", outs=["logits"])
+    rng = np.random.default_rng(51)
+    b, s, p = 2, 3, 5
+    mask = np.ones((b, p + s), np.int64)
+    mask[1, :2] = 0                                                    # left padding in the second row
+    feeds = {"input_ids": rng.integers(0, VOCAB, (b, s)).astype(np.int64), "attention_mask": mask}
+    for i in range(layers):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = rng.standard_normal((b, heads, p, dh)).astype(np.float32)
+    return g.model([_vi("input_ids", ["batch_size", "sequence_length"], T.INT64),
+                    _vi("attention_mask", ["batch_size", "total_sequence_length"], T.INT64)] + ins,
+                   [_vi("logits", ["batch_size", "sequence_length", VOCAB])] + outs, "gpt2_kv_step", "main_graph"), \
+        feeds, (1e-4, 1e-4)
+
+
+def clip_text():
+    """A CLIP-like text encoder (HF, TorchScript) at opset 12: token + position embeddings (the
+    position_ids buffer Sliced to the Shape-read length), the causal mask built as HF's
+    _make_causal_mask exports (Range, Add, Reshape, Less, Where, Unsqueeze), pre-norm layers
+    with LayerNorm spelled out and quick GELU (x * Sigmoid(1.702 x)), final LayerNorm; the
+    pooled token is the ArgMax over input_ids (the EOS id is the largest), picked by the
+    flattened index arange(B) * S + argmax and a Gather from the [B*S, d] Reshape; then
+    text_projection."""
+    g = G(12, seed=52)
+    d, heads, maxpos = 32, 4, 16
+    shape = g.op("Shape", ["input_ids"])
+    seq = g.op("Gather", [shape, g.const(1, "one", np.int64)], axis=0)
+    pos_ids = g.op("Slice", [g.const(np.arange(maxpos)[None], "position_ids", np.int64),
+                             g.const([0], "st", np.int64), g.op("Unsqueeze", [seq], axes=[0]),
+                             g.const([1], "ax", np.int64)])
+    x = g.op("Add", [g.op("Gather", [g.w(VOCAB, d, scale=0.1, stem="token_embedding"), "input_ids"]),
+                     g.op("Gather", [g.w(maxpos, d, scale=0.1, stem="position_embedding"), pos_ids])])
+    r = g.op("Range", [g.const(0, "zero", np.int64), seq, g.const(1, "one", np.int64)])
+    cond = g.op("Less", [r, g.op("Reshape", [g.op("Add", [r, g.const(1, "one", np.int64)]),
+                                             g.const([-1, 1], "s", np.int64)])])
+    mask = g.op("Where", [cond, g.const(np.finfo(np.float32).min, "fmin"), g.const(0.0)])
+    mask = g.op("Unsqueeze", [mask], axes=[0, 1])
+    for _ in range(2):
+        x = g.op("Add", [x, g.mha(g.ln_spelled(x, d), d, heads, None, mask=mask)])
+        f = g.linear(g.ln_spelled(x, d), d, 2 * d)
+        f = g.op("Mul", [f, g.op("Sigmoid", [g.op("Mul", [f, g.const(1.702, "quick")])])])
+        x = g.op("Add", [x, g.linear(f, 2 * d, d)])
+    x = g.ln_spelled(x, d)
+    g.op("Identity", [x], name="last_hidden", outs=["last_hidden_state"])
+    eos = g.op("ArgMax", ["input_ids"], axis=-1, keepdims=0)
+    batch = g.op("Gather", [shape, g.const(0, "zero", np.int64)], axis=0)
+    flat = g.op("Add", [g.op("Mul", [g.op("Range", [g.const(0, "zero", np.int64), batch,
+                                                     g.const(1, "one", np.int64)]), seq]), eos])
+    pooled = g.op("Gather", [g.op("Reshape", [x, g.const([-1, d], "s", np.int64)]), flat], axis=0)
+    g.op("MatMul", [pooled, g.w(d, 16, stem="text_projection")], name="text_projection", outs=["text_embeds"])
+    rng = np.random.default_rng(52)
+    ids = rng.integers(1, VOCAB - 1, (3, 9)).astype(np.int64)
+    for row, n in enumerate((9, 5, 2)):                  # EOS (the largest id) then padding zeros
+        ids[row, n - 1], ids[row, n:] = VOCAB - 1, 0
+    return g.model([_vi("input_ids", ["batch_size", "sequence_length"], T.INT64)],
+                   [_vi("text_embeds", ["batch_size", 16]),
+                    _vi("last_hidden_state", ["batch_size", "sequence_length", d])], "clip_text"), \
+        {"input_ids": ids}, (1e-4, 1e-4)
+
+
+def bert_token_type():
+    """A BERT-base-like encoder as the TorchScript exporter wrote it at opset 11: input_ids,
+    token_type_ids and attention_mask; word + position + token-type embeddings (three Gathers),
+    LayerNorm spelled out with ReduceMean axes attributes; the extended mask Unsqueeze (axes
+    attribute), Cast, Sub, Mul -10000; two post-norm layers with Softmax on axis 3 (opset 11
+    coerces to 2-D) and Erf GELU; the pooler: [CLS] Gather, Gemm, Tanh."""
+    g = G(11, seed=53)
+    d, heads, s = 32, 4, 8
+    x = g.op("Add", [g.op("Gather", [g.w(VOCAB, d, scale=0.1, stem="word_embeddings"), "input_ids"]),
+                     g.w(s, d, scale=0.1, stem="position_embeddings")])
+    x = g.op("Add", [x, g.op("Gather", [g.w(2, d, scale=0.1, stem="token_type_embeddings"), "token_type_ids"])])
+    x = g.ln_spelled(x, d)
+    m = g.op("Cast", [g.op("Unsqueeze", ["attention_mask"], axes=[1, 2])], to=T.FLOAT)
+    mask = g.op("Mul", [g.op("Sub", [g.const(1.0), m]), g.const(-10000.0, "neg")])
+    for _ in range(2):
+        x = g.ln_spelled(g.op("Add", [x, g.mha(x, d, heads, s, mask=mask)]), d)
+        x = g.ln_spelled(g.op("Add", [x, g.linear(g.gelu_erf(g.linear(x, d, 2 * d)), 2 * d, d)]), d)
+    g.op("Identity", [x], name="last_hidden", outs=["last_hidden_state"])
+    cls = g.op("Gather", [x, g.const(0, "idx", np.int64)], axis=1)
+    g.op("Tanh", [g.op("Gemm", [cls, g.w(d, d), g.w(d, scale=0.1)], transB=1)], name="pooler", outs=["pooler_output"])
+    rng = np.random.default_rng(53)
+    tt = np.zeros((2, s), np.int64)
+    tt[:, 4:] = 1
+    mask_v = np.ones((2, s), np.int64)
+    mask_v[1, 6:] = 0
+    feeds = {"input_ids": rng.integers(0, VOCAB, (2, s)).astype(np.int64), "token_type_ids": tt,
+             "attention_mask": mask_v}
+    return g.model([_vi(n, ["batch", s], T.INT64) for n in ("input_ids", "token_type_ids", "attention_mask")],
+                   [_vi("last_hidden_state", ["batch", s, d]), _vi("pooler_output", ["batch", d])],
+                   "bert_token_type"), feeds, (1e-4, 1e-4)
+
 # ---------------------------------------------------------------------------------------------
 
 @dataclass
@@ -634,9 +1066,37 @@ ZOO: dict[str, Entry] = {
                          "tf2onnx: NHWC input, Transpose around Conv, Clip ReLU6, Squeeze axes input"),
     "opset9_cnn": Entry(opset9_cnn, 9, "vision: classification", "opset 9: ConstantOfShape + Add bias, Upsample", {
         "ConstantOfShape_0": FOLD, "Add_0": FOLD + " (the conv bias)"}),
+    "mobilenetv3_block": Entry(mobilenetv3_block, 14, "vision: classification",
+                               "HardSwish op, SE gate HardSigmoid(1/6), depthwise 5x5, residual"),
+    "efficientnet_mbconv": Entry(efficientnet_mbconv, 12, "vision: classification",
+                                 "SiLU as Sigmoid * x, MBConv with SE, no drop-connect"),
+    "convnext_block": Entry(convnext_block, 17, "vision: classification",
+                            "depthwise 7x7, channel LayerNorm via Transpose, Erf GELU, layer scale"),
+    "swin_window_attn": Entry(swin_window_attn, 16, "vision: classification",
+                              "rank-6 window partition, roll as Slice + Concat, shift mask, "
+                              "relative-position bias Gather", {
+                                  "Gather_3": FOLD + " (relative-position bias lookup, block 1)",
+                                  "Reshape_5": FOLD, "Transpose_4": FOLD, "Unsqueeze_0": FOLD,
+                                  "Gather_7": FOLD + " (relative-position bias lookup, block 2)",
+                                  "Reshape_14": FOLD, "Transpose_10": FOLD, "Unsqueeze_1": FOLD}),
+    "deeplab_aspp": Entry(deeplab_aspp, 19, "vision: segmentation",
+                          "dilated Convs, pooling branch, Resize linear sizes from Shape, align_corners", {
+                              "Shape_0": FOLD, "Slice_0": FOLD, "Shape_1": FOLD, "Slice_1": FOLD,
+                              "Concat_0": FOLD + " (pooling branch Resize sizes)",
+                              "Shape_2": FOLD, "Slice_2": FOLD, "Shape_3": FOLD, "Slice_3": FOLD,
+                              "Concat_2": FOLD + " (final upsample sizes)"}),
+    "yolov8_head": Entry(yolov8_head, 17, "vision: detection",
+                         "C2f Split/Concat, SiLU, Resize nearest, DFL Softmax + arange Conv, dist2bbox"),
     "silero_vad": Entry(silero_vad, 16, "speech: VAD", "If on sr (then branch), LSTM with fed state", _VAD_CPU),
     "silero_vad_8k": Entry(silero_vad_8k, 16, "speech: VAD", "If on sr (else branch)", _VAD_CPU),
     "whisper_encoder": Entry(whisper_encoder, 20, "speech: encoder", "Conv1d, Gelu op (opset 20)"),
+    "wav2vec2_encoder": Entry(wav2vec2_encoder, 18, "speech: encoder",
+                              "Conv1d stack, GroupNorm as Reshape/InstanceNormalization/Reshape, "
+                              "positional conv + Slice", {"Shape_0": FOLD + " (GroupNorm's Reshape back)"}),
+    "conformer_block": Entry(conformer_block, 15, "speech: encoder",
+                             "macaron FFN, GLU as Split + Sigmoid * x, depthwise Conv1d, BatchNorm, Swish", {
+                                 "Split_0": "the GLU halves: the GPU Split needs split sizes or num_outputs, and "
+                                            "opset 15's equal Split into two outputs has neither"}),
     "gpt2_like": Entry(gpt2_like, 18, "NLP: decoder",
                        "torch dynamo: dim_param batch/seq, Shape/Range positions, Trilu causal mask, "
                        "ReduceMean axes input, Split num_outputs", {
@@ -651,4 +1111,25 @@ ZOO: dict[str, Entry] = {
         "Gather_1": FOLD + " (relative-position bias lookup)", "Transpose_0": FOLD, "Unsqueeze_0": FOLD}),
     "onnx_attention": Entry(onnx_attention, 23, "NLP: decoder block",
                             "Attention op (GQA, causal), RMSNormalization; opset 23, IR 11"),
+    "gpt2_kv_step": Entry(gpt2_kv_step, 13, "NLP: decoder step",
+                          "past key/value inputs Concat'ed (symbolic past length), causal mask Sliced "
+                          "from the bias buffer at P, finfo.min Where", {
+                              "Shape_0": FOLD, "Gather_0": FOLD + " (past length)", "Shape_1": FOLD,
+                              "Gather_1": FOLD + " (sequence length)", "Add_0": FOLD + " (total length)",
+                              "Range_0": FOLD + " (position ids P..P+S)", "Gather_3": FOLD + " (position embeddings)",
+                              "Unsqueeze_0": FOLD, "Concat_0": FOLD, "Unsqueeze_1": FOLD, "Unsqueeze_2": FOLD,
+                              "Concat_1": FOLD, "Slice_0": FOLD + " (causal mask rows P..P+S)",
+                              "Transpose_10": FOLD + " (tied embedding transposed for the head)"}),
+    "clip_text": Entry(clip_text, 12, "NLP: text encoder",
+                       "causal mask Range/Less/Where, quick GELU, EOS pooling by ArgMax over input_ids", {
+                           "Shape_0": FOLD, "Gather_0": FOLD + " (sequence length)", "Unsqueeze_0": FOLD,
+                           "Slice_0": FOLD + " (position_ids buffer)", "Gather_2": FOLD + " (position embeddings)",
+                           "Range_0": FOLD, "Add_1": FOLD, "Reshape_0": FOLD, "Less_0": FOLD,
+                           "Where_0": FOLD + " (causal mask)", "Unsqueeze_1": FOLD,
+                           "ArgMax_0": "no GPU ArgMax for int64 data (the token ids; f32, f16 and i32 only)",
+                           "Gather_3": FOLD + " (batch size)", "Range_1": FOLD,
+                           "Mul_9": FOLD + " (row offsets B * S)"}),
+    "bert_token_type": Entry(bert_token_type, 11, "NLP: encoder",
+                             "token_type_ids embedding, Unsqueeze axes attribute, Softmax axis 3 (opset 11), "
+                             "Erf GELU, Tanh pooler"),
 }

@@ -72,3 +72,20 @@ def test_gpt2_dynamic_axes(gpu):
         feeds = {"input_ids": rng.integers(0, 50, (b, s)).astype(np.int64)}
         _check(sess, feeds, ref.run(None, feeds), tol)
         assert {r["node"] for r in sess.placement() if r["device"] == "cpu"} == set(ZOO["gpt2_like"].on_cpu)
+
+
+def test_gpt2_kv_past_lengths(gpu):
+    """One GPU session of the KV-cache step, several (batch, new tokens, past length) shapes,
+    an empty past among them: the past length folds into positions and mask for each plan."""
+    blob, _, tol, _ = _case("gpt2_kv_step")
+    ref = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
+    sess = vkml.InferenceSession(blob, devices=[gpu])
+    rng = np.random.default_rng(4)
+    for b, s, p in [(1, 1, 7), (2, 4, 0), (2, 1, 12), (1, 1, 7)]:
+        feeds = {"input_ids": rng.integers(0, 50, (b, s)).astype(np.int64),
+                 "attention_mask": np.ones((b, p + s), np.int64)}
+        for i in range(2):
+            for kv in ("key", "value"):
+                feeds[f"past_key_values.{i}.{kv}"] = rng.standard_normal((b, 4, p, 8)).astype(np.float32)
+        _check(sess, feeds, ref.run(None, feeds), tol)
+        assert {r["node"] for r in sess.placement() if r["device"] == "cpu"} == set(ZOO["gpt2_kv_step"].on_cpu)
