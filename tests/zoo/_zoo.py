@@ -18,7 +18,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 # The IR version each opset first needs (onnxruntime refuses IRs newer than it knows).
-_IR = {9: 4, 10: 5, 11: 6, 12: 7, 13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
+_IR = {8: 3, 9: 4, 10: 5, 11: 6, 12: 7, 13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
 
 
 class G:
@@ -59,6 +59,8 @@ class G:
         return names[0] if len(names) == 1 else names
 
     def model(self, inputs, outputs, name: str, graph_name: str | None = None) -> bytes:
+        if _IR[self.opset] < 4:  # before IR 4 every initializer is also a graph input
+            inputs = inputs + [_vi(k, list(v.shape), h.np_dtype_to_tensor_dtype(v.dtype)) for k, v in self.inits.items()]
         g = h.make_graph(self.nodes, graph_name or name, inputs, outputs,
                          [nh.from_array(v, k) for k, v in self.inits.items()])
         m = h.make_model(g, opset_imports=[h.make_opsetid("", self.opset)], ir_version=_IR[self.opset],
@@ -1020,6 +1022,220 @@ def bert_token_type():
                    [_vi("last_hidden_state", ["batch", s, d]), _vi("pooler_output", ["batch", d])],
                    "bert_token_type"), feeds, (1e-4, 1e-4)
 
+
+# ---------------------------------------------------------------------------------------------
+# More vision (zoo models 26-30)
+# ---------------------------------------------------------------------------------------------
+
+def resnext_bottleneck():
+    """A torchvision ResNeXt-50 (32x4d)-style stage at opset 8, as the early (PyTorch 0.4-era)
+    exporter wrote it: BatchNormalization-7 with its `spatial: 1` attribute (gone from opset 9)
+    and IR 3; stem Conv 3x3 s2 / BN / Relu / MaxPool, two bottlenecks (1x1, grouped 3x3 with
+    group=8, 1x1, each followed by BN), a projection shortcut (strided 1x1 Conv + BN) on the
+    first, residual Add + Relu, GlobalAveragePool, Flatten, Gemm (transB, C required before
+    opset 11)."""
+    g = G(8, seed=61)
+
+    def cbr(x, cin, cout, k, stride=1, group=1, relu=True):
+        y = g.bn(g.conv(x, cin, cout, k, stride=stride, group=group, bias=False), cout, spatial=1)
+        return g.op("Relu", [y]) if relu else y
+
+    x = cbr("input", 3, 16, 3, stride=2)                                                # 16x16
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])    # 8x8
+    for cin, stride in ((16, 2), (32, 1)):
+        y = cbr(x, cin, 32, 1)
+        y = cbr(y, 32, 32, 3, stride=stride, group=8)
+        y = cbr(y, 32, 32, 1, relu=False)
+        sc = cbr(x, cin, 32, 1, stride=stride, relu=False) if cin != 32 else x
+        x = g.op("Relu", [g.op("Add", [y, sc])])
+    f = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
+    g.op("Gemm", [f, g.w(10, 32, stem="fc_w"), g.w(10, scale=0.1, stem="fc_b")], name="fc", outs=["output"],
+         transB=1)
+    feeds = {"input": np.random.default_rng(61).standard_normal((2, 3, 32, 32)).astype(np.float32)}
+    return g.model([_vi("input", [2, 3, 32, 32])], [_vi("output", [2, 10])], "resnext_bottleneck"), \
+        feeds, (1e-4, 1e-4)
+
+
+def squeezenet_fire():
+    """A torchvision SqueezeNet-1.0-style net at opset 10 (the first opset whose MaxPool has
+    `ceil_mode`; torchvision's SqueezeNet pools with ceil_mode=True): Conv 7x7 s2, Relu,
+    MaxPool 3x3 s2 ceil_mode (16 -> 8, not 7), two Fire modules (squeeze 1x1, then expand 1x1
+    and expand 3x3 Concat'ed on channels), MaxPool ceil_mode again (8 -> 4, not 3), a Fire,
+    Dropout (opset-10 `ratio` attribute; identity at inference), final 1x1 Conv, Relu,
+    GlobalAveragePool, Flatten."""
+    g = G(10, seed=62)
+
+    def fire(x, cin, sq, e1, e3):
+        s = g.op("Relu", [g.conv(x, cin, sq, 1)])
+        return g.op("Concat", [g.op("Relu", [g.conv(s, sq, e1, 1)]), g.op("Relu", [g.conv(s, sq, e3, 3)])], axis=1)
+
+    def pool(x):
+        return g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+
+    x = pool(g.op("Relu", [g.conv("data", 3, 16, 7, stride=2, pad=0)]))   # 37 -> 16 -> 8
+    x = fire(x, 16, 4, 8, 8)
+    x = pool(fire(x, 16, 4, 8, 8))                                         # 8 -> 4
+    x = fire(x, 16, 6, 12, 12)
+    x = g.op("Dropout", [x], ratio=0.5)
+    x = g.op("Relu", [g.conv(x, 24, 10, 1)])
+    g.op("Flatten", [g.op("GlobalAveragePool", [x])], name="flatten", outs=["logits"], axis=1)
+    feeds = {"data": np.random.default_rng(62).standard_normal((2, 3, 37, 37)).astype(np.float32)}
+    return g.model([_vi("data", ["N", 3, 37, 37])], [_vi("logits", ["N", 10])], "squeezenet_fire"), \
+        feeds, (1e-4, 1e-5)
+
+
+def inception_v3_block():
+    """A torchvision InceptionV3-style InceptionC block at opset 11: BasicConv2d (Conv without
+    bias, BatchNormalization eps 1e-3, Relu) with asymmetric 1x7 and 7x1 kernels and pads
+    [0,3,0,3] / [3,0,3,0], the double 7x7 branch (7x1, 1x7, 7x1, 1x7), the pool branch
+    AveragePool 3x3 s1 pad 1 with count_include_pad=1 (F.avg_pool2d's default), Concat of the
+    four branches, then GlobalAveragePool, Flatten, Gemm."""
+    g = G(11, seed=63)
+
+    def basic(x, cin, cout, kh, kw, stride=1):
+        ph, pw = kh // 2, kw // 2
+        w = g.w(cout, cin, kh, kw, scale=np.sqrt(2.0 / (cin * kh * kw)))
+        y = g.op("Conv", [x, w], kernel_shape=[kh, kw], strides=[stride, stride], pads=[ph, pw, ph, pw])
+        r = g.rng
+        y = g.op("BatchNormalization", [y, g.gamma(cout), g.w(cout, scale=0.1, stem="beta"),
+                                        g.const(0.1 * r.standard_normal(cout), "mean"),
+                                        g.const(1 + 0.2 * np.abs(r.standard_normal(cout)), "var")], epsilon=1e-3)
+        return g.op("Relu", [y])
+
+    x = basic("x", 3, 16, 3, 3, stride=2)                                              # 12x12
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2])                      # 5x5
+    c7 = 8
+    b1 = basic(x, 16, 12, 1, 1)
+    b7 = basic(basic(basic(x, 16, c7, 1, 1), c7, c7, 1, 7), c7, 12, 7, 1)
+    bd = basic(x, 16, c7, 1, 1)
+    for kh, kw, cout in ((7, 1, c7), (1, 7, c7), (7, 1, c7), (1, 7, 12)):
+        bd = basic(bd, c7, cout, kh, kw)
+    bp = g.op("AveragePool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=1)
+    bp = basic(bp, 16, 12, 1, 1)
+    y = g.op("Concat", [b1, b7, bd, bp], axis=1)
+    f = g.op("Flatten", [g.op("GlobalAveragePool", [y])], axis=1)
+    g.op("Gemm", [f, g.w(10, 48, stem="fc_w"), g.w(10, scale=0.1, stem="fc_b")], name="fc", outs=["logits"],
+         transB=1)
+    feeds = {"x": np.random.default_rng(63).standard_normal((2, 3, 24, 24)).astype(np.float32)}
+    return g.model([_vi("x", ["batch", 3, 24, 24])], [_vi("logits", ["batch", 10])], "inception_v3_block"), \
+        feeds, (1e-4, 1e-4)
+
+
+def maskrcnn_roi_heads():
+    """Mask R-CNN-like RoI heads (torchvision-shaped) at opset 16: a strided Conv backbone to 1/2,
+    RoiAlign (output 7x7, sampling_ratio 2, spatial_scale 0.5, opset-16 half_pixel = aligned)
+    over `rois` [num_rois, 4] of symbolic count with batch_indices made in the graph
+    (Shape/Gather/Unsqueeze/ConstantOfShape int64 zeros, as torchvision's export writes them),
+    the box head (Flatten, Gemm transB + Relu twice, class Softmax and box-delta Gemm) and
+    the mask head (Conv 3x3 + Relu, ConvTranspose 2x2 s2, Relu, 1x1 Conv, Sigmoid)."""
+    g = G(16, seed=64)
+    c, nc, r = 8, 3, 7
+    x = g.op("Relu", [g.conv("image", 3, c, 3)])
+    feat = g.op("Relu", [g.conv(x, c, c, 3, stride=2)])                                  # [1, 8, 12, 12]
+    n = g.op("Unsqueeze", [g.op("Gather", [g.op("Shape", ["rois"]), g.const(0, "idx", np.int64)], axis=0),
+                           g.const([0], "ax", np.int64)])
+    bi = g.op("ConstantOfShape", [n], value=h.make_tensor("v", T.INT64, [1], [0]))
+    pooled = g.op("RoiAlign", [feat, "rois", bi], output_height=r, output_width=r, sampling_ratio=2,
+                  spatial_scale=0.5, mode="avg", coordinate_transformation_mode="half_pixel")   # [N, 8, 7, 7]
+    f = g.op("Flatten", [pooled], axis=1)
+    for din in (c * r * r, 32):
+        f = g.op("Relu", [g.op("Gemm", [f, g.w(32, din), g.w(32, scale=0.1, stem="b")], transB=1)])
+    cls = g.op("Gemm", [f, g.w(nc + 1, 32), g.w(nc + 1, scale=0.1, stem="b")], transB=1)
+    g.op("Softmax", [cls], name="cls_prob", outs=["scores"], axis=-1)
+    g.op("Gemm", [f, g.w(4 * (nc + 1), 32), g.w(4 * (nc + 1), scale=0.1, stem="b")], name="bbox_pred",
+         outs=["box_deltas"], transB=1)
+    m = g.op("Relu", [g.conv(pooled, c, c, 3)])
+    m = g.op("Relu", [g.op("ConvTranspose", [m, g.w(c, c, 2, 2, scale=0.3), g.w(c, scale=0.05, stem="b")],
+                           kernel_shape=[2, 2], strides=[2, 2])])                          # 14x14
+    g.op("Sigmoid", [g.conv(m, c, nc, 1)], name="mask_prob", outs=["masks"])
+    rng = np.random.default_rng(64)
+    xy = rng.uniform(0, 14, (5, 2))
+    wh = rng.uniform(3, 10, (5, 2))
+    rois = np.concatenate([xy, np.minimum(xy + wh, 23.5)], 1).astype(np.float32)
+    feeds = {"image": rng.standard_normal((1, 3, 24, 24)).astype(np.float32), "rois": rois}
+    return g.model([_vi("image", [1, 3, 24, 24]), _vi("rois", ["num_rois", 4])],
+                   [_vi("scores", ["num_rois", nc + 1]), _vi("box_deltas", ["num_rois", 4 * (nc + 1)]),
+                    _vi("masks", ["num_rois", nc, 14, 14])], "maskrcnn_roi_heads"), feeds, (1e-4, 1e-4)
+
+
+def detr_decoder():
+    """A DETR decoder layer (HF DetrDecoderLayer-shaped, batch first) at opset 17, one of layers
+    2-6: `hidden_states` [B, Q, d] from the layer before, backbone `features` through the 1x1
+    input_proj Conv and flattened to the encoder memory [B, HW, d] (encoder omitted), and
+    `pixel_mask` [B, H, W] (one image padded). The sine position embedding is computed in the
+    graph from the mask (Cast, CumSum over H and W, normalize by the last row/column * 2pi, Div
+    by dim_t, Sin of the even and Cos of the odd channels by Slice with step 2,
+    Unsqueeze/Concat/Reshape interleave, Concat y|x); the learned query_embed initializer is
+    Expand'ed over the batch (Shape/Gather/Concat); post-norm self-attention
+    (q = k = hidden + query_pos), cross-attention (q = hidden + query_pos, k = memory + pos,
+    v = memory) with the padded keys masked by (1 - mask) * -1e9, ReLU FFN, LayerNorms; class
+    logits and a Sigmoid box MLP."""
+    g = G(17, seed=65)
+    d, heads, nq, hw, cin = 16, 2, 6, 4, 12
+    npf = d // 2
+    dh = d // heads
+
+    def attn(q_in, k_in, v_in, mask=None):
+        split = g.const([0, -1, heads, dh], "split", np.int64)
+        q = g.op("Transpose", [g.op("Reshape", [g.linear(q_in, d, d), split])], perm=[0, 2, 1, 3])
+        k = g.op("Transpose", [g.op("Reshape", [g.linear(k_in, d, d), split])], perm=[0, 2, 3, 1])
+        v = g.op("Transpose", [g.op("Reshape", [g.linear(v_in, d, d), split])], perm=[0, 2, 1, 3])
+        q = g.op("Mul", [q, g.const(1 / np.sqrt(dh), "scaling")])
+        s = g.op("MatMul", [q, k])
+        if mask is not None:
+            s = g.op("Add", [s, mask])
+        p = g.op("Softmax", [s], axis=-1)
+        c = g.op("Transpose", [g.op("MatMul", [p, v])], perm=[0, 2, 1, 3])
+        return g.linear(g.op("Reshape", [c, g.const([0, -1, d], "merge", np.int64)]), d, d)
+
+    src = g.conv("features", cin, d, 1, pad=0)                                           # input_proj
+    memory = g.op("Transpose", [g.op("Reshape", [src, g.const([0, d, -1], "s", np.int64)])], perm=[0, 2, 1])
+    # sine position embedding (normalize=True, scale=2pi, temperature=10000)
+    not_mask = g.op("Cast", ["pixel_mask"], to=T.FLOAT)                                  # [B, H, W]
+    pos = []
+    dim_t = 10000.0 ** (2 * (np.arange(npf) // 2) / npf)
+    for axis in (1, 2):
+        e = g.op("CumSum", [not_mask, g.const(axis, "axis", np.int64)])
+        last = g.op("Slice", [e, g.const([-1], "st", np.int64), g.const([2 ** 31], "en", np.int64),
+                              g.const([axis], "ax", np.int64)])
+        e = g.op("Mul", [g.op("Div", [e, g.op("Add", [last, g.const(1e-6, "eps")])]), g.const(2 * np.pi, "scale")])
+        p = g.op("Div", [g.op("Unsqueeze", [e, g.const([3], "ax", np.int64)]), g.const(dim_t, "dim_t")])
+        ev = g.op("Sin", [g.op("Slice", [p, g.const([0], "st", np.int64), g.const([npf], "en", np.int64),
+                                         g.const([3], "ax", np.int64), g.const([2], "step", np.int64)])])
+        od = g.op("Cos", [g.op("Slice", [p, g.const([1], "st", np.int64), g.const([npf], "en", np.int64),
+                                         g.const([3], "ax", np.int64), g.const([2], "step", np.int64)])])
+        st = g.op("Concat", [g.op("Unsqueeze", [ev, g.const([4], "ax", np.int64)]),
+                             g.op("Unsqueeze", [od, g.const([4], "ax", np.int64)])], axis=4)
+        pos.append(g.op("Reshape", [st, g.const([0, 0, 0, -1], "s", np.int64)]))
+    pe = g.op("Reshape", [g.op("Concat", pos, axis=3), g.const([0, -1, d], "s", np.int64)])   # [B, HW, d]
+    key_mask = g.op("Reshape", [g.op("Mul", [g.op("Sub", [g.const(1.0), not_mask]), g.const(-1e9, "neg")]),
+                                g.const([0, 1, 1, -1], "s", np.int64)])                  # [B, 1, 1, HW]
+    # learned queries over the batch
+    bq = g.op("Concat", [g.op("Gather", [g.op("Shape", ["hidden_states"]), g.const([0], "idx", np.int64)], axis=0),
+                         g.const([nq, d], "s", np.int64)], axis=0)
+    query_pos = g.op("Expand", [g.w(1, nq, d, scale=1.0, stem="query_embed"), bq])
+    tgt = "hidden_states"
+    qk = g.op("Add", [tgt, query_pos])
+    tgt = g.layer_norm(g.op("Add", [tgt, attn(qk, qk, tgt)]), d)
+    ca = attn(g.op("Add", [tgt, query_pos]), g.op("Add", [memory, pe]), memory, key_mask)
+    tgt = g.layer_norm(g.op("Add", [tgt, ca]), d)
+    ff = g.linear(g.op("Relu", [g.linear(tgt, d, 2 * d)]), 2 * d, d)
+    hs = g.layer_norm(g.op("Add", [tgt, ff]), d)
+    g.op("Add", [g.op("MatMul", [hs, g.w(d, 5)]), g.w(5, scale=0.1, stem="b")], name="class_embed",
+         outs=["pred_logits"])
+    b = g.op("Relu", [g.linear(hs, d, d)])
+    g.op("Sigmoid", [g.linear(b, d, 4)], name="bbox_sigmoid", outs=["pred_boxes"])
+    rng = np.random.default_rng(65)
+    pm = np.ones((2, hw, hw), np.int64)
+    pm[1, 3:, :] = 0
+    pm[1, :, 2:] = 0                                   # image 2 padded to the bottom and right
+    feeds = {"features": rng.standard_normal((2, cin, hw, hw)).astype(np.float32), "pixel_mask": pm,
+             "hidden_states": rng.standard_normal((2, nq, d)).astype(np.float32)}
+    return g.model([_vi("features", ["batch", cin, hw, hw]), _vi("pixel_mask", ["batch", hw, hw], T.INT64),
+                    _vi("hidden_states", ["batch", nq, d])],
+                   [_vi("pred_logits", ["batch", nq, 5]), _vi("pred_boxes", ["batch", nq, 4])],
+                   "detr_decoder"), feeds, (1e-4, 1e-4)
+
 # ---------------------------------------------------------------------------------------------
 
 @dataclass
@@ -1132,4 +1348,22 @@ ZOO: dict[str, Entry] = {
     "bert_token_type": Entry(bert_token_type, 11, "NLP: encoder",
                              "token_type_ids embedding, Unsqueeze axes attribute, Softmax axis 3 (opset 11), "
                              "Erf GELU, Tanh pooler"),
+    "resnext_bottleneck": Entry(resnext_bottleneck, 8, "vision: classification",
+                                "opset 8 / IR 3 (initializers also graph inputs), BatchNormalization spatial=1, "
+                                "grouped 3x3 Conv (group=8), Gemm transB with C"),
+    "squeezenet_fire": Entry(squeezenet_fire, 10, "vision: classification",
+                             "Fire expand Concat, MaxPool ceil_mode (opset 10), Dropout ratio attribute"),
+    "inception_v3_block": Entry(inception_v3_block, 11, "vision: classification",
+                                "asymmetric 1x7/7x1 Convs and pads, AveragePool count_include_pad=1, BN eps 1e-3"),
+    "maskrcnn_roi_heads": Entry(maskrcnn_roi_heads, 16, "vision: instance segmentation",
+                                "RoiAlign (half_pixel) over symbolic num_rois, batch_indices by ConstantOfShape, "
+                                "box head + ConvTranspose mask head", {
+                                    "Shape_0": FOLD, "Gather_0": FOLD + " (number of RoIs)", "Unsqueeze_0": FOLD,
+                                    "ConstantOfShape_0": FOLD + " (batch_indices: zeros)",
+                                    "RoiAlign_0": "no GPU kernel for RoiAlign"}),
+    "detr_decoder": Entry(detr_decoder, 17, "vision: detection",
+                          "learned queries Expand'ed over the batch, sine position embedding from pixel_mask "
+                          "(CumSum, step-2 Slice), cross-attention with key padding mask", {
+                              "Shape_0": FOLD, "Gather_0": FOLD + " (batch size)", "Concat_3": FOLD,
+                              "Expand_0": FOLD + " (query_embed over the batch)"}),
 }
