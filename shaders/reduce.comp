@@ -12,7 +12,8 @@
 //                1: partial accumulators of `chunks` chunks per output out (raw uint bits),
 //                   at o * chunks + c (WG_MODE 1) or c * n_out + o (WG_MODE 0: coalesced);
 //                2: combine those partials (the host describes their layout) and finish
-//   VKML_SUBGROUP (see include/vkml_reduce.glsl), TX/TO (include/vkml_types.glsl)
+//   VKML_SUBGROUP (see include/vkml_reduce.glsl), TX/TO (include/vkml_types.glsl); ArgMax/ArgMin
+//                take every integer TX (64-bit ones with uint64 keys, modes th and wgs only)
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 #include "include/vkml_reduce.glsl"
@@ -57,14 +58,23 @@ layout(std430, binding = 1) writeonly buffer BO { SO o[]; };
 #define KEYED 1
 #endif
 
+// ArgMax/ArgMin of 64-bit integers compare 64-bit keys (no subgroup variant: subgroup operations
+// on 64-bit values need an extension; the host takes the shared-memory tree).
+#if (defined(OP_ARGMAX) || defined(OP_ARGMIN)) && VKML_IS64_(TX)
+#define ARG64 1
+#define KEY uint64_t
+#else
+#define KEY uint
+#endif
+
 #if defined(OP_MAX) || defined(OP_ARGMAX)
-#define ACC uint
+#define ACC KEY
 #define COMBINE(a, b) max((a), (b))
-VKML_WG_REDUCE(wg_reduce, uint, VKML_OP_MAX, subgroupMax)
+VKML_WG_REDUCE(wg_reduce, KEY, VKML_OP_MAX, subgroupMax)
 #elif defined(OP_MIN) || defined(OP_ARGMIN)
-#define ACC uint
+#define ACC KEY
 #define COMBINE(a, b) min((a), (b))
-VKML_WG_REDUCE(wg_reduce, uint, VKML_OP_MIN, subgroupMin)
+VKML_WG_REDUCE(wg_reduce, KEY, VKML_OP_MIN, subgroupMin)
 #elif defined(OP_PROD)
 #define ACC float
 #define COMBINE(a, b) ((a) * (b))
@@ -96,9 +106,9 @@ ACC identity() {
     return vkml_key_order(0x7F800000u);  // +inf
 #endif
 #elif defined(OP_ARGMAX)
-    return 0u;           // below every element's key
+    return ACC(0);       // below every element's key
 #elif defined(OP_ARGMIN)
-    return 0xFFFFFFFFu;  // above every element's key
+    return ~ACC(0);      // above every element's key
 #elif defined(OP_PROD)
     return 1.0;
 #else
@@ -117,7 +127,13 @@ ACC load(uint i) {
 #else
     CX v = CX(x[i]);
 #if IS_INT(TX)
-#if defined(OP_MAX) || defined(OP_MIN) || defined(OP_ARGMAX) || defined(OP_ARGMIN)
+#if defined(ARG64) && IS_SINT(TX)
+    return uint64_t(v) ^ 0x8000000000000000ul;  // order-preserving: flip the sign bit
+#elif defined(ARG64)
+    return uint64_t(v);
+#elif IS_UINT(TX)
+    return uint(v);  // u8, u16, u32: the value is its key
+#elif defined(OP_MAX) || defined(OP_MIN) || defined(OP_ARGMAX) || defined(OP_ARGMIN)
     return vkml_key_int(int(v));
 #endif
 #elif defined(OP_MAX) || defined(OP_ARGMAX)

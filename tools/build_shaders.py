@@ -77,7 +77,7 @@ def _variants() -> list[Variant]:
     # ---- Trilu (shaders/trilu.comp)
     for t in T:
         add(f"trilu_{t}", "trilu.comp", TX=T[t], TO=T[t])
-    # ---- fused elementwise chains (shaders/fused.comp, vkml/fusion.py)
+    # ---- fused elementwise chains (shaders/fused.comp, vkml/compile/fusion.py)
     add("fused_f32", "fused.comp", TX=T["f32"], TO=T["f32"])
     for src in T:
         for dst in T:
@@ -111,9 +111,13 @@ def _variants() -> list[Variant]:
     for t in FLOATS:
         for m in ("bool",) + FLOATS:
             add(f"attention_{t}_m{m}", "attention.comp", TX=T[t], TY=T[m])
-    # ---- LSTM's recurrence (shaders/lstm.comp)
+    # ---- LSTM's and GRU's recurrences (shaders/lstm.comp, gru.comp; gru_prep: R transposed)
     for t in FLOATS:
         add(f"lstm_{t}", "lstm.comp", TX=T[t])
+        add(f"gru_{t}", "gru.comp", TX=T[t])
+        add(f"gru_prep_{t}", "gru.comp", TX=T[t], PREP=1)
+    for t in FLOATS + INTS:  # ---- TopK (shaders/topk.comp)
+        add(f"topk_{t}", "topk.comp", TX=T[t])
     _variants_reductions(add)
     _variants_matmul(add)
     _variants_movement(add)
@@ -179,10 +183,14 @@ def _variants_reductions(add) -> None:
     split = ("sum", "mean", "max", "min", "prod", "l1", "l2", "sumsq", "logsum")
     ops = split + ("logsumexp", "argmax", "argmin")
     for op in ops:
-        dts = ("f32", "f16", "i32") if op in ("max", "min", "argmax", "argmin") else ("f32", "f16")
+        dts = ("f32", "f16", "i32") if op in ("max", "min") else ("f32", "f16")
+        if op in ("argmax", "argmin"):  # every integer; 64-bit keys have no subgroup ("wg") variant
+            dts = FLOATS + INTS
         for t in dts:
             out = "i64" if op.startswith("arg") else t
             for mode, d in wg_modes.items():
+                if mode == "wg" and op.startswith("arg") and t in ("i64", "u64"):
+                    continue
                 add(f"reduce_{op}_{mode}_{t}", "reduce.comp", **{f"OP_{op.upper()}": 1, "TX": T[t],
                                                                 "TO": T[out], **d})
             if op in split:

@@ -1269,7 +1269,6 @@ ZOO: dict[str, Entry] = {
     "unet_seg": Entry(unet_seg, 13, "vision: segmentation",
                       "ConvTranspose, Concat skips, Resize nearest + linear (scales and sizes)"),
     "yolo_head": Entry(yolo_head, 11, "vision: detection", "box decode in graph, TopK + NonMaxSuppression", {
-        "TopK_0": "no GPU kernel for TopK",
         "nms": "no GPU kernel for NonMaxSuppression",
         "Gather_2": "data-dependent shape: the number of boxes NMS keeps",
         "kept": "data-dependent shape: the number of boxes NMS keeps"}),
@@ -1342,7 +1341,6 @@ ZOO: dict[str, Entry] = {
                            "Slice_0": FOLD + " (position_ids buffer)", "Gather_2": FOLD + " (position embeddings)",
                            "Range_0": FOLD, "Add_1": FOLD, "Reshape_0": FOLD, "Less_0": FOLD,
                            "Where_0": FOLD + " (causal mask)", "Unsqueeze_1": FOLD,
-                           "ArgMax_0": "no GPU ArgMax for int64 data (the token ids; f32, f16 and i32 only)",
                            "Gather_3": FOLD + " (batch size)", "Range_1": FOLD,
                            "Mul_9": FOLD + " (row offsets B * S)"}),
     "bert_token_type": Entry(bert_token_type, 11, "NLP: encoder",

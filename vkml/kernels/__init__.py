@@ -14,8 +14,8 @@ from . import gather, movement, pad, resize, views  # noqa: F401  (data movement
 from . import loss  # noqa: F401  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss)
 from . import cumulative  # noqa: F401  (CumSum, CumProd)
 from . import attention  # noqa: F401  (Attention)
-from . import lstm  # noqa: F401  (LSTM)
+from . import gru, lstm, topk  # noqa: F401  (GRU, LSTM, TopK)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
-from . import fused  # noqa: F401  (vkml.fusion's chains)
+from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 
 __all__ = ["Kernel", "TensorSpec", "Unsupported", "get_kernel", "register", "supported_ops"]

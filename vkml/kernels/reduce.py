@@ -148,6 +148,7 @@ OPS = {
 }
 SPLITTABLE = {"sum", "mean", "max", "min", "prod", "l1", "l2", "sumsq", "logsum"}
 INT_OK = {"max", "min", "argmax", "argmin"}  # int32 variants exist for these
+ARG_DTYPES = ("f32", "f16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")  # ArgMax/ArgMin's
 
 SPLIT_MIN = 16384      # reduce this many elements or more per output in two passes ...
 SPLIT_OUTPUTS = 128    # ... when there are fewer outputs than this
@@ -186,7 +187,7 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
     dt = dtype_name(x.dtype)
     red_inner = rst[-1] == 1 and n_red > 1
     split_ok = op in SPLITTABLE
-    sg = wg_mode_name(device)
+    sg = wg_mode_name(device) if dt not in ("i64", "u64") else "wgs"  # ArgMax/ArgMin's 64-bit keys
     if n_red > 1 and (red_inner and n_red >= 32
                       or not split_ok and n_out < 1024 and n_red >= 256):
         # a workgroup per output (strided reads for the unsplittable ops' few long outputs)
@@ -287,7 +288,8 @@ class ReduceKernel(Kernel):
 @register
 class ArgKernel(Kernel):
     """ArgMax/ArgMin: int64 indices; NaN counts as the extreme (as NumPy), ties give the first
-    index or, with select_last_index, the last."""
+    index or, with select_last_index, the last. float32/float16 and every integer dtype (64-bit
+    ones compare uint64 keys in the shared-memory variants)."""
 
     op_types = ("ArgMax", "ArgMin")
 
@@ -295,7 +297,7 @@ class ArgKernel(Kernel):
         if len(inputs) != 1 or inputs[0] is None:
             raise Unsupported(f"{op_type} takes one input")
         x = inputs[0]
-        float_or(x.dtype, ("f32", "f16", "i32"), op_type)
+        float_or(x.dtype, ARG_DTYPES, op_type)
         require_dtypes(device, x.dtype)
         ax = normalize_axis(_flag(attrs, "axis", 0), len(x.shape), op_type)
         if not x.shape or x.shape[ax] == 0:
