@@ -45,7 +45,7 @@ def main() -> None:
     sys.path.insert(0, ROOT)
     from bench.profile_first_run import _model
     import vkml
-    import vkml.fusion
+    import vkml.compile.fusion
 
     if args.keep_bn:
         path, x = _export_keeping_bn(args.model)

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
-from vkml import _sched as S
+from vkml.runtime import _sched as S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -27,19 +27,19 @@ ROOT = os.path.dirname(HERE)
 
 # (module, attribute): the stages timed, where the session looks them up.
 STAGES = [
-    ("vkml.session", "load_model"),
-    ("vkml.model_files", "read_model_file"),
-    ("vkml.session", "_DeviceOpener._open"),
-    ("vkml.gpurun", "GpuRunner.__init__"),
-    ("vkml.gpurun", "ConcretePlan.__init__"),
-    ("vkml.gpurun", "concretize"),
-    ("vkml.gpurun", "fold_batchnorm"),
-    ("vkml.gpurun", "place_concrete"),
-    ("vkml.gpurun", "build"),
-    ("vkml.slots", "Slot.__init__"),
-    ("vkml.slots", "compile_ahead"),
-    ("vkml.slots", "ConstCache.get"),
-    ("vkml.session", "InferenceSession.run"),
+    ("vkml.api.session", "load_model"),
+    ("vkml.ir.model_files", "read_model_file"),
+    ("vkml.api.session", "_DeviceOpener._open"),
+    ("vkml.runtime.gpurun", "GpuRunner.__init__"),
+    ("vkml.runtime.gpurun", "ConcretePlan.__init__"),
+    ("vkml.runtime.gpurun", "concretize"),
+    ("vkml.runtime.gpurun", "fold_batchnorm"),
+    ("vkml.runtime.gpurun", "place_concrete"),
+    ("vkml.runtime.gpurun", "build"),
+    ("vkml.runtime.slots", "Slot.__init__"),
+    ("vkml.runtime.slots", "compile_ahead"),
+    ("vkml.runtime.slots", "ConstCache.get"),
+    ("vkml.api.session", "InferenceSession.run"),
 ]
 
 

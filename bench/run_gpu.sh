@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 LIMIT=${TIME_LIMIT:-420}
 
-if ! $PY -c "import vkml._sched, vkml.vulkan._device" 2>/dev/null; then
+if ! $PY -c "import vkml.runtime._sched, vkml.vulkan._device" 2>/dev/null; then
     echo "== building extensions"
     $PY setup.py build_ext --inplace -q > /tmp/vkml_build.log 2>&1 || { tail -30 /tmp/vkml_build.log; exit 1; }
 fi

@@ -2,7 +2,7 @@
 // A chain of float32 elementwise ops with scalar operands, fused into one pass:
 // v = x[i]; v = op_k(v, c_k) for each instruction k; o[i] = v.
 // The program is a storage buffer of (opcode, constant) pairs, read uniformly by every thread,
-// so one pipeline serves every chain (vkml/fusion.py builds the programs, OPCODES there).
+// so one pipeline serves every chain (vkml/compile/fusion.py builds the programs, OPCODES there).
 // Each step rounds to float32 as the separate ops would (`precise`: no fused multiply-add
 // across steps), and uses the same formulas as unary.comp and binary.comp.
 #extension GL_GOOGLE_include_directive : require

@@ -78,7 +78,7 @@ def test_models_match_onnxruntime():
 
 
 def test_profile_cli(capsys):
-    from vkml.cli import main
+    from vkml.api.cli import main
 
     assert main(["bench", "--profile", "mnist", "--runs", "2", "--gpu", "none"]) == 0
     out = capsys.readouterr().out

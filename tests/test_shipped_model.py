@@ -95,7 +95,7 @@ def test_cli_checks_its_arguments_first(tmp_path, capsys):
     import pytest
 
     from vkml import __version__
-    from vkml.cli import main
+    from vkml.api.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(["--version"])

@@ -14,7 +14,7 @@ echo "== environment"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c "import sys, numpy, onnx, onnxruntime as o; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'onnx', onnx.__version__, 'onnxruntime', o.__version__)"
 $PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)" || true
-if ! $PY -c "import vkml._sched, vkml.vulkan._device" 2>/dev/null; then
+if ! $PY -c "import vkml.runtime._sched, vkml.vulkan._device" 2>/dev/null; then
     $PY setup.py build_ext --inplace -q > /tmp/vkml_build.log 2>&1 || { tail -30 /tmp/vkml_build.log; exit 1; }
 fi
 $PY -m vkml info | head -40

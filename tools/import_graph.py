@@ -1,4 +1,4 @@
-"""Print the import graph's cycles inside the vkml package.
+"""Print the import graph's cycles, and the imports that go up a layer, inside the vkml package.
 
 Reads every ``vkml/**/*.py`` with ``ast`` (nothing is imported), resolves relative imports, and
 counts every import statement wherever it stands: at module level (``top``), inside a function
@@ -7,15 +7,30 @@ counts every import statement wherever it stands: at module level (``top``), ins
 A cycle is a strongly connected component of more than one module; each is printed with the
 edges that keep it closed and their kinds.
 
-    python tools/import_graph.py            # the cycles, one block each
+The package is in layers (docs/architecture.md), each a folder of vkml/; from the top:
+
+    api        vkml/__init__.py, __main__, api/, benchmarks/ (`vkml bench`), ray/: what users touch
+    compile    compile/: graph rewrites, placement, unit plans, arenas
+    runtime    runtime/: devices, plans and their runs, slots, the scheduler, vkml.Tensor
+    kernels    kernels/: the GPU glue of each op
+    vulkan     vulkan/: the Vulkan layer
+    ops        ops/: the CPU reference operators
+    ir         ir/: ONNX to graph, types and their inference
+    base       errors.py, config.py: leaves any layer may use
+
+A module imports from its own layer or from one LAYERS lists below it: ops and ir know no
+devices, and the Vulkan layer knows no model. An import the other way is a layer violation.
+
+    python tools/import_graph.py            # the cycles and the layer violations
     python tools/import_graph.py --edges    # every edge inside the package
 
 A module is a node by its dotted name (``vkml.ops.registry``; a package is its ``__init__``).
 ``from vkml.ops import registry`` is an edge to ``vkml.ops.registry`` when that is a module,
 otherwise to ``vkml.ops``. The parent packages that Python runs on the way in are not edges: they
 would put every module in one cycle with ``vkml/__init__.py``. Cython sources (``.pyx``) are not
-read, only known as modules (``from . import _sched`` is an edge to ``vkml._sched``).
-tests/unit/test_import_graph.py holds the allow-list of cycles.
+read, only known as modules (``from . import _sched`` in vkml/runtime/ is an edge to
+``vkml.runtime._sched``). tests/unit/test_import_graph.py holds the allow-lists of cycles and of
+layer violations.
 """
 
 from __future__ import annotations
@@ -28,6 +43,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "vkml"
+
+# layer -> the layers below it, which its modules may import from (as well as from their own).
+LAYERS: dict[str, tuple[str, ...]] = {
+    "api": ("compile", "runtime", "kernels", "vulkan", "ops", "ir", "base"),
+    "compile": ("runtime", "kernels", "vulkan", "ops", "ir", "base"),
+    "runtime": ("kernels", "vulkan", "ops", "ir", "base"),
+    "kernels": ("vulkan", "ops", "ir", "base"),
+    "vulkan": ("base",),
+    "ops": ("ir", "base"),
+    "ir": ("base",),
+    "base": (),
+}
+# The first name under vkml -> its layer, where that is not the name of a layer's folder.
+PLACES = {"": "api", "__main__": "api", "benchmarks": "api", "ray": "api", "errors": "base", "config": "base"}
 
 
 @dataclass(frozen=True)
@@ -169,14 +198,31 @@ def cycles(found: list[Edge]) -> list[frozenset[str]]:
     return sorted(components, key=lambda c: sorted(c))
 
 
+def layer_of(module: str) -> str:
+    """The layer of a module of the package, by its first name under the package (KeyError for
+    a name that is in no layer: give it one in PLACES or make it a folder named after its layer)."""
+    first = (module.split(".") + [""])[1]
+    layer = PLACES.get(first, first)
+    if layer not in LAYERS:
+        raise KeyError(f"{module} is in no layer (tools/import_graph.py: LAYERS, PLACES)")
+    return layer
+
+
+def layer_violations(found: list[Edge]) -> list[Edge]:
+    """The edges from a module to one in a layer above its own (or beside it)."""
+    return [e for e in found
+            if layer_of(e.source) != layer_of(e.target) and layer_of(e.target) not in LAYERS[layer_of(e.source)]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--edges", action="store_true", help="print every edge inside the package")
+    parser.add_argument("--edges", action="store_true", help="print every edge inside the package, with layers")
     args = parser.parse_args(argv)
     found = edges()
     if args.edges:
         for edge in sorted(found, key=lambda e: (e.source, e.target, e.line)):
-            print(f"{edge.source} -> {edge.target}  (line {edge.line}, {edge.kind})")
+            print(f"{edge.source} -> {edge.target}  (line {edge.line}, {edge.kind}; "
+                  f"{layer_of(edge.source)} -> {layer_of(edge.target)})")
         return 0
     components = cycles(found)
     for component in components:
@@ -186,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {edge.source} -> {edge.target}  (line {edge.line}, {edge.kind})")
     if not components:
         print("no import cycles")
+    upward = layer_violations(found)
+    for edge in upward:
+        print(f"layer violation: {edge.source} ({layer_of(edge.source)}) -> {edge.target} "
+              f"({layer_of(edge.target)})  (line {edge.line}, {edge.kind})")
+    if not upward:
+        print("no imports from a layer above")
     return 0
 
 

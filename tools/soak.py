@@ -12,7 +12,7 @@ the allocator's blocks exist by then); the exit status is 1 if a later point gro
 Good runs must equal a CPU reference (within float tolerance on a GPU); bad runs (the feed
 fuzzer's mutations, tests/unit/test_feed_fuzz.py) must raise ValueError/TypeError. Timeout
 bursts (GPUs only, every 1% of the runs, between the threads' chunks) set
-vkml.gpurun.GPU_TIMEOUT to a microsecond while several threads run: each run gives the right
+vkml.runtime.gpurun.GPU_TIMEOUT to a microsecond while several threads run: each run gives the right
 answer or a TimeoutError, and the runs after the burst must succeed again.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import vkml  # noqa: E402
-import vkml.gpurun  # noqa: E402
+import vkml.runtime.gpurun  # noqa: E402
 
 MODELS = ("mlp", "cnn", "block", "digits_cnn", "two")  # resnet_like is slow on lavapipe
 TINY_TIMEOUT = 1e-6  # seconds (0 would mean no limit)
@@ -61,7 +61,7 @@ def open_fds() -> int:
 def gpu_mib(device: str) -> float:
     if device == "cpu":
         return 0.0
-    from vkml.tensor import vulkan_device
+    from vkml.runtime.devices import vulkan_device
 
     stats = vulkan_device(device).memory_stats()
     return sum(p["used"] for p in stats["pools"].values()) / 2**20
@@ -136,13 +136,13 @@ class Soak:
 
     def burst(self, start: int, n: int) -> None:
         """n runs on all threads under a tiny GPU timeout (GPUs only), then the old limit back."""
-        old = vkml.gpurun.GPU_TIMEOUT
-        vkml.gpurun.GPU_TIMEOUT = TINY_TIMEOUT
+        old = vkml.runtime.gpurun.GPU_TIMEOUT
+        vkml.runtime.gpurun.GPU_TIMEOUT = TINY_TIMEOUT
         try:
             with ThreadPoolExecutor(self.threads) as pool:
                 list(pool.map(lambda i: self.one(i, timeouts_allowed=True), range(start, start + n)))
         finally:
-            vkml.gpurun.GPU_TIMEOUT = old
+            vkml.runtime.gpurun.GPU_TIMEOUT = old
 
 
 def figures(device: str) -> dict:

@@ -1,10 +1,10 @@
 """vkml: run ONNX models on any GPU through Vulkan, and on the CPU, from one process."""
 from .api.io_binding import IOBinding
 from .api.options import ExecutionMode, GraphOptimizationLevel, ModelMetadata, RunOptions, SessionOptions
-from .devices import DeviceInfo, devices, gpu_unavailable_reason
+from .runtime.devices import DeviceInfo, devices, gpu_unavailable_reason
 from .errors import ModelError, UnsupportedOpsError
-from .session import InferenceSession, NodeArg
-from .tensor import Tensor, from_dlpack
+from .api.session import InferenceSession, NodeArg
+from .runtime.tensor import Tensor, from_dlpack
 from . import ops as _ops  # noqa: F401  (registers the operators)
 
 __version__ = "0.1.0"

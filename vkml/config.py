@@ -163,8 +163,8 @@ def parse_ints(text: str, count: int) -> tuple[int, ...] | None:
 # ------------------------------------------------------------------ CPU and scheduling
 
 _setting("VKML_NUM_THREADS", "", "whole number", """
-    Threads of the scheduler's pool (vkml/_sched.pyx), from 1 to the scheduler's maximum; unset:
-    the number of usable cores. Read once, when vkml._sched is imported. Set it to share a
+    Threads of the scheduler's pool (vkml/runtime/_sched.pyx), from 1 to the scheduler's maximum; unset:
+    the number of usable cores. Read once, when vkml.runtime._sched is imported. Set it to share a
     machine with other work, or to measure scaling.""")
 
 
@@ -224,7 +224,7 @@ def fast_runs() -> bool:
 
 
 _setting("VKML_ASYNC_WAIT", "1", "on/off", """
-    Readbacks wait for the GPU on a waiter thread (vkml/_gpuwait.pyx) instead of a blocked pool
+    Readbacks wait for the GPU on a waiter thread (vkml/runtime/_gpuwait.pyx) instead of a blocked pool
     worker. 0 turns that off, for comparisons. Read at import.""")
 
 
@@ -234,7 +234,7 @@ def async_waits() -> bool:
 
 
 _setting("VKML_FUSE", "1", "on/off", """
-    Elementwise fusion of GPU plans (vkml/fusion.py): a chain of float32 elementwise ops becomes
+    Elementwise fusion of GPU plans (vkml/compile/fusion.py): a chain of float32 elementwise ops becomes
     one dispatch. 0 turns it off, for comparisons. Read when a session is made.""")
 
 

@@ -64,7 +64,7 @@ def test_cli_warmup_fills_the_pipeline_cache(gpu, tmp_path, capsys):
     import glob
     import os
 
-    from vkml import cli
+    from vkml.api import cli
     from _models import cnn
 
     path = tmp_path / "cnn.onnx"

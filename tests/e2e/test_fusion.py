@@ -1,4 +1,4 @@
-"""Elementwise fusion (vkml/fusion.py): chains of float32 elementwise ops with scalar constants
+"""Elementwise fusion (vkml/compile/fusion.py): chains of float32 elementwise ops with scalar constants
 run as one dispatch on the GPU and give what the unfused ops give, on the GPU and on the CPU."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import vkml
-import vkml.fusion
+import vkml.compile.fusion
 
 UNARY = ["Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Sigmoid", "Tanh", "Reciprocal"]
 BINARY = ["Add", "Sub", "Mul", "Div"]

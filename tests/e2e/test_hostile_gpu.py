@@ -15,8 +15,8 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 import vkml
-from vkml import dtypes
-from vkml.executor import NodeFailure
+from vkml.ir import dtypes
+from vkml.runtime.executor import NodeFailure
 
 _N = int(os.environ.get("VKML_TEST_EXAMPLES", "15"))
 HYP = settings(max_examples=_N, deadline=None, suppress_health_check=list(HealthCheck))
@@ -178,8 +178,8 @@ def _big_value_goes_to_the_cpu(gpu, limit: int) -> None:
 
 
 def test_a_value_larger_than_one_binding_runs_on_the_cpu(gpu):
-    from vkml.specialize import largest_binding
-    from vkml.tensor import vulkan_device
+    from vkml.compile.specialize import largest_binding
+    from vkml.runtime.devices import vulkan_device
 
     limit = largest_binding(vulkan_device(gpu))
     if limit > 256 << 20:
@@ -189,7 +189,7 @@ def test_a_value_larger_than_one_binding_runs_on_the_cpu(gpu):
 
 def test_the_binding_limit_is_placement(gpu, monkeypatch):
     """The same with a small pretend limit, for devices that bind gigabytes."""
-    import vkml.specialize as specialize
+    import vkml.compile.specialize as specialize
 
     monkeypatch.setattr(specialize, "largest_binding", lambda dev: 1 << 16)
     _big_value_goes_to_the_cpu(gpu, 1 << 16)
@@ -233,7 +233,7 @@ def matmul_chain(n: int, d: int) -> bytes:
 
 
 def _device_used(gpu) -> int:
-    from vkml.tensor import vulkan_device
+    from vkml.runtime.devices import vulkan_device
 
     return vulkan_device(gpu).memory_stats()["pools"]["device"]["used"]
 
@@ -262,7 +262,7 @@ def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_c
     memory is freed with no further run (runtime.reaper), and the session works."""
     import time
 
-    import vkml.gpurun
+    import vkml.runtime.gpurun
 
     d = 256 if gpu_on_cpu else 2048  # runs that outlast a wait's first spin (an H100 does 256^3 in µs)
     model = matmul_chain(3, d)
@@ -272,7 +272,7 @@ def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_c
     sess.run(None, {"x": x})
     pool = sess._gpu.last.pool
     before = _device_used(gpu)
-    monkeypatch.setattr(vkml.gpurun, "GPU_TIMEOUT", 1e-9)
+    monkeypatch.setattr(vkml.runtime.gpurun, "GPU_TIMEOUT", 1e-9)
     errors = []
     for _ in range(50):
         try:
@@ -285,7 +285,7 @@ def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_c
     while pool.retired and time.monotonic() < deadline:
         time.sleep(0.02)
     assert pool.retired == 0 and _device_used(gpu) <= before
-    monkeypatch.setattr(vkml.gpurun, "GPU_TIMEOUT", None)
+    monkeypatch.setattr(vkml.runtime.gpurun, "GPU_TIMEOUT", None)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5)
 
 
@@ -328,10 +328,10 @@ def test_a_plan_squeezed_off_the_gpu_comes_back_when_memory_frees(gpu, monkeypat
     """Memory taken by something else: the first plan's slot does not fit, its caps shrink and
     its nodes go to the CPU. Once the memory is back, a later run places them on the GPU
     again (not: on the CPU forever)."""
-    import vkml.gpurun
-    from vkml.tensor import vulkan_device
+    import vkml.runtime.gpurun
+    from vkml.runtime.devices import vulkan_device
 
-    monkeypatch.setattr(vkml.gpurun, "REPLAN_S", 0.0)
+    monkeypatch.setattr(vkml.runtime.gpurun, "REPLAN_S", 0.0)
     dev = vulkan_device(gpu)
     g = h.make_graph([h.make_node("Add", ["x", "w"], ["a"], name="add"),
                       h.make_node("Relu", ["a"], ["r"], name="relu"),

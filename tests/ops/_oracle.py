@@ -9,7 +9,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import vkml
-from vkml import dtypes
+from vkml.ir import dtypes
 
 
 def make_model(op_type: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any],

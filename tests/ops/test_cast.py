@@ -14,7 +14,7 @@ from _gen import BF16, FLOATS, INTS, run_node, seeds, shapes  # noqa: E402
 from _oracle import check_node, make_model  # noqa: E402
 
 import vkml  # noqa: E402
-from vkml import dtypes  # noqa: E402
+from vkml.ir import dtypes  # noqa: E402
 
 F8 = [np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2,
                             ml_dtypes.float8_e5m2fnuz)]

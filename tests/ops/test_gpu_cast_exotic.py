@@ -24,7 +24,7 @@ from _gen import seeds  # noqa: E402
 from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
 import vkml  # noqa: E402
-from vkml import dtypes  # noqa: E402
+from vkml.ir import dtypes  # noqa: E402
 from vkml.kernels.cast_ext import CODES, EXOTIC  # noqa: E402
 
 HYP = settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", "10")) * 4, deadline=None,

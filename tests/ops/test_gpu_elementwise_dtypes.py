@@ -207,7 +207,7 @@ def test_cast(gpu, src, dst, shape, seed, like):
     if like:
         got, want = run_both(gpu, "CastLike", {"x": x, "t": np.zeros((1,), dst)}, opset=21)
     else:
-        from vkml import dtypes
+        from vkml.ir import dtypes
 
         got, want = run_both(gpu, "Cast", {"x": x}, {"to": dtypes.onnx_type(dst)}, opset=21)
     exact(got, want, f"Cast {src} -> {dst}")

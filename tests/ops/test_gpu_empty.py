@@ -2,7 +2,7 @@
 with a non-empty output (a Reduce of an empty set gives its identity, MatMul over K = 0
 gives zeros, Pad of an empty tensor gives the pad value, Concat with an empty piece) and
 empty outputs. The GPU session must give the CPU's result; where the node stays on the GPU
-its empty bindings must not reach a dispatch (vkml/specialize.py _static)."""
+its empty bindings must not reach a dispatch (vkml/compile/specialize.py _static)."""
 from __future__ import annotations
 
 import os

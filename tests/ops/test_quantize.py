@@ -13,7 +13,7 @@ from _gen import seeds  # noqa: E402
 from _oracle import check_node, make_model  # noqa: E402
 
 import vkml  # noqa: E402
-from vkml import dtypes  # noqa: E402
+from vkml.ir import dtypes  # noqa: E402
 
 INT_TARGETS = [np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, ml_dtypes.int4, ml_dtypes.uint4)]
 FLOAT8 = [np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fnuz,

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _oracle import check_node, make_model  # noqa: E402
 
 import vkml  # noqa: E402
-from vkml.graph import TensorDesc  # noqa: E402
+from vkml.ir.graph import TensorDesc  # noqa: E402
 from vkml.ops.shape import reshape_target, slice_len  # noqa: E402
 
 DTYPES = [np.float32, np.float16, np.float64, np.int64, np.int32, np.int8, np.uint8, np.bool_,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sched_dags import check_order, make_dag
-from vkml import _sched as S
+from vkml.runtime import _sched as S
 
 
 def chain(n: int, callables, deps=None) -> S.Plan:

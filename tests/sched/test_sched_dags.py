@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sched_dags import check_order, dags, make_dag
-from vkml import _sched as S
+from vkml.runtime import _sched as S
 
 WAIT = 60.0  # seconds: a run that has not ended by then is a deadlock, reported as a failure
 

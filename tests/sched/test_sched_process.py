@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sched_dags import check_order, make_dag
-from vkml import _sched as S
+from vkml.runtime import _sched as S
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and fork")
 PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(S.__file__)))
@@ -179,7 +179,7 @@ def test_exit_is_clean_with_runs_and_failures_in_flight():
                 print("late:", e)
         atexit.register(late)
 
-        from vkml import _sched as S
+        from vkml.runtime import _sched as S
 
         def chain(tasks):
             n = len(tasks)
@@ -218,7 +218,7 @@ def test_exit_is_clean_with_runs_and_failures_in_flight():
 def test_shutdown_joins_every_worker():
     r = run_script("""
         import os
-        from vkml import _sched as S
+        from vkml.runtime import _sched as S
         def workers():
             n = 0
             for t in os.listdir("/proc/self/task"):
@@ -241,8 +241,8 @@ def test_shutdown_joins_every_worker():
 
 
 def test_vkml_num_threads_sets_the_pool_size():
-    r = run_script("from vkml import _sched as S; print(S.pool_size())",
+    r = run_script("from vkml.runtime import _sched as S; print(S.pool_size())",
                    env={"VKML_NUM_THREADS": "5"})
     assert r.returncode == 0 and r.stdout.strip() == "5", r.stderr
-    r = run_script("from vkml import _sched", env={"VKML_NUM_THREADS": "lots"})
+    r = run_script("from vkml.runtime import _sched", env={"VKML_NUM_THREADS": "lots"})
     assert r.returncode != 0 and "VKML_NUM_THREADS must be an integer" in r.stderr

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, rule
 
 from sched_dags import make_dag
-from vkml import _sched as S
+from vkml.runtime import _sched as S
 
 WAIT = 30.0  # seconds: longer means a deadlock
 

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vkml.arena import INF, Storage, layout
-from vkml.gpuplan import group_order
-from vkml.graph import Node
+from vkml.compile.arena import INF, Storage, layout
+from vkml.compile.gpuplan import group_order
+from vkml.ir.graph import Node
 
 
 def S(n, a, b):

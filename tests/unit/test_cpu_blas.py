@@ -12,7 +12,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 import vkml
-import vkml.session
+import vkml.api.session
 from vkml.runtime import blas
 
 DIGITS = Path(vkml.__file__).parent / "data" / "digits_cnn.onnx"
@@ -116,7 +116,7 @@ def real_blas(monkeypatch):
 
 def _seen_during_runs(monkeypatch, found, sess, k: int, threads: int) -> list[int]:
     """BLAS's thread count seen inside run() by `threads` runs that are all in flight at once."""
-    seen, barrier, real = [], threading.Barrier(threads, timeout=30), vkml.session.run_plan
+    seen, barrier, real = [], threading.Barrier(threads, timeout=30), vkml.api.session.run_plan
 
     def recording(plan, feeds, outer=None):
         if threads > 1:
@@ -126,14 +126,14 @@ def _seen_during_runs(monkeypatch, found, sess, k: int, threads: int) -> list[in
             barrier.wait()
         return real(plan, feeds, outer)
 
-    monkeypatch.setattr(vkml.session, "run_plan", recording)
+    monkeypatch.setattr(vkml.api.session, "run_plan", recording)
     x = np.ones((1, k), np.float32)
     ts = [threading.Thread(target=sess.run, args=(None, {"x": x})) for _ in range(threads)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    monkeypatch.setattr(vkml.session, "run_plan", real)
+    monkeypatch.setattr(vkml.api.session, "run_plan", real)
     return seen
 
 
@@ -163,7 +163,7 @@ def test_cpu_runs_config_parses(monkeypatch):
 
 def _most_in_flight(monkeypatch, sess, k: int, threads: int) -> int:
     """The most runs of `sess` seen inside run_plan at once while `threads` threads run it."""
-    lock, now, most, real = threading.Lock(), [0], [0], vkml.session.run_plan
+    lock, now, most, real = threading.Lock(), [0], [0], vkml.api.session.run_plan
 
     def counting(plan, feeds, outer=None):
         with lock:
@@ -176,12 +176,12 @@ def _most_in_flight(monkeypatch, sess, k: int, threads: int) -> int:
             with lock:
                 now[0] -= 1
 
-    monkeypatch.setattr(vkml.session, "run_plan", counting)
+    monkeypatch.setattr(vkml.api.session, "run_plan", counting)
     x = np.ones((1, k), np.float32)
     with ThreadPoolExecutor(threads) as pool:
         for f in [pool.submit(sess.run, None, {"x": x}) for _ in range(4 * threads)]:
             f.result()
-    monkeypatch.setattr(vkml.session, "run_plan", real)
+    monkeypatch.setattr(vkml.api.session, "run_plan", real)
     return most[0]
 
 

@@ -1,4 +1,4 @@
-"""vkml/inference.py: load-time checks of the graph's types (issue #19: an input with no type)."""
+"""vkml/ir/inference.py: load-time checks of the graph's types (issue #19: an input with no type)."""
 import numpy as np
 import onnx
 import pytest
@@ -39,9 +39,9 @@ def test_a_scalar_gather_of_a_shape_folds_while_planning():
     """Shape -> Gather(0-d index) -> Range -> Gather: the GPT-2 position ids (tests/zoo). The
     scalar Gather returned a NumPy scalar, not an array, so planning did not fold it, and Range,
     the position Gather and everything after it stayed on the CPU with unknown shapes."""
-    from vkml.graph import TensorDesc
-    from vkml.onnx_loader import load_model
-    from vkml.specialize import concretize
+    from vkml.ir.graph import TensorDesc
+    from vkml.ir.onnx_loader import load_model
+    from vkml.compile.specialize import concretize
 
     n = h.make_node
     inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in (("one", 1), ("zero", 0))]

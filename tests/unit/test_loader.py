@@ -10,7 +10,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 import vkml
-from vkml.onnx_loader import load_model
+from vkml.ir.onnx_loader import load_model
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw):

@@ -13,7 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import vkml
-from vkml.onnx_loader import load_model
+from vkml.ir.onnx_loader import load_model
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw):
@@ -120,7 +120,7 @@ def test_external_data_absolute_or_dotdot_location_is_refused(tmp_path, location
 
 
 def test_external_data_swapped_for_a_link_after_the_check_is_refused(tmp_path, monkeypatch):
-    from vkml import model_files
+    from vkml.ir import model_files
 
     inside, outside = tmp_path / "model", tmp_path / "outside"
     inside.mkdir()
@@ -431,7 +431,7 @@ def test_constant_folding_does_not_allocate_what_a_tiny_model_asks_for(op):
 def test_a_big_model_file_is_read_in_parallel_pieces_exactly(tmp_path, monkeypatch):
     """read_model_file splits a big file over threads: every byte lands where it belongs, and a
     file that shrinks under the readers is still a ModelError naming it."""
-    from vkml import model_files
+    from vkml.ir import model_files
     from vkml.errors import ModelError
 
     monkeypatch.setattr(model_files, "PARALLEL_READ_CHUNK", 4096)
@@ -454,7 +454,7 @@ def test_a_big_model_file_is_read_in_parallel_pieces_exactly(tmp_path, monkeypat
 def test_external_data_is_read_in_parallel_pieces_at_its_offset(tmp_path, monkeypatch):
     """The same piecewise reader serves external data: two tensors in one file, the second at
     an offset, each split over threads, both exact."""
-    from vkml import model_files
+    from vkml.ir import model_files
 
     monkeypatch.setattr(model_files, "PARALLEL_READ_CHUNK", 4096)
     rng = np.random.default_rng(1)

@@ -4,8 +4,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from vkml.onnx_loader import load_model
-from vkml.placement import DeviceSpec, place
+from vkml.ir.onnx_loader import load_model
+from vkml.compile.placement import DeviceSpec, place
 
 
 def chain(n=6, size=256):

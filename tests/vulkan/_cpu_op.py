@@ -7,7 +7,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import vkml.ops  # noqa: F401  (registers the operators)
-from vkml.graph import Node
+from vkml.ir.graph import Node
 from vkml.ops.registry import lookup
 
 

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from vkml.graph import Node
+from vkml.ir.graph import Node
 from vkml.kernels import TensorSpec, get_kernel
 from vkml.kernels import conv as kc
 from vkml.ops.registry import lookup
-from vkml.vulkan.testing import run_ops
+from vkml.runtime.testing import run_ops
 from _validated import run_validated  # noqa: E402
 
 _N = int(os.environ.get("VKML_TEST_EXAMPLES", "25"))
@@ -185,7 +185,7 @@ def test_validation_layer_clean(dev):
         import numpy as np
         import vkml.vulkan as vk
         from vkml.vulkan import _instance
-        from vkml.vulkan.testing import run_ops
+        from vkml.runtime.testing import run_ops
         import vkml.kernels.conv
         assert _instance.instance().validation
         dev = vk.device(int(__import__("os").environ.get("VKML_TEST_DEVICE", "0")))

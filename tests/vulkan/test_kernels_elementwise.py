@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from vkml.kernels import TensorSpec, Unsupported, get_kernel, supported_ops
-from vkml.vulkan.testing import run_ops
+from vkml.runtime.testing import run_ops
 
 # VKML_TEST_EXAMPLES=100 searches harder (a few minutes); the default keeps CI quick.
 _N = int(os.environ.get("VKML_TEST_EXAMPLES", "8"))

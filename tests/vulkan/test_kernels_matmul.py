@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vkml.graph import Node
+from vkml.ir.graph import Node
 from vkml.kernels import TensorSpec, Unsupported, get_kernel
 from vkml.kernels import gemm
 from vkml.kernels import matmul as mm
 from vkml.kernels import matmul_coop
 from vkml.ops.registry import lookup
-from vkml.vulkan.testing import run_ops
+from vkml.runtime.testing import run_ops
 from _validated import run_validated  # noqa: E402
 
 _N = int(os.environ.get("VKML_TEST_EXAMPLES", "20"))
@@ -325,7 +325,7 @@ def test_validation_layer_clean(dev):
         import numpy as np
         import vkml.vulkan as vk
         from vkml.vulkan import _instance
-        from vkml.vulkan.testing import run_ops
+        from vkml.runtime.testing import run_ops
         import vkml.kernels.matmul
         assert _instance.instance().validation
         dev = vk.device(int(__import__("os").environ.get("VKML_TEST_DEVICE", "0")))
@@ -357,7 +357,7 @@ def test_validation_layer_clean(dev):
 ])
 def test_split_k_gemm(dev, case, dtype):
     from vkml.kernels import matmul as km
-    from vkml.vulkan.testing import run_ops
+    from vkml.runtime.testing import run_ops
 
     op, attrs, sa, sb, sc = case
     rng = np.random.default_rng(5)

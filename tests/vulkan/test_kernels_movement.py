@@ -21,10 +21,10 @@ from hypothesis.extra import numpy as hnp
 from onnx import helper
 
 import vkml
-from vkml import dtypes
-from vkml.executor import NodeFailure
+from vkml.ir import dtypes
+from vkml.runtime.executor import NodeFailure
 from vkml.kernels import TensorSpec, Unsupported, get_kernel, movement
-from vkml.vulkan.testing import run_ops
+from vkml.runtime.testing import run_ops
 from _cpu_op import cpu_op  # noqa: E402
 from _validated import run_validated  # noqa: E402
 
@@ -448,7 +448,7 @@ WORKLOAD = textwrap.dedent("""
     import numpy as np
     import vkml.vulkan as vk
     from vkml.vulkan import _instance
-    from vkml.vulkan.testing import run_ops
+    from vkml.runtime.testing import run_ops
 
     assert _instance.instance().validation, "validation layer not enabled"
     dev = vk.device(int(__import__("os").environ.get("VKML_TEST_DEVICE", "0")))

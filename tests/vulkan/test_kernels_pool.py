@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import vkml.kernels.pool  # noqa: F401  (registers the kernels)
 from vkml.kernels import TensorSpec, get_kernel
-from vkml.vulkan.testing import run_ops
+from vkml.runtime.testing import run_ops
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _cpu_op import cpu_op  # noqa: E402

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from vkml.kernels import TensorSpec, get_kernel
-from vkml.vulkan.testing import run_ops
+from vkml.runtime.testing import run_ops
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _cpu_op import cpu_op  # noqa: E402
@@ -250,7 +250,7 @@ import numpy as np
 import vkml.kernels.reduce as kr
 import vkml.kernels  # registers every family
 from vkml.vulkan import _instance
-from vkml.vulkan.testing import run_ops
+from vkml.runtime.testing import run_ops
 assert _instance.instance().validation, "validation layer not enabled"
 rng = np.random.default_rng(0)
 x = rng.standard_normal((3, 40000)).astype(np.float32)

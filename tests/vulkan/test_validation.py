@@ -19,7 +19,7 @@ WORKLOAD = textwrap.dedent("""
     from vkml.vulkan import _instance
     from vkml.vulkan._commands import CommandRecorder
     from vkml.vulkan.tensor import DeviceTensor
-    from vkml.vulkan.testing import run_ops
+    from vkml.runtime.testing import run_ops
 
     assert _instance.instance().validation, "validation layer not enabled"
     dev = vk.device(int(__import__("os").environ.get("VKML_TEST_DEVICE", "0")))

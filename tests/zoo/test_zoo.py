@@ -9,7 +9,7 @@ import pytest
 
 import vkml
 from _zoo import FOLD, ZOO
-from vkml.specialize import FOLDED_REASON
+from vkml.compile.specialize import FOLDED_REASON
 
 _built: dict = {}
 

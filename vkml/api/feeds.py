@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import TensorDesc
-from ..tensor import Tensor
+from ..ir import dtypes
+from ..ir.graph import TensorDesc
+from ..runtime.tensor import Tensor
 
 
 def check_output_device(name: Any) -> None:

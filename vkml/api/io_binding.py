@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..runtime.tensor import Tensor
 from .feeds import check_tensor
 
 # ORT's device_type spellings that mean "a GPU": vkml's GPUs are Vulkan devices.

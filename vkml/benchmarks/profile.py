@@ -42,7 +42,7 @@ class Profile:
 # --------------------------------------------------------------------------------- host side
 def host_profile(sess, feed: Mapping[str, np.ndarray], runs: int) -> tuple[float, float, list[StepTime]]:
     """(run median, step-by-step total median, per-step medians)."""
-    from vkml.executor import run_step
+    from vkml.runtime.executor import run_step
 
     plan = getattr(sess, "_plan", None)
     if plan is None or not hasattr(plan, "steps"):
@@ -114,7 +114,7 @@ class _Instrumented:
     recorder class and the per-node record hook are swapped; both are restored on exit)."""
 
     def __enter__(self):
-        from vkml import slots
+        from vkml.runtime import slots
         from vkml.runtime import _fastrun  # noqa: F401  cimports CommandRecorder's C type: import it before the swap
         from vkml.vulkan import _commands
 

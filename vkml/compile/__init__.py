@@ -1,2 +1,2 @@
-"""Compile stages: pure functions over graphs and plans, no device handles (issue #16's layout;
-the existing stages move here over time)."""
+"""Compile stages: pure functions over a graph and one input signature (concretize, fold, fuse,
+place, cut into units, lay out arenas); below the API, above the runtime (docs/architecture.md)."""

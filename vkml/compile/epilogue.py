@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..graph import Node, TensorDesc, _graphs_in
+from ..ir.graph import Node, TensorDesc, _graphs_in
 from ..kernels.conv import FUSED_CONV, fusable_route
 from ..kernels.gemm import EPI_CLIP, EPI_RELU, EPI_RESIDUAL, EPI_SILU
 from ..ops.registry import Op

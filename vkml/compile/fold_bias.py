@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..graph import Node, TensorDesc
+from ..ir.graph import Node, TensorDesc
 from ..ops.registry import lookup
 from .rewrite import fold_chain, only_reader, readers_of, rewritten
 

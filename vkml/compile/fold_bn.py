@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..graph import Node, TensorDesc
+from ..ir.graph import Node, TensorDesc
 from .rewrite import fold_chain, only_reader, readers_of, rewritten
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..graph import Node, _graphs_in
+from ..ir.graph import Node, _graphs_in
 
 
 def readers_of(live: Sequence[Node], outputs: Sequence[str]) -> dict[str, list[Node | None]]:

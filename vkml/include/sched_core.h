@@ -7,7 +7,7 @@
  * sleeps. Runs started from outside the pool enter through a small locked injection queue.
  *
  * This header holds the pool as static state: include it in exactly one place per process image
- * (vkml/_sched.pyx, or the C stress driver). Other modules reach it through vkml/_sched.pxd.
+ * (vkml/runtime/_sched.pyx, or the C stress driver). Other modules reach it through vkml/runtime/_sched.pxd.
  */
 #ifndef VKML_SCHED_CORE_H
 #define VKML_SCHED_CORE_H

@@ -254,7 +254,7 @@ def _const_tensor(rec, value: np.ndarray) -> _ConstTensor:
 # ---------------------------------------------------------------------------- Cast
 # (Identity is a view: vkml/kernels/views.py)
 def _onnx_to_dtype(to) -> np.dtype:
-    from vkml.dtypes import np_dtype
+    from vkml.ir.dtypes import np_dtype
     return np_dtype(int(to))
 
 

@@ -1,10 +1,11 @@
-"""GPU kernel for vkml.fusion's FusedElementwise: one dispatch of shaders/fused.comp runs the
-whole chain, its program (opcode, constant) uploaded with the command buffer."""
+"""GPU kernel for FusedElementwise (vkml/ops/fused.py, the node vkml/compile/fusion.py makes): one
+dispatch of shaders/fused.comp runs the whole chain, its program (opcode, constant) uploaded with
+the command buffer."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..fusion import OP_TYPE, program_of
+from ..ops.fused import OP_TYPE, program_of
 from .common import PushBlock, element_count
 from .elementwise import _const_tensor
 from .registry import Kernel, Unsupported, register

@@ -95,6 +95,15 @@ def get_kernel(op_type: str) -> Kernel | None:
     return _REGISTRY.get(op_type)
 
 
+def host_positions(node) -> tuple[int, ...]:
+    """Inputs the node's GPU kernel takes no buffer of: those whose host value it uses
+    (Kernel.host_inputs), and those of which only the shape and dtype matter (shape_inputs)."""
+    k = _REGISTRY.get(node.op_type)
+    if k is None:
+        return ()
+    return tuple(k.host_inputs.get(node.op_type, ())) + tuple(k.shape_inputs.get(node.op_type, ()))
+
+
 def supported_ops() -> list[str]:
     return sorted(_REGISTRY)
 

@@ -5,7 +5,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from ..graph import UNKNOWN, Dim, TensorDesc
+from ..ir.graph import UNKNOWN, Dim, TensorDesc
 from .registry import Op
 
 

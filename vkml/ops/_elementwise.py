@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from ._common import Binary, Unary, same_as
 from ._precision import compute_dtype
 from .registry import Op, register

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import is_float
+from ..ir.dtypes import is_float
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from ._common import Unary, broadcast_dims, same_as
 from ._elementwise import FloatUnary, also, lifted
 from ._precision import compute_dtype

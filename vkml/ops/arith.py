@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from ._common import Binary, Unary, broadcast_dims
 from ._elementwise import FloatUnary, also, legacy_binary, lifted
 from ._precision import compute_dtype

@@ -10,8 +10,8 @@ import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 
-from .. import dtypes
-from ..graph import TensorDesc
+from ..ir import dtypes
+from ..ir.graph import TensorDesc
 from .registry import REQUIRED, Op, register
 
 _F8 = {np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz,

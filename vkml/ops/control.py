@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..graph import UNKNOWN, Graph, TensorDesc
+from ..ir.graph import UNKNOWN, Graph, TensorDesc
 from ._common import normalize_axis
 from .registry import REQUIRED, Op, register
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from . import _quant
 from ._precision import is_floating, narrow, work_dtype
 from ._window import AUTO_PADS, Window, as_planes, infer_out, negative_pads, pad_spatial, resolve, tap_view

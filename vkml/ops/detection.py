@@ -5,7 +5,7 @@ import itertools
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from ._precision import is_floating as is_float, work_dtype
 from .registry import Op, register
 

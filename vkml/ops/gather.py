@@ -10,8 +10,8 @@ from typing import Sequence
 import ml_dtypes
 import numpy as np
 
-from .. import dtypes
-from ..graph import Dim, TensorDesc
+from ..ir import dtypes
+from ..ir.graph import Dim, TensorDesc
 from ._common import as_tuple, normalize_axis
 from .registry import REQUIRED, Op, register
 from .shape import const_ints

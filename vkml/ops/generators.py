@@ -9,8 +9,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .. import dtypes
-from ..graph import TensorDesc
+from ..ir import dtypes
+from ..ir.graph import TensorDesc
 from .registry import REQUIRED, Op, register
 from .shape import const_ints
 

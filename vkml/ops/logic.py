@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from ._common import Binary, Unary, broadcast_dims
 from ._elementwise import legacy_binary
 from ._precision import compute_dtype

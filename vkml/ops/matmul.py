@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from . import _quant
 from ._common import broadcast_dims
 from ._precision import is_floating, narrow, widen

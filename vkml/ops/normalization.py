@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import TensorDesc
+from ..ir import dtypes
+from ..ir.graph import TensorDesc
 from ._common import normalize_axis, same_as
 from ._precision import is_floating, narrow, widen
 from .registry import REQUIRED, Op, register

@@ -11,7 +11,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from ._precision import is_floating, narrow, work_dtype
 from ._window import AUTO_PADS, Window, as_planes, infer_out, negative_pads, pad_spatial, resolve, tap_slices
 from .registry import REQUIRED, Op, register

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import TensorDesc
+from ..ir import dtypes
+from ..ir.graph import TensorDesc
 from . import _quant
 from ._common import normalize_axis, same_as
 from .registry import Op, register

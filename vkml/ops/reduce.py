@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..graph import Node, TensorDesc
+from ..ir.graph import Node, TensorDesc
 from ._common import normalize_axis
 from ._precision import compute_dtype
 from .registry import Op, register

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..errors import ModelError
-from ..graph import UNKNOWN, Node, TensorDesc
+from ..ir.graph import UNKNOWN, Node, TensorDesc
 
 REQUIRED = object()  # an attribute default meaning "the model must set it"
 

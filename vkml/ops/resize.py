@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..graph import Dim, TensorDesc
+from ..ir.graph import Dim, TensorDesc
 from ._common import normalize_axis
 from .registry import REQUIRED, Op, register
 from .shape import const_ints

@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from ._precision import work_dtype
 from .registry import Op, register
 

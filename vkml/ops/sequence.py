@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import UNKNOWN, TensorDesc
+from ..ir import dtypes
+from ..ir.graph import UNKNOWN, TensorDesc
 from ._common import normalize_axis
 from .registry import REQUIRED, Op, register
 

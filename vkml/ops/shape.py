@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..graph import UNKNOWN, Dim, TensorDesc
+from ..ir.graph import UNKNOWN, Dim, TensorDesc
 from ._common import as_tuple, broadcast_dims, normalize_axis
 from .registry import REQUIRED, Op, register
 

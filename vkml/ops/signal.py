@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import TensorDesc
+from ..ir import dtypes
+from ..ir.graph import TensorDesc
 from ._precision import work_dtype
 from .registry import Op, register
 

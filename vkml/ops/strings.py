@@ -17,8 +17,8 @@ import re
 
 import numpy as np
 
-from .. import dtypes
-from ..graph import TensorDesc
+from ..ir import dtypes
+from ..ir.graph import TensorDesc
 from ._common import broadcast_dims
 from .registry import REQUIRED, Op, register
 

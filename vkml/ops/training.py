@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from .registry import REQUIRED, Op, register
 
 DOMAIN = "ai.onnx.preview.training"

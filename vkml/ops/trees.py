@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import TensorDesc
+from ..ir.graph import TensorDesc
 from .registry import REQUIRED, Op, register
 
 # nodes_modes: the comparison deciding "true" at an interior node.

@@ -1,1 +1,2 @@
-"""The run-time layer (docs: issue #16's layout): what happens while a session runs."""
+"""The run-time layer: devices, vkml.Tensor, the CPU plan and its executor, GPU runs and their
+slots, the scheduler (docs/architecture.md, "The layout")."""

@@ -2,7 +2,7 @@
 """A whole GPU run without the GIL, for plans that are only uploads, GPU chunks and readbacks
 on one device (most models with host inputs and outputs).
 
-The generic path (vkml.gpurun) runs each unit as a Python task: the GIL is taken for every
+The generic path (vkml.runtime.gpurun) runs each unit as a Python task: the GIL is taken for every
 upload, submission, wait and readback, so concurrent run() calls of one session queue on it.
 A Program is made once per run slot: the mapped pointers, command buffers and waits of every
 step, in unit order. Program.run takes the feeds' and outputs' data pointers with the GIL, then

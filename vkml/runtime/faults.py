@@ -85,7 +85,7 @@ class FaultBuffer:
 def _cpu_error(site: Site, bad: int) -> Exception:
     """The exception the CPU run raises for this node and value: the operator's own check
     (ops.gather.norm_index) fails, wrapped as executor failures are."""
-    from ..executor import _failure
+    from .executor import _failure
     from ..ops.gather import norm_index
 
     try:

@@ -14,9 +14,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .kernels.registry import node_attrs
-from .graph import UNKNOWN, Graph, Node, TensorDesc, _graphs_in
-from .inference import _merge, _try_fold
+from ..kernels.registry import node_attrs
+from ..ir.graph import UNKNOWN, Graph, Node, TensorDesc, _graphs_in
+from ..ir.inference import _merge, _try_fold
 from .placement import DeviceSpec, Placement, place
 
 FOLDED_REASON = "constant for these input shapes: evaluated while planning"
@@ -106,7 +106,7 @@ def _fold(node: Node, ins: list[TensorDesc], cin: list, inferred: list[TensorDes
 # ---------------------------------------------------------------------- GPU support
 def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
     """None when `dev` (a vkml.vulkan.Device) can run `node` with these shapes, else why not."""
-    from .kernels import TensorSpec, Unsupported, get_kernel
+    from ..kernels import TensorSpec, Unsupported, get_kernel
 
     if node.domain not in ("", "ai.onnx", "ai.vkml"):
         return f"no GPU kernel for {node.domain}::{node.op_type}"
@@ -187,7 +187,7 @@ def device_specs(devices: Sequence[str], concrete: Concrete, caps: Mapping[str, 
                  broken: Mapping[str, str] | None = None) -> list[DeviceSpec]:
     """DeviceSpecs in the session's order of preference; the CPU runs everything. broken:
     node name -> why its GPU kernel failed earlier (it stays off the GPUs)."""
-    from .tensor import vulkan_device
+    from ..runtime.devices import vulkan_device
 
     caps = caps or {}
     broken = broken or {}
@@ -210,7 +210,7 @@ def place_concrete(graph: Graph, concrete: Concrete, specs: Sequence[DeviceSpec]
     """Place the live nodes; returns the placement (of concrete.live, in order) and a report
     row for every node of the graph."""
     live_names = {n.name for n in concrete.live}
-    for chain in concrete.fused.values():  # forced nodes are never fused (see vkml.fusion)
+    for chain in concrete.fused.values():  # forced nodes are never fused (see vkml.compile.fusion)
         live_names.update(n.name for n in chain)
     forced = dict(forced or {})
     names = {n.name for n in graph.nodes}

@@ -70,7 +70,7 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: Mapping[str
 def require_typed_inputs(graph: Graph) -> None:
     """ModelError unless every input a caller feeds declares its type (ONNX requires it; a
     run must not guess the type from the first feed). Subgraph inputs may leave it out."""
-    from .errors import ModelError
+    from ..errors import ModelError
 
     for name in graph.inputs:
         d = graph.values.get(name)

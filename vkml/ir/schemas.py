@@ -14,7 +14,7 @@ from typing import NamedTuple
 import onnx
 from onnx import AttributeProto
 
-from .errors import ModelError
+from ..errors import ModelError
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 

@@ -63,7 +63,7 @@ def _devices(device: str) -> list[str]:
     if kind == "CPU" and not index:
         return ["cpu"]
     if kind in ("GPU", "VULKAN"):
-        from .devices import devices
+        from ..runtime.devices import devices
 
         gpus = [d.name for d in devices() if d.vulkan is not None]
         if index:

@@ -10,20 +10,21 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import dtypes, fusion
-from .devices import cpu_only, resolve_devices
-from .devices import devices as all_devices
-from .executor import ParallelPlan, parallel_width, run_plan
-from .graph import Dim, TensorDesc
-from .onnx_loader import Model, load_model
-from .plan import Plan, Runtime
-from .api.feeds import check_output_device, check_value, signature
-from .api.options import (CPU_EP, ExecutionMode, GraphOptimizationLevel, ModelMetadata, SessionOptions,
-                          devices_from_providers, provider_name)
-from . import config
-from .runtime import blas
-from .runtime.batch import RunPool
-from .tensor import Tensor, vulkan_device
+from .. import config
+from ..compile import fusion
+from ..ir import dtypes
+from ..ir.graph import Dim, TensorDesc
+from ..ir.onnx_loader import Model, load_model
+from ..runtime import blas
+from ..runtime.batch import RunPool
+from ..runtime.devices import cpu_only, resolve_devices, vulkan_device
+from ..runtime.devices import devices as all_devices
+from ..runtime.executor import ParallelPlan, parallel_width, run_plan
+from ..runtime.plan import Plan, Runtime
+from ..runtime.tensor import Tensor
+from .feeds import check_output_device, check_value, signature
+from .options import (CPU_EP, ExecutionMode, GraphOptimizationLevel, ModelMetadata, SessionOptions,
+                      devices_from_providers, provider_name)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class InferenceSession:
         try:
             self.model: Model = load_model(model)
             if opener.opening:
-                from . import gpurun  # noqa: F401  (its imports also overlap with the opening)
+                from ..runtime import gpurun  # noqa: F401  (its imports also overlap with the opening)
         except BaseException:
             opener.result()
             raise
@@ -160,13 +161,13 @@ class InferenceSession:
         self._pool: RunPool | None = None  # run_async / run_batch threads, started on first use
         self._accepted: set = set()  # feed signatures (api.feeds.signature) already checked once
         if self.devices != ["cpu"]:
-            from .gpurun import GpuRunner
+            from ..runtime.gpurun import GpuRunner
 
             slots = _DEFAULT_SLOTS if max_slots is None else int(max_slots)
             if slots < 1:
                 raise ValueError(f"max_slots must be at least 1, not {max_slots!r}")
             self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, forced, executor, slots, fuse)
-            from . import vulkan
+            from .. import vulkan
 
             self._vk = vulkan  # (its FORK_GENERATION tells a forked child, see _run)
             self._fork_gen = vulkan.FORK_GENERATION
@@ -175,7 +176,7 @@ class InferenceSession:
             if warmup or (warmup is None and self._static_shapes() is not None):
                 self.warmup()
         else:
-            # GPU plans fuse per input signature (vkml/gpurun.py); the CPU plan fuses once here.
+            # GPU plans fuse per input signature (vkml/runtime/gpurun.py); the CPU plan fuses once here.
             fused = fusion.fuse_graph(g, self.model.weights, frozenset(forced)) if fuse else g
             self._plan = self._runtime.plan(fused)
             self._parallel = _choose_executor(self._plan, executor)
@@ -272,7 +273,7 @@ class InferenceSession:
         else:
             shapes = dict(input_shapes)
         descs = self._descs(shapes)
-        from .gpurun import pipeline_info
+        from ..runtime.gpurun import pipeline_info
 
         return [pipeline_info(p) for p in self._gpu.warmup(descs).pipelines]
 
@@ -281,7 +282,7 @@ class InferenceSession:
         "compile_s"}]; compile_s is what the driver took to compile it in this process."""
         if self._gpu is None or self._gpu.last is None:
             return []
-        from .gpurun import pipeline_info
+        from ..runtime.gpurun import pipeline_info
 
         return [pipeline_info(p) for p in self._gpu.last.pipelines]
 
@@ -324,7 +325,7 @@ class InferenceSession:
                 raise RuntimeError("run terminated: its RunOptions.terminate is set")
             tag = str(getattr(run_options, "logid", "") or "")
         if self._profile is not None:
-            from .gpurun import RUN_INFO
+            from ..runtime.gpurun import RUN_INFO
 
             RUN_INFO.free_ns = None
             t0 = time.perf_counter()
@@ -346,7 +347,7 @@ class InferenceSession:
         """onnxruntime's I/O binding: a vkml.IOBinding of this session (vkml/api/io_binding.py),
         to bind inputs (vkml.Tensors stay on their device) and outputs to devices, then run
         with run_with_iobinding()."""
-        from .api.io_binding import IOBinding
+        from .io_binding import IOBinding
 
         return IOBinding(self)
 
@@ -354,7 +355,7 @@ class InferenceSession:
         """Run with the inputs and outputs bound in `iobinding` (made by this session's
         io_binding()); read the outputs with iobinding.get_outputs() (vkml.Tensors on the bound
         devices) or copy_outputs_to_cpu()."""
-        from .api.io_binding import IOBinding
+        from .io_binding import IOBinding
 
         if not isinstance(iobinding, IOBinding) or iobinding._session is not self:
             raise ValueError("run_with_iobinding takes an IOBinding made by this session's io_binding()")
@@ -502,10 +503,10 @@ def _choose_executor(plan: Plan, executor: str) -> ParallelPlan | None:
     if executor == "sequential" or not plan.steps:
         return None
     try:
-        from . import _sched
+        from ..runtime import _sched
     except ImportError:
         if executor == "parallel":
-            raise RuntimeError("the scheduler extension (vkml._sched) is not built") from None
+            raise RuntimeError("the scheduler extension (vkml.runtime._sched) is not built") from None
         return None
     if executor == "auto":
         if _sched.pool_size() < 2 or parallel_width(plan) < 2:
@@ -536,7 +537,7 @@ def _blas_width(parallel: ParallelPlan | None) -> int:
     """1 for a run on the caller's thread; for the scheduler's pool, the steps it can run at once."""
     if parallel is None:
         return 1
-    from . import _sched
+    from ..runtime import _sched
 
     return max(1, min(_sched.pool_size(), parallel_width(parallel.plan)))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from .graph import Graph, Node, TensorDesc
+from ..ir.graph import Graph, Node, TensorDesc
 
 
 @dataclass

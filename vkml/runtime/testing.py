@@ -15,13 +15,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from vkml.kernels import TensorSpec, Unsupported, get_kernel
-from vkml.kernels.common import FAULT_ATTR
-from vkml.runtime.faults import FaultBuffer
-
-from . import device as _device
-from ._commands import CommandRecorder
-from .tensor import DeviceTensor
+from ..kernels import TensorSpec, Unsupported, get_kernel
+from ..kernels.common import FAULT_ATTR
+from ..vulkan import device as _device
+from ..vulkan._commands import CommandRecorder
+from ..vulkan.tensor import DeviceTensor
+from .faults import FaultBuffer
 
 Op = tuple[str, Mapping[str, Any], Sequence[str], Sequence[str]]
 

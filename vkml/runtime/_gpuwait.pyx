@@ -16,7 +16,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from vkml._sched cimport (NativeTask, SCHED_ASYNC, SCHED_DONE, make_native_task, run_arg, sched_run,
+from vkml.runtime._sched cimport (NativeTask, SCHED_ASYNC, SCHED_DONE, make_native_task, run_arg, sched_run,
                           task_complete)
 from vkml.vulkan._device cimport Device
 from vkml.vulkan.vkapi cimport *
@@ -49,7 +49,7 @@ cdef enum:
     WAIT_TIMEOUT = -110      # task status when the value was not reached in time (-ETIMEDOUT)
 
 
-TIMEOUT_STATUS = WAIT_TIMEOUT  # a wait task's status past its deadline (vkml.gpurun reports a TimeoutError)
+TIMEOUT_STATUS = WAIT_TIMEOUT  # a wait task's status past its deadline (vkml.runtime.gpurun reports a TimeoutError)
 
 
 cdef struct Pending:

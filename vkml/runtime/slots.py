@@ -17,10 +17,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .kernels.common import FAULT_ATTR
-from .kernels.registry import node_attrs
-from .arena import Storage
-from .runtime.faults import FaultBuffer
+from ..kernels.common import FAULT_ATTR
+from ..kernels.registry import host_positions, node_attrs
+from .faults import FaultBuffer
 
 log = logging.getLogger("vkml")
 
@@ -47,7 +46,7 @@ class ConstCache:
         self._tensors: dict[tuple[str, str, int], tuple[Any, np.ndarray]] = {}
 
     def get(self, dev, name: str, array: np.ndarray):
-        from .vulkan.tensor import DeviceTensor
+        from ..vulkan.tensor import DeviceTensor
 
         key = (dev.name, name, id(array))
         hit = self._tensors.get(key)
@@ -65,10 +64,10 @@ class Slot:
     """Everything one run needs on the GPUs; see the module docstring."""
 
     def __init__(self, cp, consts: ConstCache):
-        from .kernels import TensorSpec, get_kernel
-        from .tensor import vulkan_device
-        from .vulkan._commands import CommandRecorder
-        from .vulkan.tensor import DeviceTensor
+        from ..kernels import TensorSpec, get_kernel
+        from .devices import vulkan_device
+        from ..vulkan._commands import CommandRecorder
+        from ..vulkan.tensor import DeviceTensor
 
         up = cp.up
         concrete = cp.concrete
@@ -83,7 +82,7 @@ class Slot:
         arenas = {d: [self.devices[d].alloc(n, "device") for n in sizes] for d, sizes in up.arenas.items()}
         views: dict[int, Any] = {}
 
-        def view(dev: str, s: Storage):
+        def view(dev: str, s):  # s: a compile.arena.Storage
             v = views.get(id(s))
             if v is None:
                 v = views[id(s)] = arenas[dev][s.arena].sub(s.offset, s.nbytes)
@@ -95,10 +94,10 @@ class Slot:
         t: dict[tuple[str, str], Any] = {}
         for (name, dev), where in up.loc.items():
             d = values[name]
-            if isinstance(where, Storage):
-                t[(name, dev)] = DeviceTensor(view(dev, where), d.shape, d.dtype)
-            else:  # a view of a constant
+            if isinstance(where, str):  # a view of a constant (its name)
                 t[(name, dev)] = const(dev, where).reshape(d.shape)
+            else:  # a compile.arena.Storage
+                t[(name, dev)] = DeviceTensor(view(dev, where), d.shape, d.dtype)
         for dev, names in up.const_uses.items():
             for name in names:
                 t[(name, dev)] = const(dev, name)
@@ -185,7 +184,7 @@ def compile_ahead(recorders) -> list:
     """Compile the pipelines that deferred recorders wait for, all at once on threads, save
     the pipeline caches that grew, and return every pipeline the recorders dispatch (for the
     session's report). A batch that takes more than a second says so on a terminal."""
-    from .vulkan._pipeline import compile_pipelines
+    from ..vulkan._pipeline import compile_pipelines
 
     used: dict[int, Any] = {}
     for rec in recorders:
@@ -237,8 +236,7 @@ class _progress:
 
 def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, TensorSpec,
                  fault: FaultBuffer | None = None) -> None:
-    from .gpuplan import host_positions
-    from .vulkan.tensor import DeviceTensor
+    from ..vulkan.tensor import DeviceTensor
 
     kernel = get_kernel(node.op_type)
     hosts = set(host_positions(node))
@@ -346,7 +344,7 @@ class SlotPool:
         wait). `ready()` says when nothing can touch its memory any more; until then the slot
         (memory, command buffers) is kept, never reused: for a hung GPU it leaks rather than
         being freed under the GPU's feet."""
-        from .runtime.reaper import REAPER
+        from .reaper import REAPER
 
         with self._cond:
             self._count -= 1

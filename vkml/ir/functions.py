@@ -14,7 +14,7 @@ from typing import Iterable
 import onnx
 from onnx import AttributeProto
 
-from .errors import ModelError
+from ..errors import ModelError
 
 MAX_DEPTH = 64  # functions nested in functions (subgraphs of a body count as the same level)
 MAX_NODES = 1_000_000  # nodes of the whole model once every call is expanded

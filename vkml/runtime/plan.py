@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .graph import Graph, Node, _graphs_in
+from ..ir.graph import Graph, Node, _graphs_in
 
 
 @dataclass(slots=True)

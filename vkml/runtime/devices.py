@@ -21,7 +21,7 @@ class DeviceInfo:
 
 def gpu_unavailable_reason() -> str | None:
     """None when at least one Vulkan device is usable, else why there is none."""
-    from . import vulkan
+    from .. import vulkan
 
     reason = vulkan.unavailable_reason()
     if reason is not None:
@@ -33,7 +33,7 @@ def gpu_unavailable_reason() -> str | None:
 
 def devices() -> list[DeviceInfo]:
     """Every device vkml can use: GPUs (discrete first, then by memory), then the CPU."""
-    from . import vulkan
+    from .. import vulkan
 
     gpus = []
     for d in vulkan.list_devices():
@@ -54,6 +54,15 @@ def devices() -> list[DeviceInfo]:
         cpu_details["no GPU"] = reason
     cpu = DeviceInfo("cpu", "cpu", f"NumPy on the host ({os.cpu_count()} cores)", cpu_details)
     return gpus + [cpu]
+
+
+def vulkan_device(name: str):
+    """The opened vkml.vulkan.Device for "vulkan:N" (ValueError for any other name)."""
+    if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
+        raise ValueError(f"not a Vulkan device name: {name!r} (expected 'vulkan:N')")
+    from .. import vulkan
+
+    return vulkan.device(int(name[7:]))
 
 
 def cpu_only(names: Sequence[str] | str | None) -> bool:

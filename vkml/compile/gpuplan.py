@@ -23,9 +23,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .kernels.registry import node_attrs
+from ..kernels.registry import host_positions, node_attrs
 from .arena import INF, Storage, layout
-from .graph import Graph, Node, _graphs_in
+from ..ir.graph import Graph, Node, _graphs_in
 from .specialize import Concrete
 
 
@@ -62,7 +62,7 @@ class UnitPlan:
     producer: dict[tuple[str, str], Node]  # (value, GPU) -> the node that writes it there
 
     def dependencies(self) -> tuple[np.ndarray, np.ndarray]:
-        """Successors as CSR (indptr, indices) for vkml._sched.Plan."""
+        """Successors as CSR (indptr, indices) for vkml.runtime._sched.Plan."""
         succ: list[list[int]] = [[] for _ in self.units]
         for u in self.units:
             for d in u.deps:
@@ -71,17 +71,6 @@ class UnitPlan:
         indptr[1:] = np.cumsum([len(s) for s in succ])
         indices = np.array([j for s in succ for j in sorted(s)], np.int32)
         return indptr, indices
-
-
-def host_positions(node: Node) -> tuple[int, ...]:
-    """Inputs the node's GPU kernel takes no buffer of: those whose host value it uses
-    (Kernel.host_inputs), and those of which only the shape and dtype matter (shape_inputs)."""
-    from .kernels import get_kernel
-
-    k = get_kernel(node.op_type)
-    if k is None:
-        return ()
-    return tuple(k.host_inputs.get(node.op_type, ())) + tuple(k.shape_inputs.get(node.op_type, ()))
 
 
 def group_order(nodes: Sequence[Node], devices: Sequence[str]) -> list[tuple[Node, str]]:
@@ -125,7 +114,7 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
           gpu_info: Mapping[str, tuple[int, int]]) -> UnitPlan:
     """Units for concrete.live placed on `devices` (one per live node). gpu_info: GPU ->
     (alignment, largest buffer) for the arena layout."""
-    from .kernels import TensorSpec, get_kernel
+    from ..kernels import TensorSpec, get_kernel
 
     consts, values = concrete.consts, concrete.values
     units: list[Unit] = []

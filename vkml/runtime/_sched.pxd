@@ -1,8 +1,8 @@
 # cython: language_level=3
-"""C-level interface of vkml._sched for other extension modules (for example the Vulkan device
+"""C-level interface of vkml.runtime._sched for other extension modules (for example the Vulkan device
 task kind): make native tasks and complete asynchronous ones. cimport it:
 
-    from vkml._sched cimport NativeTask, make_native_task, task_complete, run_arg, sched_run
+    from vkml.runtime._sched cimport NativeTask, make_native_task, task_complete, run_arg, sched_run
 """
 from libc.stdint cimport int32_t
 

@@ -1,10 +1,10 @@
 """Runs a model across GPUs and the CPU: one concrete plan per input signature (cached, small
 LRU), each with its pool of run slots, driven by the scheduler.
 
-Per run: take a slot, bind the inputs, run the units (vkml._sched runs independent ones at
+Per run: take a slot, bind the inputs, run the units (vkml.runtime._sched runs independent ones at
 once; a GPU chunk's task only submits its command buffer and returns, so a following chunk of
 the same GPU is submitted at once with a GPU-side wait on it; a readback first waits for its
-producer's timeline value on the device's waiter thread, vkml._gpuwait, or with the GIL
+producer's timeline value on the device's waiter thread, vkml.runtime._gpuwait, or with the GIL
 released when run in order), wait until the GPUs are done with the slot, hand it back.
 """
 from __future__ import annotations
@@ -19,18 +19,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import config
+from ..compile import fusion
+from ..compile.epilogue import fuse_epilogues
+from ..compile.fold_bias import fold_bias_adds
+from ..compile.fold_bn import fold_batchnorm
+from ..compile.gpuplan import UnitPlan, build
+from ..compile.specialize import concretize, device_specs, largest_binding, place_concrete
+from ..ir.graph import TensorDesc, _graphs_in
+from .devices import vulkan_device
 from .executor import NodeFailure, Scope
-from . import fusion
-from . import config
-from .compile.epilogue import fuse_epilogues
-from .compile.fold_bias import fold_bias_adds
-from .compile.fold_bn import fold_batchnorm
-from .graph import TensorDesc, _graphs_in
-from .gpuplan import UnitPlan, build
 from .plan import Runtime
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
-from .specialize import concretize, device_specs, largest_binding, place_concrete
-from .tensor import Tensor, vulkan_device
+from .tensor import Tensor
 
 log = logging.getLogger("vkml")
 
@@ -40,7 +41,7 @@ PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
 REPLAN_S = 1.0
 REPLAN_MAX_S = 60.0
 GPU_TIMEOUT = config.gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TIMEOUT)
-# Readbacks wait for the GPU on a waiter thread (vkml._gpuwait) instead of a blocked pool
+# Readbacks wait for the GPU on a waiter thread (vkml.runtime._gpuwait) instead of a blocked pool
 # worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
 ASYNC_WAITS = config.async_waits()
 # Per thread: the latest native run's time without the GIL, in ns (the session's profile reads it).
@@ -194,7 +195,7 @@ class ConcretePlan:
     def _fast_feeds(self):
         if self.fast is None:
             return None
-        from .runtime import _fastrun
+        from . import _fastrun
 
         fed, srcs, rbs = self.fast
         values, consts = self.concrete.values, self.concrete.consts
@@ -207,7 +208,7 @@ class ConcretePlan:
     def _program(self, slot: Slot):
         """The slot's native run (vkml/runtime/_fastrun.pyx), or None where its memory is not
         all mapped (staged transfers go the generic way)."""
-        from .runtime import _fastrun
+        from . import _fastrun
 
         fed, _, rbs = self.fast
         out_of = {k: i for i, k in enumerate(rbs)}
@@ -256,7 +257,7 @@ class ConcretePlan:
         return slot
 
     def _sched_plan(self, _sched):
-        """The units as scheduler tasks. With the GPU waiter (vkml._gpuwait) a readback is two
+        """The units as scheduler tasks. With the GPU waiter (vkml.runtime._gpuwait) a readback is two
         tasks: an asynchronous wait for its producer's timeline value (no pool worker blocks
         on the GPU), then the copy out."""
         waiter = None
@@ -361,7 +362,7 @@ class ConcretePlan:
         return run
 
     def _upload_task(self, u):
-        from .vulkan._commands import CommandRecorder
+        from ..vulkan._commands import CommandRecorder
 
         k, name, where = u.index, u.value, u.device
         desc = self.concrete.values[name]
@@ -549,8 +550,8 @@ class ConcretePlan:
         GPU-side wait, so that the drain's one wait covers it (no extra round trip)."""
         if not self.up.kept:
             return {}
-        from .vulkan._commands import CommandRecorder
-        from .vulkan.tensor import DeviceTensor
+        from ..vulkan._commands import CommandRecorder
+        from ..vulkan.tensor import DeviceTensor
 
         fresh: dict[str, Any] = {}
         pairs: dict[str, list] = {}
@@ -590,7 +591,7 @@ def _value_inputs(graph) -> tuple[str, ...]:
     """Graph inputs that GPU kernels need the values of (a Reshape's shape, a Resize's scales,
     a Reduce's axes: Kernel.host_inputs) when a caller feeds them. Plans are made per value of
     these, so the nodes can go to the GPU instead of staying on the CPU."""
-    from .kernels import get_kernel
+    from ..kernels import get_kernel
 
     inputs = set(graph.inputs) - set(graph.constants)
     out = []
@@ -700,7 +701,7 @@ class GpuRunner:
     def run(self, feeds: Mapping[str, Any], output_device: str | None, sig: tuple | None = None) -> list[Any]:
         """sig: the session's (name, dtype, shape) signature of plain-array feeds, a shortcut
         to the plan used for it last time."""
-        from .specialize import signature_descs
+        from ..compile.specialize import signature_descs
 
         if self.squeezed and time.monotonic() >= self._replan_at:
             self._unsqueeze()

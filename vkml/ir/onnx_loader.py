@@ -3,7 +3,7 @@
 Initializers become read-only NumPy views over the model's bytes where their encoding allows
 (raw_data). A model named by path is first read once into private memory, and external data
 tensors are read into arrays of their own: never memory-mapped, so a file changed or truncated
-under a live session cannot change its weights or crash it (vkml/model_files.py says why and what
+under a live session cannot change its weights or crash it (vkml/ir/model_files.py says why and what
 it costs).
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ from google.protobuf.message import DecodeError
 
 from . import dtypes, model_files, onnx_wire, schemas
 from .functions import Inliner
-from .errors import ModelError, UnsupportedOpsError
+from ..errors import ModelError, UnsupportedOpsError
 from .graph import Graph, Node, TensorDesc
-from .ops import registry
+from ..ops import registry
 
 MIN_IR, MAX_IR = 3, onnx.IR_VERSION
 MAX_OPSET = onnx.defs.onnx_opset_version()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .devices import vulkan_device
 
 _DL_CPU = 1  # DLPack's kDLCPU
 
@@ -28,15 +29,6 @@ def from_dlpack(obj: Any, device: str = "cpu") -> "Tensor":
     except (BufferError, RuntimeError, TypeError) as e:
         raise BufferError(f"vkml.from_dlpack takes host (CPU) DLPack tensors: {e}") from e
     return Tensor.from_numpy(arr, device)
-
-
-def vulkan_device(name: str):
-    """The opened vkml.vulkan.Device for "vulkan:N" (ValueError for any other name)."""
-    if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
-        raise ValueError(f"not a Vulkan device name: {name!r} (expected 'vulkan:N')")
-    from . import vulkan
-
-    return vulkan.device(int(name[7:]))
 
 
 class Tensor:
@@ -56,7 +48,7 @@ class Tensor:
         arr = np.asarray(array)
         if device == "cpu":
             return cls(np.array(arr, copy=True, order="C"), "cpu")
-        from .vulkan.tensor import SUPPORTED, DeviceTensor
+        from ..vulkan.tensor import SUPPORTED, DeviceTensor
 
         if arr.dtype not in SUPPORTED:
             raise TypeError(f"dtype {arr.dtype} cannot live on {device}")

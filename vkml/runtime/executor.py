@@ -1,6 +1,6 @@
 """Runs a plan on the CPU, one step after another.
 
-This is the small interface the parallel scheduler (vkml._sched) replaces: it takes a plan, the
+This is the small interface the parallel scheduler (vkml.runtime._sched) replaces: it takes a plan, the
 feeds and the enclosing scope, and returns the graph's outputs.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .graph import Graph
+from ..ir.graph import Graph
 from .plan import Plan, Runtime
 
 
@@ -99,7 +99,7 @@ def run_plan(plan: Plan, feeds: Mapping[str, Any], outer: Mapping[str, Any] | No
 
 
 class ParallelPlan:
-    """A plan run by the scheduler (vkml._sched): independent steps run on the pool at once.
+    """A plan run by the scheduler (vkml.runtime._sched): independent steps run on the pool at once.
 
     Each step is a Python task (NumPy releases the GIL inside large operations, so branches
     overlap); a run's state is its slot list and reader counts, passed as the task argument.

@@ -25,7 +25,7 @@ import stat
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 

@@ -164,7 +164,7 @@ def cmd_warmup(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import __version__
+    from .. import __version__
 
     ap = argparse.ArgumentParser(prog="vkml", description=__doc__)
     ap.add_argument("--version", action="version", version=f"vkml {__version__}")
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("bench", help="benchmark suite; --profile MODEL: where its time goes (vkml bench --help)")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # its own parser (vkml.benchmarks): options pass through untouched
-        from .benchmarks import main as bench_main
+        from ..benchmarks import main as bench_main
 
         return _guard(bench_main, argv[1:])
     args = ap.parse_args(argv)
