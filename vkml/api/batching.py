@@ -1,0 +1,271 @@
+"""Dynamic batching: requests from many callers merged into one run along the batch axis.
+
+A GPU runs a batch of 16 images in little more time than one (the work per dispatch grows, the
+number of dispatches, submissions and waits does not), so a server whose callers each send one
+image gets more through when it merges them. DynamicBatcher does that for a session whose model
+has a symbolic leading (batch) axis shared by every input and output: requests whose other
+dimensions, dtypes and output names agree are concatenated, up to `max_batch_size` rows or until
+the oldest has waited `max_delay_ms`, run once, and each caller gets its own rows back.
+
+What a caller sees is what `session.run` would give for its feed alone, with two differences
+that come with batching: results may differ from a lone run in the last bits (a GEMM over more
+rows may be tiled or split differently), and a model whose rows are not independent (one that
+mixes samples across the batch axis) must not be batched. A bad request fails alone: feeds are
+checked when submitted, and if a merged run fails, its requests are run one by one so that each
+gets its own result or error.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..runtime.batch import RunPool
+
+log = logging.getLogger("vkml")
+
+
+@dataclass
+class _Request:
+    feed: dict[str, np.ndarray]
+    rows: int
+    key: tuple
+    names: list[str] | None
+    future: Future
+    t: float = field(default_factory=time.monotonic)
+
+
+class _State:
+    """What the batcher's thread shares with the batcher (the thread holds no reference to the
+    DynamicBatcher itself, so an unreferenced batcher is collected and its thread ends)."""
+
+    def __init__(self, session, max_rows: int, delay_s: float, pool: RunPool):
+        self.session = session
+        self.max_rows = max_rows
+        self.delay_s = delay_s
+        self.pool = pool
+        self.cv = threading.Condition()
+        self.queue: deque[_Request] = deque()
+        self.closed = False
+        self.in_flight = threading.BoundedSemaphore(pool.workers)
+        self.stats = {"requests": 0, "runs": 0, "rows": 0, "merged_runs": 0, "fallbacks": 0}
+
+    # -------------------------------------------------------------- the batcher's thread
+    def serve(self) -> None:
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            self.in_flight.acquire()
+            try:
+                self.pool.submit(self._execute, batch)
+            except BaseException as e:  # the pool is gone (interpreter exit): fail, never hang
+                self.in_flight.release()
+                for r in batch:
+                    r.future.set_exception(e)
+
+    def _next_batch(self) -> list[_Request] | None:
+        with self.cv:
+            while not self.queue:
+                if self.closed:
+                    return None
+                self.cv.wait()
+            first = self.queue[0]
+            deadline = first.t + self.delay_s
+            while not self.closed:
+                rows = sum(r.rows for r in self.queue if r.key == first.key)
+                left = deadline - time.monotonic()
+                if rows >= self.max_rows or left <= 0:
+                    break
+                self.cv.wait(left)
+            batch, rows, keep = [], 0, deque()
+            for r in self.queue:
+                if r.key == first.key and (not batch or rows + r.rows <= self.max_rows):
+                    batch.append(r)
+                    rows += r.rows
+                else:
+                    keep.append(r)
+            self.queue = keep
+        # a request cancelled while it waited is dropped here, never run
+        return [r for r in batch if r.future.set_running_or_notify_cancel()]
+
+    def _execute(self, batch: list[_Request]) -> None:
+        try:
+            if not batch:
+                return
+            if len(batch) == 1:
+                self._run_alone(batch[0])
+                return
+            total = sum(r.rows for r in batch)
+            merged = {name: np.concatenate([r.feed[name] for r in batch]) for name in batch[0].feed}
+            try:
+                outs = self.session.run(batch[0].names, merged)
+                bad = [i for i, o in enumerate(outs) if np.ndim(o) == 0 or np.shape(o)[0] != total]
+                if bad:
+                    raise ValueError(f"output #{bad[0]} of the merged run has shape {np.shape(outs[bad[0]])}, "
+                                     f"not {total} rows along the batch axis: the model cannot be batched")
+            except Exception as e:  # each request then runs alone and gets its own result or error
+                log.info("dynamic batching: a merged run of %d requests failed (%s: %s); running them one by one",
+                         len(batch), type(e).__name__, e)
+                with self.cv:
+                    self.stats["fallbacks"] += 1
+                for r in batch:
+                    self._run_alone(r)
+                return
+            with self.cv:
+                self.stats["runs"] += 1
+                self.stats["merged_runs"] += 1
+                self.stats["rows"] += total
+            start = 0
+            for r in batch:
+                r.future.set_result([o[start:start + r.rows] for o in outs])
+                start += r.rows
+        finally:
+            self.in_flight.release()
+
+    def _run_alone(self, r: _Request) -> None:
+        try:
+            outs = self.session.run(r.names, r.feed)
+        except BaseException as e:
+            r.future.set_exception(e)
+            return
+        with self.cv:
+            self.stats["runs"] += 1
+            self.stats["rows"] += r.rows
+        r.future.set_result(outs)
+
+    def close(self) -> None:
+        with self.cv:
+            self.closed = True
+            self.cv.notify_all()
+
+
+class DynamicBatcher:
+    """Merges concurrent requests to one session into batched runs (see the module docstring).
+
+    ``submit(feed)`` returns a concurrent.futures.Future of the outputs; ``run(output_names,
+    feed)`` waits for them, as ``InferenceSession.run`` does. ``close()`` (or leaving a ``with``
+    block) runs what is queued, then stops the batcher's threads."""
+
+    def __init__(self, session: Any, max_batch_size: int = 32, max_delay_ms: float = 1.0,
+                 max_in_flight: int = 2):
+        """max_batch_size: rows per merged run (a request with more rows runs alone).
+        max_delay_ms: how long the oldest request may wait for others to merge with.
+        max_in_flight: merged runs at once (two keep a GPU busy while the host splits and
+        concatenates)."""
+        if int(max_batch_size) < 1:
+            raise ValueError(f"max_batch_size must be at least 1, not {max_batch_size}")
+        if not max_delay_ms >= 0:
+            raise ValueError(f"max_delay_ms must be >= 0, not {max_delay_ms}")
+        if int(max_in_flight) < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
+        self.axis_name = _batch_axis(session)
+        self.session = session
+        self._inputs = [a.name for a in session.get_inputs()]
+        self._state = _State(session, int(max_batch_size), max_delay_ms / 1e3,
+                             RunPool(int(max_in_flight), "vkml-batch"))
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._state.serve, name="vkml-batcher", daemon=True)
+        self._thread.start()
+        weakref.finalize(self, _State.close, self._state)
+
+    def submit(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None = None) -> Future:
+        """Queue one request; its Future gets the outputs (a list, as run() returns them) or
+        the error that run() would raise for this feed alone."""
+        if os.getpid() != self._pid:
+            raise RuntimeError("this DynamicBatcher was made in another process (before a fork): "
+                               "make a new one in this process")
+        f: Future = Future()
+        try:
+            req = self._request(input_feed, output_names, f)
+        except Exception as e:
+            f.set_running_or_notify_cancel()
+            f.set_exception(e)
+            return f
+        st = self._state
+        with st.cv:
+            if st.closed:
+                raise RuntimeError("the DynamicBatcher is closed")
+            st.queue.append(req)
+            st.stats["requests"] += 1
+            st.cv.notify_all()
+        return f
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            timeout: float | None = None) -> list[Any]:
+        """InferenceSession.run's shape: the outputs named (all when None) for this feed."""
+        return self.submit(input_feed, output_names).result(timeout)
+
+    def stats(self) -> dict[str, float]:
+        """Requests taken, runs made (merged or alone), rows run, mean rows per run, and how
+        often a merged run failed and its requests ran alone."""
+        with self._state.cv:
+            s = dict(self._state.stats)
+        s["mean_rows_per_run"] = s["rows"] / s["runs"] if s["runs"] else 0.0
+        return s
+
+    def close(self, wait: bool = True) -> None:
+        """Run what is queued, then stop; wait=True returns when every queued request is done."""
+        self._state.close()
+        if wait and threading.current_thread() is not self._thread:
+            self._thread.join()
+            self._state.pool.shutdown(wait=True)
+
+    def __enter__(self) -> "DynamicBatcher":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ checks
+    def _request(self, feed: Mapping[str, Any], names: Sequence[str] | None, f: Future) -> _Request:
+        if not isinstance(feed, Mapping):
+            raise TypeError(f"input_feed must be a dict of name -> array, not {type(feed).__name__}")
+        if names is not None:
+            if isinstance(names, str):
+                raise TypeError("output_names must be a list of names, not a string")
+            names = list(names)
+        arrays: dict[str, np.ndarray] = {}
+        for name, value in feed.items():
+            if hasattr(value, "device") and not isinstance(value, np.ndarray):
+                raise TypeError(f"input {name!r}: dynamic batching takes host arrays, not a {type(value).__name__} "
+                                f"on {value.device} (run() takes device tensors)")
+            arrays[name] = value
+        checked = self.session._check_feed(arrays)  # names, dtypes, ranks, fixed dims: run()'s errors
+        rows = {name: (np.shape(v)[0] if np.ndim(v) else None) for name, v in checked.items()}
+        if any(r is None for r in rows.values()) or len(set(rows.values())) != 1:
+            raise ValueError(f"every input needs the same number of rows along the batch axis "
+                             f"{self.axis_name!r}; got {rows}")
+        order = sorted(checked)
+        key = (None if names is None else tuple(names),
+               tuple((n, np.shape(checked[n])[1:], np.asarray(checked[n]).dtype.str) for n in order))
+        return _Request({n: np.ascontiguousarray(checked[n]) for n in order}, next(iter(rows.values())),
+                        key, names, f)
+
+
+def _batch_axis(session: Any) -> str:
+    """The symbol that every input has as its leading dimension. Outputs must lead with a
+    symbol or an unknown dimension (each merged run checks that they have its rows); a fixed
+    leading dimension, a missing batch axis or two different input symbols are a ValueError."""
+    leads = {}
+    for a in session.get_inputs():
+        if not a.shape or not isinstance(a.shape[0], str) or not a.type.startswith("tensor"):
+            raise ValueError(f"dynamic batching needs a symbolic leading (batch) dimension on every input; "
+                             f"input {a.name!r} has shape {a.shape} ({a.type})")
+        leads[a.name] = a.shape[0]
+    if len(set(leads.values())) != 1:
+        raise ValueError(f"dynamic batching needs one batch symbol shared by every input; "
+                         f"the leading dimensions are {leads}")
+    for a in session.get_outputs():
+        if not a.type.startswith("tensor") or (a.shape is not None and (not a.shape or isinstance(a.shape[0], int))):
+            raise ValueError(f"dynamic batching needs every output batched along its first axis; output "
+                             f"{a.name!r} has shape {a.shape} ({a.type})")
+    return next(iter(leads.values()))
