@@ -426,6 +426,7 @@ def _threaded_dynamic_batching(ctx: Ctx, bm, rt) -> None:
     try:
         sess = vkml.InferenceSession(M.symbolic_batch(bm).bytes(), devices=[rt.device])
         batcher = sess.dynamic_batcher(max_batch_size=DYNAMIC_MAX_BATCH, max_delay_ms=DYNAMIC_DELAY_MS)
+        batcher.warmup(bm.feed)
     except Exception as e:
         ctx.emit("threaded", f"{name} dynamic batching", rt.label, "host", "error", reason=f"{type(e).__name__}: {e}")
         return
@@ -453,7 +454,7 @@ def _threaded_dynamic_batching(ctx: Ctx, bm, rt) -> None:
 
 
 DYNAMIC_MAX_BATCH = 32
-DYNAMIC_DELAY_MS = 0.5
+DYNAMIC_DELAY_MS = 0.0
 
 
 def fam_first_run(ctx: Ctx) -> None:

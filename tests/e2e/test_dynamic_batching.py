@@ -72,8 +72,10 @@ def test_merged_runs_equal_lone_runs_from_many_threads(devices):
     for g, w, f in zip(got, want, feeds):
         assert g[0].shape == (f["x"].shape[0], 8)
         _close(g[0], w)
-    assert max(rec.rows) <= 12 and sum(rec.rows) == sum(f["x"].shape[0] for f in feeds)
-    assert stats["requests"] == 96 and stats["rows"] == sum(rec.rows)
+    total = sum(f["x"].shape[0] for f in feeds)
+    assert max(rec.rows) <= 12 and sum(rec.rows) == total + stats["padded_rows"]
+    assert stats["requests"] == 96 and stats["rows"] == total
+    assert set(rec.rows) <= {1, 2, 3, 4, 8, 12}  # powers of two, max_batch_size, or a lone request
     assert stats["merged_runs"] >= 1 and len(rec.rows) < len(feeds)  # it did merge
 
 
@@ -179,6 +181,15 @@ def test_models_that_cannot_be_batched_are_refused(shape):
             assert b.run(None, {"x": -np.ones((2, 16, 3), np.float32)})[0].max() == 0
 
 
+def test_warmup_plans_every_bucket_and_runs_pad_to_them():
+    s = vkml.InferenceSession(mlp(), devices=["cpu"])
+    rec = Recorder(s)
+    with vkml.DynamicBatcher(rec, max_batch_size=12) as b:
+        b.warmup({"x": np.ones((1, 16), np.float32)})
+        assert rec.rows == [1, 2, 4, 8, 12]
+        assert [b._state.bucket(n) for n in (1, 3, 5, 9, 12, 40)] == [1, 4, 8, 12, 12, 40]
+
+
 def test_arguments_are_checked():
     s = vkml.InferenceSession(mlp(), devices=["cpu"])
     for kw in ({"max_batch_size": 0}, {"max_delay_ms": -1}, {"max_in_flight": 0}):
@@ -187,17 +198,19 @@ def test_arguments_are_checked():
 
 
 @settings(max_examples=15, deadline=None)
-@given(rows=st.lists(st.integers(1, 5), min_size=1, max_size=25), cap=st.integers(1, 12))
-def test_any_mix_of_requests(rows, cap):
+@given(rows=st.lists(st.integers(1, 5), min_size=1, max_size=25), cap=st.integers(1, 12), pad=st.booleans())
+def test_any_mix_of_requests(rows, cap, pad):
     s = _CPU_MLP[0]
     rng = np.random.default_rng(len(rows) * 31 + cap)
     feeds = [{"x": rng.standard_normal((r, 16)).astype(np.float32)} for r in rows]
     rec = Recorder(s)
-    with vkml.DynamicBatcher(rec, max_batch_size=cap, max_delay_ms=5) as b:
+    with vkml.DynamicBatcher(rec, max_batch_size=cap, max_delay_ms=5, pad_to_buckets=pad) as b:
         futures = [b.submit(f) for f in feeds]
         for f, feed in zip(futures, feeds):
             _close(f.result(timeout=60)[0], s.run(None, feed)[0])
-    assert all(n <= cap or n in rows for n in rec.rows) and sum(rec.rows) == sum(rows)
+        padded = b.stats()["padded_rows"]
+    assert all(n <= cap or n in rows for n in rec.rows) and sum(rec.rows) == sum(rows) + padded
+    assert pad or padded == 0
 
 
 _CPU_MLP = [vkml.InferenceSession(mlp(), devices=["cpu"])]

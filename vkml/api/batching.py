@@ -4,8 +4,11 @@ A GPU runs a batch of 16 images in little more time than one (the work per dispa
 number of dispatches, submissions and waits does not), so a server whose callers each send one
 image gets more through when it merges them. DynamicBatcher does that for a session whose model
 has a symbolic leading (batch) axis shared by every input and output: requests whose other
-dimensions, dtypes and output names agree are concatenated, up to `max_batch_size` rows or until
-the oldest has waited `max_delay_ms`, run once, and each caller gets its own rows back.
+dimensions, dtypes and output names agree are concatenated (up to `max_batch_size` rows), run
+once, and each caller gets its own rows back. A run starts as soon as one of the batcher's
+`max_in_flight` runs is free, with what is queued by then: a lone caller is not kept waiting,
+and under load requests gather while the GPU is busy. Merged runs are padded with rows of zeros
+to a power of two, so that the session plans a handful of batch sizes, not one per sum.
 
 What a caller sees is what `session.run` would give for its feed alone, with two differences
 that come with batching: results may differ from a lone run in the last bits (a GEMM over more
@@ -47,24 +50,27 @@ class _State:
     """What the batcher's thread shares with the batcher (the thread holds no reference to the
     DynamicBatcher itself, so an unreferenced batcher is collected and its thread ends)."""
 
-    def __init__(self, session, max_rows: int, delay_s: float, pool: RunPool):
+    def __init__(self, session, max_rows: int, delay_s: float, pool: RunPool, pad: bool):
         self.session = session
         self.max_rows = max_rows
+        self.pad = pad
         self.delay_s = delay_s
         self.pool = pool
         self.cv = threading.Condition()
         self.queue: deque[_Request] = deque()
         self.closed = False
         self.in_flight = threading.BoundedSemaphore(pool.workers)
-        self.stats = {"requests": 0, "runs": 0, "rows": 0, "merged_runs": 0, "fallbacks": 0}
+        self.stats = {"requests": 0, "runs": 0, "rows": 0, "merged_runs": 0, "fallbacks": 0,
+                      "padded_rows": 0}
 
     # -------------------------------------------------------------- the batcher's thread
     def serve(self) -> None:
         while True:
+            self.in_flight.acquire()  # requests gather in the queue while every run slot is busy
             batch = self._next_batch()
             if batch is None:
+                self.in_flight.release()
                 return
-            self.in_flight.acquire()
             try:
                 self.pool.submit(self._execute, batch)
             except BaseException as e:  # the pool is gone (interpreter exit): fail, never hang
@@ -74,44 +80,46 @@ class _State:
 
     def _next_batch(self) -> list[_Request] | None:
         with self.cv:
-            while not self.queue:
-                if self.closed:
-                    return None
-                self.cv.wait()
-            first = self.queue[0]
-            deadline = first.t + self.delay_s
-            while not self.closed:
-                rows = sum(r.rows for r in self.queue if r.key == first.key)
-                left = deadline - time.monotonic()
-                if rows >= self.max_rows or left <= 0:
-                    break
-                self.cv.wait(left)
-            batch, rows, keep = [], 0, deque()
-            for r in self.queue:
-                if r.key == first.key and (not batch or rows + r.rows <= self.max_rows):
-                    batch.append(r)
-                    rows += r.rows
-                else:
-                    keep.append(r)
-            self.queue = keep
-        # a request cancelled while it waited is dropped here, never run
-        return [r for r in batch if r.future.set_running_or_notify_cancel()]
+            while True:
+                while not self.queue:
+                    if self.closed:
+                        return None
+                    self.cv.wait()
+                first = self.queue[0]
+                deadline = first.t + self.delay_s
+                while not self.closed:
+                    rows = sum(r.rows for r in self.queue if r.key == first.key)
+                    left = deadline - time.monotonic()
+                    if rows >= self.max_rows or left <= 0:
+                        break
+                    self.cv.wait(left)
+                batch, rows, keep = [], 0, deque()
+                for r in self.queue:
+                    if r.key == first.key and (not batch or rows + r.rows <= self.max_rows):
+                        batch.append(r)
+                        rows += r.rows
+                    else:
+                        keep.append(r)
+                self.queue = keep
+                # a request cancelled while it waited is dropped here, never run
+                batch = [r for r in batch if r.future.set_running_or_notify_cancel()]
+                if batch:
+                    return batch
 
     def _execute(self, batch: list[_Request]) -> None:
         try:
-            if not batch:
-                return
-            if len(batch) == 1:
+            total = sum(r.rows for r in batch)
+            rows = self.bucket(total)
+            if len(batch) == 1 and rows == total:
                 self._run_alone(batch[0])
                 return
-            total = sum(r.rows for r in batch)
-            merged = {name: np.concatenate([r.feed[name] for r in batch]) for name in batch[0].feed}
+            merged = {name: _rows(batch, name, rows - total) for name in batch[0].feed}
             try:
                 outs = self.session.run(batch[0].names, merged)
-                bad = [i for i, o in enumerate(outs) if np.ndim(o) == 0 or np.shape(o)[0] != total]
+                bad = [i for i, o in enumerate(outs) if np.ndim(o) == 0 or np.shape(o)[0] != rows]
                 if bad:
                     raise ValueError(f"output #{bad[0]} of the merged run has shape {np.shape(outs[bad[0]])}, "
-                                     f"not {total} rows along the batch axis: the model cannot be batched")
+                                     f"not {rows} rows along the batch axis: the model cannot be batched")
             except Exception as e:  # each request then runs alone and gets its own result or error
                 log.info("dynamic batching: a merged run of %d requests failed (%s: %s); running them one by one",
                          len(batch), type(e).__name__, e)
@@ -122,14 +130,22 @@ class _State:
                 return
             with self.cv:
                 self.stats["runs"] += 1
-                self.stats["merged_runs"] += 1
+                self.stats["merged_runs"] += len(batch) > 1
                 self.stats["rows"] += total
+                self.stats["padded_rows"] += rows - total
             start = 0
             for r in batch:
                 r.future.set_result([o[start:start + r.rows] for o in outs])
                 start += r.rows
         finally:
             self.in_flight.release()
+
+    def bucket(self, rows: int) -> int:
+        """The rows a merged run is padded to: the next power of two (max_rows at most), so
+        that the session plans a handful of batch sizes, not one per sum of requests."""
+        if not self.pad or rows >= self.max_rows:
+            return rows
+        return min(1 << (rows - 1).bit_length(), self.max_rows)
 
     def _run_alone(self, r: _Request) -> None:
         try:
@@ -148,6 +164,15 @@ class _State:
             self.cv.notify_all()
 
 
+def _rows(batch: list[_Request], name: str, pad: int) -> np.ndarray:
+    """Input `name` of every request of `batch`, one after another, then `pad` rows of zeros."""
+    parts = [r.feed[name] for r in batch]
+    if pad:
+        a = parts[0]
+        parts.append(np.zeros((pad,) + a.shape[1:], a.dtype))
+    return np.concatenate(parts)
+
+
 class DynamicBatcher:
     """Merges concurrent requests to one session into batched runs (see the module docstring).
 
@@ -155,12 +180,17 @@ class DynamicBatcher:
     feed)`` waits for them, as ``InferenceSession.run`` does. ``close()`` (or leaving a ``with``
     block) runs what is queued, then stops the batcher's threads."""
 
-    def __init__(self, session: Any, max_batch_size: int = 32, max_delay_ms: float = 1.0,
-                 max_in_flight: int = 2):
+    def __init__(self, session: Any, max_batch_size: int = 32, max_delay_ms: float = 0.0,
+                 max_in_flight: int = 2, pad_to_buckets: bool = True):
         """max_batch_size: rows per merged run (a request with more rows runs alone).
-        max_delay_ms: how long the oldest request may wait for others to merge with.
-        max_in_flight: merged runs at once (two keep a GPU busy while the host splits and
-        concatenates)."""
+        max_in_flight: merged runs at once. A run starts as soon as one of these is free, with
+        the compatible requests queued by then; while all are busy, requests gather. Two keep
+        a GPU busy while the host concatenates and splits.
+        max_delay_ms: how long the oldest request waits for others before its run starts, even
+        with a free slot (0: never; more trades latency for fuller batches at low load).
+        pad_to_buckets: pad each merged run with rows of zeros to the next power of two (at
+        most max_batch_size), so that the session plans a handful of batch sizes; without it
+        every new total of rows is a new plan (a GPU session keeps 8)."""
         if int(max_batch_size) < 1:
             raise ValueError(f"max_batch_size must be at least 1, not {max_batch_size}")
         if not max_delay_ms >= 0:
@@ -169,13 +199,21 @@ class DynamicBatcher:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         self.axis_name = _batch_axis(session)
         self.session = session
-        self._inputs = [a.name for a in session.get_inputs()]
         self._state = _State(session, int(max_batch_size), max_delay_ms / 1e3,
-                             RunPool(int(max_in_flight), "vkml-batch"))
+                             RunPool(int(max_in_flight), "vkml-batch"), bool(pad_to_buckets))
         self._pid = os.getpid()
         self._thread = threading.Thread(target=self._state.serve, name="vkml-batcher", daemon=True)
         self._thread.start()
         weakref.finalize(self, _State.close, self._state)
+
+    def warmup(self, input_feed: Mapping[str, Any]) -> None:
+        """Plan every batch size merged runs can have (one run of zeros each), for requests
+        shaped like `input_feed` beyond the batch axis, so that no caller waits for planning."""
+        st = self._state
+        sizes = sorted({st.bucket(n) for n in range(1, st.max_rows + 1)})
+        arrays = {k: np.asarray(v) for k, v in input_feed.items()}
+        for n in sizes:
+            self.session.run(None, {k: np.zeros((n,) + a.shape[1:], a.dtype) for k, a in arrays.items()})
 
     def submit(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None = None) -> Future:
         """Queue one request; its Future gets the outputs (a list, as run() returns them) or
