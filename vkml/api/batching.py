@@ -47,98 +47,116 @@ class _Request:
 
 
 class _State:
-    """What the batcher's thread shares with the batcher (the thread holds no reference to the
-    DynamicBatcher itself, so an unreferenced batcher is collected and its thread ends)."""
+    """The queue and the run slots, shared by every caller. There is no batcher thread: a
+    caller that finds a run slot free takes the queued requests and runs them on its own
+    thread (then hands each its rows), so a request costs no thread hand-off on its way to the
+    GPU, and one caller alone runs its own request at once. Futures from submit() are served by
+    the same loop on a pool thread."""
 
-    def __init__(self, session, max_rows: int, delay_s: float, pool: RunPool, pad: bool):
+    def __init__(self, session, max_rows: int, delay_s: float, slots: int, pad: bool):
         self.session = session
         self.max_rows = max_rows
         self.pad = pad
         self.delay_s = delay_s
-        self.pool = pool
+        self.slots = slots
+        self.busy = 0  # run slots taken
+        self.pool = RunPool(slots, "vkml-batch")
         self.cv = threading.Condition()
         self.queue: deque[_Request] = deque()
         self.closed = False
-        self.in_flight = threading.BoundedSemaphore(pool.workers)
         self.stats = {"requests": 0, "runs": 0, "rows": 0, "merged_runs": 0, "fallbacks": 0,
                       "padded_rows": 0}
 
-    # -------------------------------------------------------------- the batcher's thread
-    def serve(self) -> None:
+    def pump(self) -> None:
+        """Run batches from the queue on this thread while a run slot is free and requests wait."""
         while True:
-            self.in_flight.acquire()  # requests gather in the queue while every run slot is busy
-            batch = self._next_batch()
-            if batch is None:
-                self.in_flight.release()
-                return
+            with self.cv:
+                if self.busy >= self.slots or not self.queue:
+                    return
+                self.busy += 1
+                try:
+                    batch = self._take()
+                except BaseException:
+                    self.busy -= 1
+                    raise
             try:
-                self.pool.submit(self._execute, batch)
-            except BaseException as e:  # the pool is gone (interpreter exit): fail, never hang
-                self.in_flight.release()
-                for r in batch:
-                    r.future.set_exception(e)
-
-    def _next_batch(self) -> list[_Request] | None:
-        with self.cv:
-            while True:
-                while not self.queue:
-                    if self.closed:
-                        return None
-                    self.cv.wait()
-                first = self.queue[0]
-                deadline = first.t + self.delay_s
-                while not self.closed:
-                    rows = sum(r.rows for r in self.queue if r.key == first.key)
-                    left = deadline - time.monotonic()
-                    if rows >= self.max_rows or left <= 0:
-                        break
-                    self.cv.wait(left)
-                batch, rows, keep = [], 0, deque()
-                for r in self.queue:
-                    if r.key == first.key and (not batch or rows + r.rows <= self.max_rows):
-                        batch.append(r)
-                        rows += r.rows
-                    else:
-                        keep.append(r)
-                self.queue = keep
-                # a request cancelled while it waited is dropped here, never run
-                batch = [r for r in batch if r.future.set_running_or_notify_cancel()]
                 if batch:
-                    return batch
+                    self._execute(batch)
+            except BaseException as e:  # never leave a caller waiting for a result that won't come
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(e)
+                if not isinstance(e, Exception):
+                    raise
+            finally:
+                with self.cv:
+                    self.busy -= 1
+                    self.cv.notify_all()
+
+    def wait(self, req: _Request, timeout: float | None) -> None:
+        """Until `req` is done, running batches whenever a slot frees up."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while not req.future.done():
+            self.pump()
+            with self.cv:
+                while not req.future.done() and (self.busy >= self.slots or not self.queue):
+                    left = None if end is None else end - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError(f"no result within {timeout} s")
+                    self.cv.wait(left)
+
+    def _take(self) -> list[_Request]:
+        """The next batch (under the lock, a slot held): the oldest request and the compatible
+        ones behind it, up to max_rows; after waiting up to delay_s for more when asked to."""
+        first = self.queue[0]
+        deadline = first.t + self.delay_s
+        while not self.closed:
+            rows = sum(r.rows for r in self.queue if r.key == first.key)
+            left = deadline - time.monotonic()
+            if rows >= self.max_rows or left <= 0:
+                break
+            self.cv.wait(left)
+        batch, rows, keep = [], 0, deque()
+        for r in self.queue:
+            if r.key == first.key and (not batch or rows + r.rows <= self.max_rows):
+                batch.append(r)
+                rows += r.rows
+            else:
+                keep.append(r)
+        self.queue = keep
+        # a request cancelled while it waited is dropped here, never run
+        return [r for r in batch if r.future.set_running_or_notify_cancel()]
 
     def _execute(self, batch: list[_Request]) -> None:
+        total = sum(r.rows for r in batch)
+        rows = self.bucket(total)
+        if len(batch) == 1 and rows == total:
+            self._run_alone(batch[0])
+            return
+        merged = {name: _rows(batch, name, rows - total) for name in batch[0].feed}
         try:
-            total = sum(r.rows for r in batch)
-            rows = self.bucket(total)
-            if len(batch) == 1 and rows == total:
-                self._run_alone(batch[0])
-                return
-            merged = {name: _rows(batch, name, rows - total) for name in batch[0].feed}
-            try:
-                outs = self.session.run(batch[0].names, merged)
-                bad = [i for i, o in enumerate(outs) if np.ndim(o) == 0 or np.shape(o)[0] != rows]
-                if bad:
-                    raise ValueError(f"output #{bad[0]} of the merged run has shape {np.shape(outs[bad[0]])}, "
-                                     f"not {rows} rows along the batch axis: the model cannot be batched")
-            except Exception as e:  # each request then runs alone and gets its own result or error
-                log.info("dynamic batching: a merged run of %d requests failed (%s: %s); running them one by one",
-                         len(batch), type(e).__name__, e)
-                with self.cv:
-                    self.stats["fallbacks"] += 1
-                for r in batch:
-                    self._run_alone(r)
-                return
+            outs = self.session.run(batch[0].names, merged)
+            bad = [i for i, o in enumerate(outs) if np.ndim(o) == 0 or np.shape(o)[0] != rows]
+            if bad:
+                raise ValueError(f"output #{bad[0]} of the merged run has shape {np.shape(outs[bad[0]])}, "
+                                 f"not {rows} rows along the batch axis: the model cannot be batched")
+        except Exception as e:  # each request then runs alone and gets its own result or error
+            log.info("dynamic batching: a merged run of %d requests failed (%s: %s); running them one by one",
+                     len(batch), type(e).__name__, e)
             with self.cv:
-                self.stats["runs"] += 1
-                self.stats["merged_runs"] += len(batch) > 1
-                self.stats["rows"] += total
-                self.stats["padded_rows"] += rows - total
-            start = 0
+                self.stats["fallbacks"] += 1
             for r in batch:
-                r.future.set_result([o[start:start + r.rows] for o in outs])
-                start += r.rows
-        finally:
-            self.in_flight.release()
+                self._run_alone(r)
+            return
+        with self.cv:
+            self.stats["runs"] += 1
+            self.stats["merged_runs"] += len(batch) > 1
+            self.stats["rows"] += total
+            self.stats["padded_rows"] += rows - total
+        start = 0
+        for r in batch:
+            r.future.set_result([o[start:start + r.rows] for o in outs])
+            start += r.rows
 
     def bucket(self, rows: int) -> int:
         """The rows a merged run is padded to: the next power of two (max_rows at most), so
@@ -162,6 +180,7 @@ class _State:
         with self.cv:
             self.closed = True
             self.cv.notify_all()
+        self.pool.shutdown(wait=False)
 
 
 def _rows(batch: list[_Request], name: str, pad: int) -> np.ndarray:
@@ -178,7 +197,7 @@ class DynamicBatcher:
 
     ``submit(feed)`` returns a concurrent.futures.Future of the outputs; ``run(output_names,
     feed)`` waits for them, as ``InferenceSession.run`` does. ``close()`` (or leaving a ``with``
-    block) runs what is queued, then stops the batcher's threads."""
+    block) runs what is queued, then stops the batcher's pool threads."""
 
     def __init__(self, session: Any, max_batch_size: int = 32, max_delay_ms: float = 0.0,
                  max_in_flight: int = 2, pad_to_buckets: bool = True):
@@ -199,11 +218,9 @@ class DynamicBatcher:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         self.axis_name = _batch_axis(session)
         self.session = session
-        self._state = _State(session, int(max_batch_size), max_delay_ms / 1e3,
-                             RunPool(int(max_in_flight), "vkml-batch"), bool(pad_to_buckets))
+        self._state = _State(session, int(max_batch_size), max_delay_ms / 1e3, int(max_in_flight),
+                             bool(pad_to_buckets))
         self._pid = os.getpid()
-        self._thread = threading.Thread(target=self._state.serve, name="vkml-batcher", daemon=True)
-        self._thread.start()
         weakref.finalize(self, _State.close, self._state)
 
     def warmup(self, input_feed: Mapping[str, Any]) -> None:
@@ -217,7 +234,23 @@ class DynamicBatcher:
 
     def submit(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None = None) -> Future:
         """Queue one request; its Future gets the outputs (a list, as run() returns them) or
-        the error that run() would raise for this feed alone."""
+        the error that run() would raise for this feed alone. Served on the batcher's pool
+        threads (run() serves on the caller's)."""
+        req, idle = self._enqueue(input_feed, output_names)
+        if idle:  # no run in flight will come back for it: a pool thread starts one
+            self._state.pool.submit(self._state.pump)
+        return req.future
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            timeout: float | None = None) -> list[Any]:
+        """InferenceSession.run's shape: the outputs named (all when None) for this feed. The
+        calling thread may run a merged batch (its own request and others') while it waits."""
+        req, _ = self._enqueue(input_feed, output_names)
+        self._state.wait(req, timeout)
+        return req.future.result()
+
+    def _enqueue(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None) -> tuple[_Request, bool]:
+        """The request, queued (or already failed), and whether a run slot is free for it."""
         if os.getpid() != self._pid:
             raise RuntimeError("this DynamicBatcher was made in another process (before a fork): "
                                "make a new one in this process")
@@ -227,20 +260,14 @@ class DynamicBatcher:
         except Exception as e:
             f.set_running_or_notify_cancel()
             f.set_exception(e)
-            return f
+            return _Request({}, 0, (), None, f), False
         st = self._state
         with st.cv:
             if st.closed:
                 raise RuntimeError("the DynamicBatcher is closed")
             st.queue.append(req)
             st.stats["requests"] += 1
-            st.cv.notify_all()
-        return f
-
-    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
-            timeout: float | None = None) -> list[Any]:
-        """InferenceSession.run's shape: the outputs named (all when None) for this feed."""
-        return self.submit(input_feed, output_names).result(timeout)
+            return req, st.busy < st.slots
 
     def stats(self) -> dict[str, float]:
         """Requests taken, runs made (merged or alone), rows run, mean rows per run, and how
@@ -251,11 +278,20 @@ class DynamicBatcher:
         return s
 
     def close(self, wait: bool = True) -> None:
-        """Run what is queued, then stop; wait=True returns when every queued request is done."""
-        self._state.close()
-        if wait and threading.current_thread() is not self._thread:
-            self._thread.join()
-            self._state.pool.shutdown(wait=True)
+        """Refuse new requests; run what is queued (on this thread), and with wait=True return
+        once every run in flight is done too."""
+        st = self._state
+        with st.cv:
+            st.closed = True
+            st.cv.notify_all()
+        while True:
+            st.pump()
+            with st.cv:
+                if not st.queue and (not wait or st.busy == 0):
+                    break
+                if st.busy >= st.slots or not st.queue:
+                    st.cv.wait(0.1)
+        st.close()
 
     def __enter__(self) -> "DynamicBatcher":
         return self
