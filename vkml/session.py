@@ -438,7 +438,7 @@ class InferenceSession:
             lambda feed: self.run(output_names, feed, run_options, output_device=output_device),
             list(input_feeds), "InferenceSession.run_batch")
 
-    def dynamic_batcher(self, max_batch_size: int = 32, max_delay_ms: float = 1.0,
+    def dynamic_batcher(self, max_batch_size: int = 32, max_delay_ms: float = 0.0,
                         max_in_flight: int = 2) -> Any:
         """A vkml.DynamicBatcher over this session: concurrent requests merged along the batch
         axis into runs of up to `max_batch_size` rows, the oldest waiting at most

@@ -245,3 +245,49 @@ def test_the_session_makes_one():
     with s.dynamic_batcher(max_batch_size=4) as b:
         assert isinstance(b, vkml.DynamicBatcher)
         assert b.run(["y"], {"x": np.ones((3, 16), np.float32)})[0].shape == (3, 8)
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_run_and_submit_from_many_threads_never_hang(slots):
+    """Callers hand run slots to each other; every slot comes back, whatever the mix."""
+    s = _CPU_MLP[0]
+    feeds = _feeds(90, seed=5)
+    want = [s.run(None, f)[0] for f in feeds]
+    b = vkml.DynamicBatcher(s, max_batch_size=5, max_in_flight=slots)
+    got: dict = {}
+
+    def caller(k: int) -> None:
+        for i in range(k, len(feeds), 6):
+            if i % 3:
+                got[i] = b.run(None, feeds[i], timeout=60)[0]
+            else:
+                got[i] = b.submit(feeds[i]).result(timeout=60)[0]
+    threads = [threading.Thread(target=caller, args=(k,), daemon=True) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    closer = threading.Thread(target=b.close, daemon=True)
+    closer.start()
+    closer.join(60)
+    assert not closer.is_alive() and b._state.busy == 0 and not b._state.queue
+    for i, w in enumerate(want):
+        _close(got[i], w)
+
+
+def test_a_request_that_times_out_in_the_queue_never_runs():
+    import time
+
+    class Slow(Recorder):
+        def run(self, names, feed, *a, **k):
+            time.sleep(0.3)
+            return super().run(names, feed, *a, **k)
+    rec = Slow(_CPU_MLP[0])
+    with vkml.DynamicBatcher(rec, max_batch_size=1, max_in_flight=1) as b:
+        first = b.submit({"x": np.ones((1, 16), np.float32)})
+        time.sleep(0.05)  # (the pool thread has taken the only slot)
+        with pytest.raises(TimeoutError):
+            b.run(None, {"x": np.ones((2, 16), np.float32)}, timeout=0.05)
+        assert first.result(timeout=60)[0].shape == (1, 8)
+    assert rec.rows == [1]

@@ -44,14 +44,18 @@ class _Request:
     names: list[str] | None
     future: Future
     t: float = field(default_factory=time.monotonic)
+    waiter: threading.Event | None = None  # set for run() callers: done, or made the next leader
+    lead: bool = False  # handed a run slot: this request's caller runs the next batch
 
 
 class _State:
-    """The queue and the run slots, shared by every caller. There is no batcher thread: a
-    caller that finds a run slot free takes the queued requests and runs them on its own
-    thread (then hands each its rows), so a request costs no thread hand-off on its way to the
-    GPU, and one caller alone runs its own request at once. Futures from submit() are served by
-    the same loop on a pool thread."""
+    """The queue and the run slots, shared by every caller. There is no batcher thread: the
+    caller that takes a free run slot (the leader) takes the queued requests that merge with
+    the oldest, runs them on its own thread and hands each its rows. When it is done it passes
+    its slot to the caller of the oldest request still queued (one wake-up, not a stampede),
+    or gives it back when nothing waits. A lone caller thus runs its own request at once, with
+    no thread hand-off; under load, requests gather while the slots are busy. Requests from
+    submit() have no caller thread: a pool thread leads for them."""
 
     def __init__(self, session, max_rows: int, delay_s: float, slots: int, pad: bool):
         self.session = session
@@ -59,26 +63,32 @@ class _State:
         self.pad = pad
         self.delay_s = delay_s
         self.slots = slots
-        self.busy = 0  # run slots taken
+        self.busy = 0  # run slots taken (by leaders, or handed to a waiting caller)
         self.pool = RunPool(slots, "vkml-batch")
-        self.cv = threading.Condition()
+        self.cv = threading.Condition()  # guards everything here; waited on by delays and close()
         self.queue: deque[_Request] = deque()
         self.closed = False
         self.stats = {"requests": 0, "runs": 0, "rows": 0, "merged_runs": 0, "fallbacks": 0,
                       "padded_rows": 0}
 
-    def pump(self) -> None:
-        """Run batches from the queue on this thread while a run slot is free and requests wait."""
+    def enqueue(self, req: _Request) -> bool:
+        """Queue `req`; True when its caller (or a pool thread for it) got a run slot and must lead."""
+        with self.cv:
+            if self.closed:
+                raise RuntimeError("the DynamicBatcher is closed")
+            self.queue.append(req)
+            self.stats["requests"] += 1
+            self.cv.notify_all()  # a leader waiting out max_delay_ms counts the new rows
+            if self.busy < self.slots:
+                self.busy += 1
+                return True
+            return False
+
+    def lead(self) -> None:
+        """Holding a run slot: run batches until the slot is handed on or given back."""
         while True:
             with self.cv:
-                if self.busy >= self.slots or not self.queue:
-                    return
-                self.busy += 1
-                try:
-                    batch = self._take()
-                except BaseException:
-                    self.busy -= 1
-                    raise
+                batch = self._take() if self.queue else []
             try:
                 if batch:
                     self._execute(batch)
@@ -87,30 +97,72 @@ class _State:
                     if not r.future.done():
                         r.future.set_exception(e)
                 if not isinstance(e, Exception):
+                    self._hand_on()
                     raise
             finally:
-                with self.cv:
-                    self.busy -= 1
-                    self.cv.notify_all()
+                for r in batch:
+                    if r.waiter is not None:
+                        r.waiter.set()
+            if not self._hand_on():
+                return
+
+    def _hand_on(self) -> bool:
+        """After a batch: True to lead again on this thread (the oldest queued request not yet
+        handed a slot has no caller thread), else the slot goes to that request's caller, or
+        back when every queued request's caller holds one already."""
+        with self.cv:
+            while self.queue and self.queue[0].future.cancelled():
+                self.queue.popleft()
+            for r in self.queue:
+                if r.lead:
+                    continue  # its caller has a slot coming: one each
+                if r.waiter is None:
+                    return True
+                r.lead = True
+                r.waiter.set()
+                return False
+            self.busy -= 1
+            self.cv.notify_all()  # close() waits for the slots to come back
+            return False
 
     def wait(self, req: _Request, timeout: float | None) -> None:
-        """Until `req` is done, running batches whenever a slot frees up."""
+        """A run() caller: until its request is done, leading a batch whenever handed a slot
+        (a slot handed over is used or given back even when the request is already done)."""
         end = None if timeout is None else time.monotonic() + timeout
-        while not req.future.done():
-            self.pump()
+        while True:
             with self.cv:
-                while not req.future.done() and (self.busy >= self.slots or not self.queue):
-                    left = None if end is None else end - time.monotonic()
-                    if left is not None and left <= 0:
-                        raise TimeoutError(f"no result within {timeout} s")
-                    self.cv.wait(left)
+                req.waiter.clear()
+                handed, req.lead = req.lead, False
+                if not handed:
+                    if req.future.done():
+                        return
+                    if end is not None and time.monotonic() >= end:
+                        try:
+                            self.queue.remove(req)  # never runs now
+                        except ValueError:
+                            pass  # taken by a leader just now: wait for it
+                        else:
+                            raise TimeoutError(f"no result within {timeout} s")
+            if handed:
+                self.lead()
+            else:
+                req.waiter.wait(None if end is None else max(0.0, end - time.monotonic()))
+
+    def drain(self, wait: bool) -> None:
+        """close(): no new requests; queued ones still run (their leaders keep going)."""
+        with self.cv:
+            self.closed = True
+            self.cv.notify_all()
+            while wait and (self.queue or self.busy):
+                self.cv.wait()
+        self.pool.shutdown(wait=False)
 
     def _take(self) -> list[_Request]:
         """The next batch (under the lock, a slot held): the oldest request and the compatible
         ones behind it, up to max_rows; after waiting up to delay_s for more when asked to."""
         first = self.queue[0]
         deadline = first.t + self.delay_s
-        while not self.closed:
+        while not self.closed and self.delay_s > 0:
             rows = sum(r.rows for r in self.queue if r.key == first.key)
             left = deadline - time.monotonic()
             if rows >= self.max_rows or left <= 0:
@@ -176,12 +228,6 @@ class _State:
             self.stats["rows"] += r.rows
         r.future.set_result(outs)
 
-    def close(self) -> None:
-        with self.cv:
-            self.closed = True
-            self.cv.notify_all()
-        self.pool.shutdown(wait=False)
-
 
 def _rows(batch: list[_Request], name: str, pad: int) -> np.ndarray:
     """Input `name` of every request of `batch`, one after another, then `pad` rows of zeros."""
@@ -221,7 +267,7 @@ class DynamicBatcher:
         self._state = _State(session, int(max_batch_size), max_delay_ms / 1e3, int(max_in_flight),
                              bool(pad_to_buckets))
         self._pid = os.getpid()
-        weakref.finalize(self, _State.close, self._state)
+        weakref.finalize(self, _State.drain, self._state, False)
 
     def warmup(self, input_feed: Mapping[str, Any]) -> None:
         """Plan every batch size merged runs can have (one run of zeros each), for requests
@@ -235,22 +281,27 @@ class DynamicBatcher:
     def submit(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None = None) -> Future:
         """Queue one request; its Future gets the outputs (a list, as run() returns them) or
         the error that run() would raise for this feed alone. Served on the batcher's pool
-        threads (run() serves on the caller's)."""
-        req, idle = self._enqueue(input_feed, output_names)
-        if idle:  # no run in flight will come back for it: a pool thread starts one
-            self._state.pool.submit(self._state.pump)
+        threads, or by the run() callers leading at the time."""
+        req = self._request_or_failed(input_feed, output_names, None)
+        if not req.future.done() and self._state.enqueue(req):
+            self._state.pool.submit(self._state.lead)
         return req.future
 
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             timeout: float | None = None) -> list[Any]:
         """InferenceSession.run's shape: the outputs named (all when None) for this feed. The
-        calling thread may run a merged batch (its own request and others') while it waits."""
-        req, _ = self._enqueue(input_feed, output_names)
-        self._state.wait(req, timeout)
+        calling thread may run a merged batch (its own request and others') while it waits.
+        timeout: seconds; a request still queued then is dropped and TimeoutError raised."""
+        req = self._request_or_failed(input_feed, output_names, threading.Event())
+        if not req.future.done():
+            if self._state.enqueue(req):
+                self._state.lead()
+            self._state.wait(req, timeout)
         return req.future.result()
 
-    def _enqueue(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None) -> tuple[_Request, bool]:
-        """The request, queued (or already failed), and whether a run slot is free for it."""
+    def _request_or_failed(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None,
+                           waiter: threading.Event | None) -> _Request:
+        """The checked request, or one whose Future already holds the error."""
         if os.getpid() != self._pid:
             raise RuntimeError("this DynamicBatcher was made in another process (before a fork): "
                                "make a new one in this process")
@@ -260,14 +311,9 @@ class DynamicBatcher:
         except Exception as e:
             f.set_running_or_notify_cancel()
             f.set_exception(e)
-            return _Request({}, 0, (), None, f), False
-        st = self._state
-        with st.cv:
-            if st.closed:
-                raise RuntimeError("the DynamicBatcher is closed")
-            st.queue.append(req)
-            st.stats["requests"] += 1
-            return req, st.busy < st.slots
+            return _Request({}, 0, (), None, f)
+        req.waiter = waiter
+        return req
 
     def stats(self) -> dict[str, float]:
         """Requests taken, runs made (merged or alone), rows run, mean rows per run, and how
@@ -278,20 +324,8 @@ class DynamicBatcher:
         return s
 
     def close(self, wait: bool = True) -> None:
-        """Refuse new requests; run what is queued (on this thread), and with wait=True return
-        once every run in flight is done too."""
-        st = self._state
-        with st.cv:
-            st.closed = True
-            st.cv.notify_all()
-        while True:
-            st.pump()
-            with st.cv:
-                if not st.queue and (not wait or st.busy == 0):
-                    break
-                if st.busy >= st.slots or not st.queue:
-                    st.cv.wait(0.1)
-        st.close()
+        """Refuse new requests. What is queued still runs; wait=True returns when it is done."""
+        self._state.drain(wait)
 
     def __enter__(self) -> "DynamicBatcher":
         return self
