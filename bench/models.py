@@ -118,6 +118,19 @@ class _Graph:
         return m
 
 
+def symbolic_batch(bm: BenchModel, symbol: str = "N") -> BenchModel:
+    """The same model with its inputs' and output's leading dimension named `symbol`: what
+    dynamic batching needs (the builders' graphs take any batch there; mnist reshapes to -1)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(bm.proto)
+    for v in list(m.graph.input) + list(m.graph.output):
+        d = v.type.tensor_type.shape.dim[0]
+        d.Clear()
+        d.dim_param = symbol
+    onnx.checker.check_model(m)
+    return BenchModel(bm.name, m, bm.feed, bm.flops, bm.source, {k: v for k, v in bm.meta.items() if k != "_bytes"})
+
+
 def chain_add(n: int) -> BenchModel:
     """n Adds in a chain on a [1] float32 value with a [1] zero initializer: pure per-op overhead."""
     g = _Graph()
@@ -141,7 +154,7 @@ def mnist(batch: int = 1) -> BenchModel:
              "conv", kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])
     x = g.op("Relu", [g.op("Add", [x, g.const("b", (r.standard_normal((16, 1, 1)) * 0.1).astype(np.float32))])])
     x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[3, 3])
-    x = g.op("Reshape", [x, g.const("shape", np.array([batch, 256], np.int64))])
+    x = g.op("Reshape", [x, g.const("shape", np.array([-1, 256], np.int64))])
     x = g.op("MatMul", [x, g.const("w", (r.standard_normal((256, 10)) * 0.06).astype(np.float32))])
     x = g.op("Add", [x, g.const("b", (r.standard_normal((1, 10)) * 0.1).astype(np.float32))], "Plus214_Output_0")
     m = g.model("mnist", [("Input3", (batch, 1, 28, 28))], x, [batch, 10])

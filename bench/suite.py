@@ -402,6 +402,8 @@ def fam_threaded(ctx: Ctx) -> None:
                     continue
                 ctx.emit("threaded", f"{name} {t} threads", rt.label, "host", "ok",
                          params={"model": name, "threads": t}, **res)
+            if rt.name == "vkml" and not ctx.deadline.expired():
+                _threaded_dynamic_batching(ctx, bm, rt)
             if runner.batch is not None and not ctx.deadline.expired():
                 n = sz.batch_calls
                 cfg = f"{name} run_batch({n})"
@@ -412,6 +414,47 @@ def fam_threaded(ctx: Ctx) -> None:
                     ctx.emit("threaded", cfg, rt.label, "host", "error", reason=f"{type(e).__name__}: {e}")
             del runner
             _release()
+
+
+def _threaded_dynamic_batching(ctx: Ctx, bm, rt) -> None:
+    """N threads each sending batch-1 requests through one vkml.DynamicBatcher (the model with
+    a symbolic batch axis): what a server gets from merging its callers' requests."""
+    import vkml
+
+    sz = ctx.sizes
+    name = bm.name
+    try:
+        sess = vkml.InferenceSession(M.symbolic_batch(bm).bytes(), devices=[rt.device])
+        batcher = sess.dynamic_batcher(max_batch_size=DYNAMIC_MAX_BATCH, max_delay_ms=DYNAMIC_DELAY_MS)
+        batcher.warmup(bm.feed)
+    except Exception as e:
+        ctx.emit("threaded", f"{name} dynamic batching", rt.label, "host", "error", reason=f"{type(e).__name__}: {e}")
+        return
+    feed = bm.feed
+    try:
+        for t in sz.thread_counts:
+            cfg = f"{name} {t} threads dynamic batching"
+            if ctx.deadline.expired():
+                ctx.emit("threaded", cfg, rt.label, "host", "skipped", reason="suite time limit reached")
+                continue
+            before = batcher.stats()
+            try:
+                res = timing.threaded(lambda: batcher.run(None, feed), t, sz.thread_s)
+            except Exception as e:
+                ctx.emit("threaded", cfg, rt.label, "host", "error", reason=f"{type(e).__name__}: {e}")
+                continue
+            after = batcher.stats()
+            runs = after["runs"] - before["runs"]
+            ctx.emit("threaded", cfg, rt.label, "host", "ok",
+                     params={"model": name, "threads": t, "max_batch_size": DYNAMIC_MAX_BATCH,
+                             "max_delay_ms": DYNAMIC_DELAY_MS},
+                     mean_rows_per_run=round((after["rows"] - before["rows"]) / max(1, runs), 2), **res)
+    finally:
+        batcher.close()
+
+
+DYNAMIC_MAX_BATCH = 32
+DYNAMIC_DELAY_MS = 0.0
 
 
 def fam_first_run(ctx: Ctx) -> None:

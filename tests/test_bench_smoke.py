@@ -41,7 +41,9 @@ def test_suite_smoke(tmp_path):
     fit = [r for r in recs if r["benchmark"] == "chain_add_fit" and r["runtime"] == "vkml/cpu"]
     assert len(fit) == 1 and fit[0]["points"] == 3
     thr = [r for r in recs if r["benchmark"] == "threaded" and r["runtime"] == "vkml/cpu"]
-    assert [r["params"].get("threads") for r in thr] == [1, 2, None] and all(r["throughput"] > 0 for r in thr)
+    assert [r["params"].get("threads") for r in thr] == [1, 2, 1, 2, None] and all(r["throughput"] > 0 for r in thr)
+    dyn = [r for r in thr if "dynamic batching" in r["config"]]
+    assert len(dyn) == 2 and all(r["params"]["max_batch_size"] == 32 and r["mean_rows_per_run"] >= 1 for r in dyn)
     assert thr[-1]["params"]["batch"] == 64 and thr[-1]["runs"] >= 3 * 64 and "p99" in thr[-1]
     md = open(res["md"]).read()
     assert "| config | mode |" in md and "vkml/cpu" in md

@@ -1,4 +1,5 @@
 """vkml: run ONNX models on any GPU through Vulkan, and on the CPU, from one process."""
+from .api.batching import DynamicBatcher
 from .api.io_binding import IOBinding
 from .api.options import ExecutionMode, GraphOptimizationLevel, ModelMetadata, RunOptions, SessionOptions
 from .runtime.devices import DeviceInfo, devices, gpu_unavailable_reason
@@ -10,7 +11,7 @@ from . import ops as _ops  # noqa: F401  (registers the operators)
 __version__ = "0.1.0"
 __all__ = ["InferenceSession", "NodeArg", "Tensor", "ModelError", "UnsupportedOpsError", "devices", "DeviceInfo",
            "gpu_unavailable_reason", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "ExecutionMode",
-           "ModelMetadata", "IOBinding", "get_available_providers", "from_dlpack"]
+           "ModelMetadata", "IOBinding", "DynamicBatcher", "get_available_providers", "from_dlpack"]
 
 
 def get_available_providers() -> list[str]:

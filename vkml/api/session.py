@@ -439,6 +439,15 @@ class InferenceSession:
             lambda feed: self.run(output_names, feed, run_options, output_device=output_device),
             list(input_feeds), "InferenceSession.run_batch")
 
+    def dynamic_batcher(self, max_batch_size: int = 32, max_delay_ms: float = 0.0,
+                        max_in_flight: int = 2) -> Any:
+        """A vkml.DynamicBatcher over this session: concurrent requests merged along the batch
+        axis into runs of up to `max_batch_size` rows, the oldest waiting at most
+        `max_delay_ms` (vkml/api/batching.py)."""
+        from .api.batching import DynamicBatcher
+
+        return DynamicBatcher(self, max_batch_size, max_delay_ms, max_in_flight)
+
     def placement(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[dict]:
         """Per node: {"node", "op", "device", "reason"}, for the most recent run's input shapes
         or for `input_shapes` ({input name: shape}; dtypes from the model)."""

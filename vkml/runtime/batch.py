@@ -57,11 +57,12 @@ class RunPool:
             raise e
         return results
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: bool = False) -> None:
+        """Stop the threads: wait=False drops what has not started; wait=True lets it finish."""
         with self._lock:
             ex, self._executor = self._executor, None
         if ex is not None:
-            ex.shutdown(wait=False, cancel_futures=True)
+            ex.shutdown(wait=wait, cancel_futures=not wait)
 
     def _forget(self) -> None:
         """In a forked child: the executor's threads stayed in the parent."""
