@@ -444,7 +444,7 @@ class InferenceSession:
         """A vkml.DynamicBatcher over this session: concurrent requests merged along the batch
         axis into runs of up to `max_batch_size` rows, the oldest waiting at most
         `max_delay_ms` (vkml/api/batching.py)."""
-        from .api.batching import DynamicBatcher
+        from .batching import DynamicBatcher
 
         return DynamicBatcher(self, max_batch_size, max_delay_ms, max_in_flight)
 
