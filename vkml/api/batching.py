@@ -26,26 +26,55 @@ import time
 import weakref
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..runtime.batch import RunPool
+from .feeds import signature
 
 log = logging.getLogger("vkml")
 
 
-@dataclass
 class _Request:
-    feed: dict[str, np.ndarray]
-    rows: int
-    key: tuple
-    names: list[str] | None
-    future: Future
-    t: float = field(default_factory=time.monotonic)
-    waiter: threading.Event | None = None  # set for run() callers: done, or made the next leader
-    lead: bool = False  # handed a run slot: this request's caller runs the next batch
+    """One caller's feed and, once run, its outputs or error. A run() caller waits on `waiter`
+    (set when done, or when handed a run slot: `lead`); a submit() caller gets `future`."""
+
+    __slots__ = ("feed", "rows", "key", "names", "future", "waiter", "lead", "t", "done", "outs", "error")
+
+    def __init__(self, feed: dict[str, np.ndarray], rows: int, key: tuple, names: list[str] | None,
+                 future: Future | None, waiter: threading.Event | None):
+        self.feed, self.rows, self.key, self.names = feed, rows, key, names
+        self.future, self.waiter = future, waiter
+        self.lead = False
+        self.t = time.monotonic()
+        self.done = False
+        self.outs: list[Any] | None = None
+        self.error: BaseException | None = None
+
+    def start(self) -> bool:
+        """Whether to run it (False: its Future was cancelled while it waited)."""
+        return self.future is None or self.future.set_running_or_notify_cancel()
+
+    def finish(self, outs: list[Any] | None = None, error: BaseException | None = None) -> None:
+        if self.done:
+            return
+        self.outs, self.error, self.done = outs, error, True
+        if self.future is not None:
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(outs)
+        if self.waiter is not None:
+            self.waiter.set()
+
+    def cancelled(self) -> bool:
+        return self.future is not None and self.future.cancelled()
+
+    def result(self) -> list[Any]:
+        if self.error is not None:
+            raise self.error
+        return self.outs
 
 
 class _State:
@@ -94,15 +123,10 @@ class _State:
                     self._execute(batch)
             except BaseException as e:  # never leave a caller waiting for a result that won't come
                 for r in batch:
-                    if not r.future.done():
-                        r.future.set_exception(e)
+                    r.finish(error=e)
                 if not isinstance(e, Exception):
                     self._hand_on()
                     raise
-            finally:
-                for r in batch:
-                    if r.waiter is not None:
-                        r.waiter.set()
             if not self._hand_on():
                 return
 
@@ -111,7 +135,7 @@ class _State:
         handed a slot has no caller thread), else the slot goes to that request's caller, or
         back when every queued request's caller holds one already."""
         with self.cv:
-            while self.queue and self.queue[0].future.cancelled():
+            while self.queue and self.queue[0].cancelled():
                 self.queue.popleft()
             for r in self.queue:
                 if r.lead:
@@ -134,7 +158,7 @@ class _State:
                 req.waiter.clear()
                 handed, req.lead = req.lead, False
                 if not handed:
-                    if req.future.done():
+                    if req.done:
                         return
                     if end is not None and time.monotonic() >= end:
                         try:
@@ -177,7 +201,7 @@ class _State:
                 keep.append(r)
         self.queue = keep
         # a request cancelled while it waited is dropped here, never run
-        return [r for r in batch if r.future.set_running_or_notify_cancel()]
+        return [r for r in batch if r.start()]
 
     def _execute(self, batch: list[_Request]) -> None:
         total = sum(r.rows for r in batch)
@@ -207,7 +231,7 @@ class _State:
             self.stats["padded_rows"] += rows - total
         start = 0
         for r in batch:
-            r.future.set_result([o[start:start + r.rows] for o in outs])
+            r.finish([o[start:start + r.rows] for o in outs])
             start += r.rows
 
     def bucket(self, rows: int) -> int:
@@ -221,12 +245,12 @@ class _State:
         try:
             outs = self.session.run(r.names, r.feed)
         except BaseException as e:
-            r.future.set_exception(e)
+            r.finish(error=e)
             return
         with self.cv:
             self.stats["runs"] += 1
             self.stats["rows"] += r.rows
-        r.future.set_result(outs)
+        r.finish(outs)
 
 
 def _rows(batch: list[_Request], name: str, pad: int) -> np.ndarray:
@@ -267,6 +291,7 @@ class DynamicBatcher:
         self._state = _State(session, int(max_batch_size), max_delay_ms / 1e3, int(max_in_flight),
                              bool(pad_to_buckets))
         self._pid = os.getpid()
+        self._known: dict[tuple, tuple[int, tuple]] = {}  # feed signature -> (rows, merge key)
         weakref.finalize(self, _State.drain, self._state, False)
 
     def warmup(self, input_feed: Mapping[str, Any]) -> None:
@@ -282,8 +307,8 @@ class DynamicBatcher:
         """Queue one request; its Future gets the outputs (a list, as run() returns them) or
         the error that run() would raise for this feed alone. Served on the batcher's pool
         threads, or by the run() callers leading at the time."""
-        req = self._request_or_failed(input_feed, output_names, None)
-        if not req.future.done() and self._state.enqueue(req):
+        req = self._checked(input_feed, output_names, Future(), None)
+        if not req.done and self._state.enqueue(req):
             self._state.pool.submit(self._state.lead)
         return req.future
 
@@ -292,28 +317,27 @@ class DynamicBatcher:
         """InferenceSession.run's shape: the outputs named (all when None) for this feed. The
         calling thread may run a merged batch (its own request and others') while it waits.
         timeout: seconds; a request still queued then is dropped and TimeoutError raised."""
-        req = self._request_or_failed(input_feed, output_names, threading.Event())
-        if not req.future.done():
+        req = self._checked(input_feed, output_names, None, threading.Event())
+        if not req.done:
             if self._state.enqueue(req):
                 self._state.lead()
             self._state.wait(req, timeout)
-        return req.future.result()
+        return req.result()
 
-    def _request_or_failed(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None,
-                           waiter: threading.Event | None) -> _Request:
-        """The checked request, or one whose Future already holds the error."""
+    def _checked(self, input_feed: Mapping[str, Any], output_names: Sequence[str] | None,
+                 future: Future | None, waiter: threading.Event | None) -> _Request:
+        """The checked request, or one that already holds the error run() would raise."""
         if os.getpid() != self._pid:
             raise RuntimeError("this DynamicBatcher was made in another process (before a fork): "
                                "make a new one in this process")
-        f: Future = Future()
         try:
-            req = self._request(input_feed, output_names, f)
+            return self._request(input_feed, output_names, future, waiter)
         except Exception as e:
-            f.set_running_or_notify_cancel()
-            f.set_exception(e)
-            return _Request({}, 0, (), None, f)
-        req.waiter = waiter
-        return req
+            req = _Request({}, 0, (), None, future, None)
+            if future is not None:
+                future.set_running_or_notify_cancel()
+            req.finish(error=e)
+            return req
 
     def stats(self) -> dict[str, float]:
         """Requests taken, runs made (merged or alone), rows run, mean rows per run, and how
@@ -334,29 +358,37 @@ class DynamicBatcher:
         self.close()
 
     # ------------------------------------------------------------------ checks
-    def _request(self, feed: Mapping[str, Any], names: Sequence[str] | None, f: Future) -> _Request:
+    def _request(self, feed: Mapping[str, Any], names: Sequence[str] | None, future: Future | None,
+                 waiter: threading.Event | None) -> _Request:
         if not isinstance(feed, Mapping):
             raise TypeError(f"input_feed must be a dict of name -> array, not {type(feed).__name__}")
         if names is not None:
             if isinstance(names, str):
                 raise TypeError("output_names must be a list of names, not a string")
             names = list(names)
-        arrays: dict[str, np.ndarray] = {}
+        sig = signature(feed)
+        known = self._known.get(sig) if sig is not None else None
+        if known is not None:  # these names, dtypes and shapes passed the checks before
+            rows, key_part = known
+            return _Request(dict(feed), rows, (None if names is None else tuple(names), key_part),
+                            names, future, waiter)
         for name, value in feed.items():
-            if hasattr(value, "device") and not isinstance(value, np.ndarray):
+            if type(value) is not np.ndarray and hasattr(value, "device"):
                 raise TypeError(f"input {name!r}: dynamic batching takes host arrays, not a {type(value).__name__} "
                                 f"on {value.device} (run() takes device tensors)")
-            arrays[name] = value
-        checked = self.session._check_feed(arrays)  # names, dtypes, ranks, fixed dims: run()'s errors
-        rows = {name: (np.shape(v)[0] if np.ndim(v) else None) for name, v in checked.items()}
-        if any(r is None for r in rows.values()) or len(set(rows.values())) != 1:
+        checked = self.session._check_feed(feed)  # names, dtypes, ranks, fixed dims: run()'s errors
+        arrays = {n: np.ascontiguousarray(a) for n, a in checked.items()}
+        rows = {a.shape[0] if a.ndim else None for a in arrays.values()}
+        if len(rows) != 1 or None in rows:
             raise ValueError(f"every input needs the same number of rows along the batch axis "
-                             f"{self.axis_name!r}; got {rows}")
-        order = sorted(checked)
-        key = (None if names is None else tuple(names),
-               tuple((n, np.shape(checked[n])[1:], np.asarray(checked[n]).dtype.str) for n in order))
-        return _Request({n: np.ascontiguousarray(checked[n]) for n in order}, next(iter(rows.values())),
-                        key, names, f)
+                             f"{self.axis_name!r}; got {({n: a.shape for n, a in arrays.items()})}")
+        key_part = tuple((n, a.shape[1:], a.dtype.str) for n, a in sorted(arrays.items()))
+        n = rows.pop()
+        if sig is not None:
+            if len(self._known) >= 64:
+                self._known.clear()
+            self._known[sig] = (n, key_part)
+        return _Request(arrays, n, (None if names is None else tuple(names), key_part), names, future, waiter)
 
 
 def _batch_axis(session: Any) -> str:
