@@ -39,7 +39,7 @@ def test_every_public_name_has_a_docstring():
         assert f"vkml.{name}" in documented, name
     for name in ("vkml.InferenceSession.run", "vkml.InferenceSession.run_batch", "vkml.InferenceSession.placement",
                  "vkml.Tensor.from_numpy", "vkml.Tensor.numpy", "vkml.SessionOptions", "vkml.RunOptions",
-                 "vkml.api.backend.prepare", "vkml.api.backend.run_model", "vkml.api.backend.supports_device"):
+                 "vkml.backend.prepare", "vkml.backend.run_model", "vkml.backend.supports_device"):
         assert name in documented, name
     missing = [it.name for it in tool.walk(items) if not it.doc.strip()]
     assert not missing, f"public names without a docstring (say what each is for, then run the tool): {missing}"

@@ -1,5 +1,5 @@
 """Write docs/api.md, the API reference, from the code itself: vkml's public names (vkml.__all__)
-and the onnx.backend module (vkml.api.backend), with their signatures and docstrings (inspect).
+and the onnx.backend module (vkml.backend), with their signatures and docstrings (inspect).
 Nothing beyond the standard library: the docstrings are the documentation, so keeping them
 right keeps the reference right.
 
@@ -134,18 +134,17 @@ def _item(obj: Any, name: str) -> Item:
 
 
 def collect() -> tuple[str, list[Item]]:
-    """(vkml's version, the documented items): vkml.__all__ in its order, then vkml.api.backend."""
+    """(vkml's version, the documented items): vkml.__all__ in its order, then vkml.backend."""
     vkml = importlib.import_module("vkml")
     items = [_item(getattr(vkml, n), f"vkml.{n}") for n in vkml.__all__]
-    backend = importlib.import_module("vkml.api.backend")
-    mod = Item("vkml.api.backend", "module", "", _own_doc(backend))
-    for n, obj in vars(backend).items():
-        if n.startswith("_") or getattr(obj, "__module__", None) != backend.__name__:
-            continue  # private, or imported from elsewhere (onnx, numpy, vkml.api.session)
+    backend = importlib.import_module("vkml.backend")
+    mod = Item("vkml.backend", "module", "", _own_doc(backend))
+    for n in backend.__all__:  # (its code is in vkml/api/backend.py)
+        obj = getattr(backend, n)
         if inspect.ismethod(obj):  # prepare = VkmlBackend.prepare: the module-level shortcuts
-            mod.members.append(Item(f"vkml.api.backend.{n}", "function", _signature(obj), _own_doc(obj.__func__)))
+            mod.members.append(Item(f"vkml.backend.{n}", "function", _signature(obj), _own_doc(obj.__func__)))
         else:
-            mod.members.append(_item(obj, f"vkml.api.backend.{n}"))
+            mod.members.append(_item(obj, f"vkml.backend.{n}"))
     return vkml.__version__, items + [mod]
 
 

@@ -56,7 +56,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "base": (),
 }
 # The first name under vkml -> its layer, where that is not the name of a layer's folder.
-PLACES = {"": "api", "__main__": "api", "benchmarks": "api", "ray": "api", "errors": "base", "config": "base"}
+PLACES = {"": "api", "__main__": "api", "backend": "api", "benchmarks": "api", "ray": "api", "errors": "base", "config": "base"}
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--device", default=None, help="a GPU (vulkan:N) to run the cases on")
     args = ap.parse_args(argv)
-    from vkml.api import backend
+    from vkml import backend
 
     cases = [c for c in load_cases(args.kind) if args.k in c.name]
     signal.signal(signal.SIGALRM, _alarm)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import vkml.vulkan as vk
-from vkml.api import backend
+from vkml import backend
 
 from .node_suite import load_cases, run_case
 from .skips import SKIPS

@@ -3,7 +3,7 @@ pytorch-operator (onnx 1.23.2 generates the node cases in memory). The skip list
 per entry lives in skips.py; conftest.py prints the tally and enforces the node-suite bar."""
 import onnx.backend.test
 
-from vkml.api import backend
+from vkml import backend
 
 from .skips import SKIPS
 

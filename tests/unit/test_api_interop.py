@@ -6,7 +6,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import vkml
-from vkml.api import backend
+from vkml import backend
 
 
 def _relu_model():
