@@ -58,6 +58,13 @@ def test_matches_vulkaninfo(info):
     assert info.device_name in re.findall(r"deviceName\s*=\s*(.+)", out)
     assert str(info.limits["max_storage_buffer_range"]) in re.findall(r"maxStorageBufferRange\s*=\s*(\d+)", out)
     assert str(info.subgroup_size) in re.findall(r"\bsubgroupSize\s*=\s*(\d+)", out)
+    # the device UUID (VkPhysicalDeviceIDProperties) as vulkaninfo prints it, dashes or not
+    uuids = {u.replace("-", "").lower() for u in re.findall(r"deviceUUID\s*=\s*([0-9a-fA-F-]+)", out)}
+    assert info.uuid is not None and re.fullmatch(r"[0-9a-f]{32}", info.uuid)
+    if uuids:
+        assert info.uuid in uuids
+    if info.pci_bus is not None:
+        assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", info.pci_bus)
     nc = re.findall(r"nonCoherentAtomSize\s*=\s*(0x[0-9a-fA-F]+|\d+)", out)
     assert info.limits["non_coherent_atom_size"] in {int(v, 0) for v in nc}
 

@@ -8,6 +8,7 @@ Ray Data callable class and inside a Serve deployment. Everything it returns is 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import socket
 import sys
@@ -21,6 +22,8 @@ import ray
 import vkml
 
 from ._devices import assigned_devices
+
+log = logging.getLogger("vkml")
 
 ModelSource = Any  # a path, bytes, an onnx.ModelProto, or a ray.ObjectRef of bytes
 
@@ -45,12 +48,12 @@ def _resolve_feed(feed: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _device_lost(exc: BaseException) -> bool:
-    """Whether `exc` (or what caused it) is vkml's DeviceLost: the GPU cannot be used again by
-    this process. Matched by class name: vkml exports DeviceLost only from vkml.vulkan."""
+    """Whether `exc` (or what caused it) is vkml.DeviceLost: the GPU cannot be used again by
+    this process."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if any(c.__name__ == "DeviceLost" for c in type(exc).__mro__):
+        if isinstance(exc, vkml.DeviceLost):
             return True
         exc = exc.__cause__ or exc.__context__
     return False
@@ -63,7 +66,8 @@ def _current_actor_id() -> str | None:
         return None
     try:
         return ray.get_runtime_context().get_actor_id()
-    except Exception:
+    except Exception as e:  # (a driver, or an older Ray): then it is no actor
+        log.debug("vkml.ray: get_actor_id failed (%s: %s); not in an actor", type(e).__name__, e)
         return None
 
 

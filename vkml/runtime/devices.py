@@ -46,6 +46,10 @@ def devices() -> list[DeviceInfo]:
             "device-local memory": f"{d.device_local_bytes / 2**30:.1f} GiB",
             "features": ", ".join(k for k, v in sorted(d.features.items()) if v),
         }
+        if d.uuid:
+            details["uuid"] = d.uuid
+        if d.pci_bus:
+            details["pci bus"] = d.pci_bus
         gpus.append(DeviceInfo(d.name, d.device_type, f"{d.device_name} ({d.vendor})", details, d))
     gpus.sort(key=lambda g: (_TYPE_ORDER.get(g.kind, 3), -g.vulkan.device_local_bytes, g.name))
     cpu_details = {}
@@ -92,3 +96,36 @@ def resolve_devices(names: Sequence[str] | None) -> list[str]:
     if len(set(names)) != len(names):
         raise ValueError(f"devices= names a device twice: {list(names)}")
     return [n for n in names if n != "cpu"] + ["cpu"]
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """What compiling a plan (vkml/compile/pipeline.py) needs to know of one GPU, read when the
+    plan is made: its memory budget changes with what else holds memory, and a GPU that ran
+    out of memory for a plan gets a lower cap (runtime/gpurun.GpuRunner)."""
+
+    name: str  # "vulkan:N"
+    device: Any = field(repr=False)  # the vkml.vulkan.Device: kernels' check() reads its features and limits
+    budget: int  # bytes placement may put there: the allocator's budget, lowered to the cap
+    alignment: int  # of the values laid out in its arenas
+    largest_binding: int  # bytes of the largest value it binds to a shader as one buffer
+
+
+def largest_binding(dev) -> int:
+    """Bytes of the largest value `dev` (a vkml.vulkan.Device) can hold in one buffer and bind
+    to a shader."""
+    return int(min(dev.max_storage_buffer_range, dev.limits["max_memory_allocation_size"]))
+
+
+def gpu_budget(dev, cap: int | None) -> int:
+    """Bytes placement may put on `dev`: the allocator's budget for its device-memory heap,
+    lowered to the user's cap."""
+    alloc = dev.allocator
+    budget = int(alloc.budget(alloc.pools["device"].heap))
+    return budget if cap is None else min(budget, int(cap))
+
+
+def gpu_facts(name: str, cap: int | None = None) -> GpuFacts:
+    """The facts of GPU `name` ("vulkan:N") now, its budget lowered to `cap` bytes."""
+    dev = vulkan_device(name)
+    return GpuFacts(name, dev, gpu_budget(dev, cap), int(dev.allocator.alignment), largest_binding(dev))

@@ -406,6 +406,10 @@ cdef class Instance:
         cdef VkPhysicalDeviceSubgroupSizeControlProperties sgsize
         cdef VkPhysicalDevicePushDescriptorPropertiesKHR pushd
         cdef VkPhysicalDeviceMaintenance3Properties maint3
+        cdef VkPhysicalDeviceIDProperties idp
+        cdef VkPhysicalDevicePCIBusInfoPropertiesEXT pcib
+        memset(&idp, 0, sizeof(idp))
+        memset(&pcib, 0, sizeof(pcib))
         memset(&props, 0, sizeof(props))
         memset(&driver, 0, sizeof(driver))
         memset(&subgroup, 0, sizeof(subgroup))
@@ -427,6 +431,10 @@ cdef class Instance:
         has_driver = api >= API_1_2 or "VK_KHR_driver_properties" in exts
         has_sgsize = api >= API_1_3 or "VK_EXT_subgroup_size_control" in exts
         has_push = "VK_KHR_push_descriptor" in exts
+        has_id = api >= API_1_1  # the device and driver UUIDs (core since 1.1)
+        has_pci = "VK_EXT_pci_bus_info" in exts
+        idp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES
+        pcib.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT
         if has_driver:
             nxt[0] = &driver
             nxt = &driver.pNext
@@ -440,6 +448,12 @@ cdef class Instance:
         if has_push:
             nxt[0] = &pushd
             nxt = &pushd.pNext
+        if has_id:
+            nxt[0] = &idp
+            nxt = &idp.pNext
+        if has_pci:
+            nxt[0] = &pcib
+            nxt = &pcib.pNext
         self.fn.vkGetPhysicalDeviceProperties2(pd, &props)
 
         cdef FeatureChain fc
@@ -535,6 +549,11 @@ cdef class Instance:
             "driver_name": _cstr(driver.driverName).decode(errors="replace") if has_driver else "",
             "driver_info": _cstr(driver.driverInfo).decode(errors="replace") if has_driver else "",
             "pipeline_cache_uuid": (<char*>props.properties.pipelineCacheUUID)[:16],
+            # what matches a GPU to other APIs' names for it (CUDA's and nvidia-smi's UUID, the PCI
+            # address Ray and schedulers report): None where the driver does not say
+            "device_uuid": (<char*>idp.deviceUUID)[:16].hex() if has_id else None,
+            "pci_bus": (f"{pcib.pciDomain:04x}:{pcib.pciBus:02x}:{pcib.pciDevice:02x}.{pcib.pciFunction:x}"
+                        if has_pci else None),
             "subgroup_size": subgroup.subgroupSize,
             "min_subgroup_size": sgsize.minSubgroupSize if has_sgsize else subgroup.subgroupSize,
             "max_subgroup_size": sgsize.maxSubgroupSize if has_sgsize else subgroup.subgroupSize,

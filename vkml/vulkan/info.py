@@ -62,6 +62,8 @@ class DeviceInfo:
     extensions: tuple[str, ...] = field(repr=False)
     usable: bool = True
     unusable_reason: str | None = None
+    uuid: str | None = None      # the device UUID, 32 hex digits (what CUDA and nvidia-smi call GPU-...)
+    pci_bus: str | None = None   # "domain:bus:device.function" (VK_EXT_pci_bus_info)
 
     @property
     def device_local_bytes(self) -> int:
@@ -138,6 +140,8 @@ def from_raw(raw: dict) -> DeviceInfo:
         extensions=tuple(raw["extensions"]),
         usable=reason is None,
         unusable_reason=reason,
+        uuid=raw.get("device_uuid"),
+        pci_bus=raw.get("pci_bus"),
     )
 
 

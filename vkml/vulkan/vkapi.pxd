@@ -84,6 +84,8 @@ cdef enum:  # VkStructureType values
     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES = 1000177000
     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES = 1000082000
     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000
+    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES = 1000071004
+    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT = 1000212000
     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES = 1000207000
     VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO = 1000207002
     VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO = 1000207003
@@ -366,6 +368,23 @@ ctypedef struct VkPhysicalDeviceDriverProperties:
     char driverName[256]
     char driverInfo[256]
     VkConformanceVersion conformanceVersion
+
+ctypedef struct VkPhysicalDeviceIDProperties:
+    VkStructureType sType
+    void* pNext
+    uint8_t deviceUUID[16]
+    uint8_t driverUUID[16]
+    uint8_t deviceLUID[8]
+    uint32_t deviceNodeMask
+    VkBool32 deviceLUIDValid
+
+ctypedef struct VkPhysicalDevicePCIBusInfoPropertiesEXT:
+    VkStructureType sType
+    void* pNext
+    uint32_t pciDomain
+    uint32_t pciBus
+    uint32_t pciDevice
+    uint32_t pciFunction
 
 ctypedef struct VkPhysicalDeviceSubgroupProperties:
     VkStructureType sType
