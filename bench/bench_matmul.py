@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -24,62 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bench.kernel_bench import add_common_args, open_or_report, write_results  # noqa: E402
+from vkml.benchmarks.gemm_kernel import run_case  # noqa: E402
 from vkml.kernels import matmul as mm  # noqa: E402
 from vkml.kernels import matmul_coop  # noqa: E402
-from vkml.vulkan._commands import CommandRecorder  # noqa: E402
-from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
-
-
-def describe_path(dev, g, dtype, tiling, coop_tiling, coop: bool) -> str:
-    if dtype == np.float16 and coop and tiling is None:
-        if coop_tiling is not None:
-            os.environ["VKML_COOP_TILE"] = ",".join(map(str, (coop_tiling.bm, coop_tiling.bn, coop_tiling.bk,
-                                                              coop_tiling.wm, coop_tiling.wn)))
-        else:
-            os.environ.pop("VKML_COOP_TILE", None)
-        shape = matmul_coop.device_shape(dev)
-        vec = matmul_coop.access_width(g)
-        if shape is not None and vec is not None:
-            t = matmul_coop.choose(dev, g, shape, vec)
-            if t is not None:
-                return f"coop {shape.m}x{shape.n}x{shape.k} v{vec} tile {t.bm}x{t.bn}x{t.bk} warp {t.wm}x{t.wn}"
-    t = tiling or mm.choose_tiling(dev, g.m, g.n, g.batch, g.k)
-    return f"simt tile {t.bm}x{t.bn}x{t.bk} micro {t.tm}x{t.tn}"
-
-
-def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop_tiling=None, coop=True,
-             check=False) -> dict:
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
-    b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
-    A, B = DeviceTensor.from_numpy(dev, a), DeviceTensor.from_numpy(dev, b)
-    O = DeviceTensor.empty(dev, (n, n), dtype)
-    g, _ = mm.matmul_problem(a.shape, b.shape)
-    path = describe_path(dev, g, dtype, tiling, coop_tiling, coop)
-    rec = CommandRecorder(dev)
-    rec.timestamp("start")
-    for _ in range(inner):
-        mm.record_gemm(rec, g, A, B, None, O, tiling=tiling, coop=coop)
-    rec.timestamp("end")
-    cb = rec.finish()
-    cb.run()  # warm-up (pipeline creation happened at record time)
-    gpu, wall = [], []
-    for _ in range(outer):
-        t0 = time.perf_counter()
-        cb.run()
-        wall.append((time.perf_counter() - t0) / inner)
-        ts = dict(cb.timestamps())
-        gpu.append((ts["end"] - ts["start"]) / inner)
-    flops = 2.0 * n ** 3
-    res = {"n": n, "dtype": np.dtype(dtype).name, "path": path, "inner": inner, "outer": outer,
-           "gpu_s": min(gpu), "wall_s": min(wall), "tflops": flops / min(gpu) / 1e12,
-           "tflops_wall": flops / min(wall) / 1e12}
-    if check:
-        ref = a.astype(np.float32) @ b.astype(np.float32)
-        got = O.numpy().astype(np.float32)
-        scale = np.abs(ref).max()
-        res["max_rel_err"] = float(np.abs(got - ref).max() / scale)
-    return res
 
 
 def _tilings(values, cls):

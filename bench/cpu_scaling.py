@@ -20,15 +20,13 @@ import platform
 import resource
 import statistics
 import subprocess
-import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 
 
 def _model(name: str):
-    from bench import models as M
+    from vkml.benchmarks import models as M
 
     if name == "mnist":
         return M.mnist(1)
@@ -57,7 +55,7 @@ def _rows(model: str, settings: list[str], threads: list[int], seconds: float, r
     """The rows of one model, each setting's session measured in turn, slice by slice."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from bench import timing
+    from vkml.benchmarks import timing
 
     bm = _model(model)
     feed = dict(bm.feed)

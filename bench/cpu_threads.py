@@ -3,12 +3,11 @@
 Usage: python bench/cpu_threads.py [mnist|resnet18] [runs]; VKML_CPU_BLAS_THREADS=off for the
 behaviour before vkml/runtime/blas.py (issue #14 item 3).
 """
-import sys, time, statistics, os
+import sys, time, statistics
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
-_here = os.path.dirname(os.path.abspath(__file__)); sys.path[:0] = [os.path.dirname(_here), _here]
 import vkml
-from models import mnist, resnet18
+from vkml.benchmarks.models import mnist, resnet18
 name = sys.argv[1] if len(sys.argv) > 1 else "mnist"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 40
 bm = {"mnist": mnist, "resnet18": resnet18}[name]()

@@ -16,7 +16,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 
 
 def _times(fn, runs: int, warm: int = 5) -> list[float]:
@@ -34,7 +33,7 @@ def probe(bm, device: str, runs: int) -> list[dict]:
     import numpy as np
 
     import vkml
-    from bench import timing
+    from vkml.benchmarks import timing
     from vkml.benchmarks.profile import gpu_session_profile
 
     sess = vkml.InferenceSession(bm.proto.SerializeToString(), devices=[device])
@@ -64,7 +63,7 @@ def probe(bm, device: str, runs: int) -> list[dict]:
 def main(argv=None) -> int:
     import numpy as np
 
-    from bench import models as M
+    from vkml.benchmarks import models as M
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="vulkan:0")

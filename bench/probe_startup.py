@@ -5,7 +5,7 @@ than the driver's.
 
     python bench/probe_startup.py MODEL [--device vulkan:0] [--state cold|warm]
 
-MODEL: an .onnx path, a bench/models.py builder, or tv:NAME (torchvision, batch 1). cold
+MODEL: an .onnx path, a vkml/benchmarks/models.py builder, or tv:NAME (torchvision, batch 1). cold
 empties VKML_CACHE_DIR first (default: a folder under the temp dir); NVIDIA's disk cache is
 off (__GL_SHADER_DISK_CACHE=0) unless the environment says otherwise. Run it twice, cold then
 warm, for the warm timeline.
@@ -17,13 +17,10 @@ import functools
 import importlib
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 # (module, attribute): the stages timed, where the session looks them up.
 STAGES = [
@@ -72,11 +69,10 @@ def main() -> None:
     os.environ.setdefault("__GL_SHADER_DISK_CACHE", "0")
     if args.state == "cold":
         shutil.rmtree(cache, ignore_errors=True)
-    sys.path.insert(0, ROOT)
     import numpy as np
     import onnx
 
-    from bench import models as bm
+    from vkml.benchmarks import models as bm
 
     if args.model.endswith(".onnx"):
         path = args.model

@@ -19,7 +19,6 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 
 
 def _one(model: str, threads: list[int], seconds: float) -> list[dict]:
@@ -27,8 +26,8 @@ def _one(model: str, threads: list[int], seconds: float) -> list[dict]:
     import numpy as np
 
     import vkml
-    from bench import models as M
-    from bench import timing
+    from vkml.benchmarks import models as M
+    from vkml.benchmarks import timing
 
     bm = M.mnist(1) if model == "mnist" else M.resnet18(1, 224)
     so = vkml.SessionOptions()

@@ -14,11 +14,8 @@ import io
 import os
 import pstats
 import shutil
-import sys
 import tempfile
 import time
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _model(name: str) -> tuple[str, object]:
@@ -31,8 +28,7 @@ def _model(name: str) -> tuple[str, object]:
         s = vkml.InferenceSession(name, devices=["cpu"])
         shape = [d if isinstance(d, int) else 1 for d in s.get_inputs()[0].shape]
         return name, np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    sys.path.insert(0, ROOT)
-    from bench import models as bm
+    from vkml.benchmarks import models as bm
 
     m = bm.BUILDERS[name]() if name in bm.BUILDERS else bm.torchvision_model(name, 1)[0]
     path = os.path.join(tempfile.gettempdir(), f"vkml-profile-{name}.onnx")

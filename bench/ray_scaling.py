@@ -21,7 +21,7 @@ then `--runs` timed ones (median, p05, p95 of the run times; the row gives the c
 Rows (JSON lines, appended to --out): the path, actors, devices, model, batch, runs and
 warm-up counts, run-time statistics, batches/s and images/s; ray rows add `speedup_vs_1_actor`
 and `vs_loop` / `vs_run_batch` (throughput ratios). The first row describes the machine
-(bench/machine.py) and versions (Ray's included).
+(vkml/benchmarks/machine.py) and versions (Ray's included).
 """
 from __future__ import annotations
 
@@ -30,15 +30,13 @@ import gc
 import json
 import os
 import platform
-import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
 
 
 def _model(name: str, batch: int, size: int):
-    from bench import models as M
+    from vkml.benchmarks import models as M
 
     if name == "resnet18":
         return M.resnet18(batch, size)
@@ -60,7 +58,7 @@ def _feeds(bm, n: int) -> list[dict]:
 
 
 def _timed(fn, warmup: int, runs: int) -> dict:
-    from bench import timing
+    from vkml.benchmarks import timing
 
     for _ in range(warmup):
         fn()
@@ -112,7 +110,7 @@ def main() -> None:
 
     import vkml
     import vkml.ray
-    from bench import machine
+    from vkml.benchmarks import machine
 
     vulkan = [d.name for d in vkml.devices() if d.name != "cpu"]
     if a.devices:

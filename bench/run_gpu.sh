@@ -39,12 +39,12 @@ mkdir -p bench/results
 LOG=bench/results/run-gpu-$(date +%Y-%m-%d-%H%M%S).log
 echo "== suite (time limit ${LIMIT} s for starting cases; log: $LOG)"
 # The outer timeout is a backstop: records are appended as they complete, so even a killed run
-# leaves its JSONL; `python -m bench.report FILE.jsonl` then rebuilds the table and charts.
+# leaves its JSONL; `python -m vkml.benchmarks.report FILE.jsonl` then rebuilds the table and charts.
 timeout $((LIMIT + 60)) $PY -m vkml bench --out bench/results --time-limit "$LIMIT" "$@" 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
 if [ "$status" = 124 ]; then
     echo "suite hit the outer timeout; rebuilding the report from the JSONL"
     latest=$(ls -t bench/results/*.jsonl | head -1)
-    $PY -m bench.report "$latest"
+    $PY -m vkml.benchmarks.report "$latest"
 fi
 exit "$status"

@@ -1,4 +1,5 @@
-"""The benchmark suite runs end to end at its smallest sizes and writes what it promises.
+"""The benchmark suite (vkml.benchmarks, behind `vkml bench`) runs end to end at its smallest
+sizes and writes what it promises.
 
 No timing is asserted (CI never gates on wall-clock): only that every family produced records,
 that vkml's CPU numbers are real measurements, and that absent peers are reported, not faked.
@@ -7,15 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-suite = pytest.importorskip("bench.suite")
+from vkml.benchmarks import suite
 
 
 def test_suite_smoke(tmp_path):
@@ -52,14 +49,14 @@ def test_suite_smoke(tmp_path):
         if r["benchmark"] == "runtimes":
             assert r["status"] == "missing" and "median" not in r
     pytest.importorskip("matplotlib")
-    from bench import report
+    from vkml.benchmarks import report
 
     paths, note = report.charts([r for r in recs if r["benchmark"] == "chain_add"], str(tmp_path / "c"))
     assert len(paths) == 1 and os.path.getsize(paths[0]) > 1000, note
 
 
 def test_linear_fit_and_stats():
-    from bench import timing
+    from vkml.benchmarks import timing
 
     slope, icpt = timing.linear_fit([1, 10, 100], [3.0, 21.0, 201.0])
     assert slope == pytest.approx(2.0) and icpt == pytest.approx(1.0)
@@ -71,7 +68,7 @@ def test_models_match_onnxruntime():
     """The builders produce valid graphs that vkml and onnxruntime agree on."""
     ort = pytest.importorskip("onnxruntime")
     import vkml
-    from bench import models as M
+    from vkml.benchmarks import models as M
 
     for bm in (M.mnist(1), M.resnet18(1, 32), M.mobilenet_v2(1, 32), M.chain_add(5)):
         want = ort.InferenceSession(bm.bytes(), providers=["CPUExecutionProvider"]).run(None, bm.feed)[0]

@@ -2,13 +2,15 @@
 no generated C, a wheel built from that sdist has every extension and the SPIR-V, auditwheel
 makes it a manylinux wheel (the extensions link only libc: Vulkan is dlopen'ed), and in a fresh
 virtual environment, from outside the checkout, `vkml run` runs the shipped model on vulkan:0
-from that wheel.
+from that wheel and `vkml bench` runs the benchmark suite (part of the package, #16) with only
+vkml's own dependencies.
 
 It builds and installs (minutes on 2 cores, and the fresh venv fetches numpy and onnx from pip's
 index), so it runs under CI=true or with VKML_TEST_PACKAGING=1."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -69,3 +71,20 @@ def test_sdist_to_wheel_to_a_fresh_venv(tmp_path, gpu):
     assert "accuracy" in out and gpu in out, out
     where = _sh(py, "-c", "import vkml, os; print(os.path.dirname(vkml.__file__))", cwd=str(tmp_path), env=env)
     assert where.strip().startswith(str(venv)), where
+
+    # The benchmark suite from the wheel: smallest sizes, one family, the CPU device; records in
+    # --out. No peer is installed in this venv (the `bench` extra is not), so they are reported
+    # missing with a reason, and the records carry no commit (no checkout to ask).
+    results = tmp_path / "bench-out"
+    _sh(str(venv / "bin" / "vkml"), "bench", "--smoke", "--only", "chain_add", "--device", "cpu", "--no-charts",
+        "-q", "--out", str(results), cwd=str(tmp_path), env=env)
+    (jsonl,) = glob.glob(str(results / "*.jsonl"))
+    with open(jsonl) as f:
+        recs = [json.loads(line) for line in f]
+    runs = [r for r in recs if r["benchmark"] == "chain_add" and r["runtime"] == "vkml/cpu"]
+    assert [r["status"] for r in runs] == ["ok"] * 3 and all(r["median"] > 0 for r in runs), runs
+    assert any(r["benchmark"] == "chain_add_fit" for r in recs)
+    absent = {r["runtime"]: r for r in recs if r["benchmark"] == "runtimes"}
+    assert absent["onnxruntime"]["status"] == "missing" and absent["onnxruntime"]["reason"], absent
+    assert all(r["machine"]["git"] == "" for r in recs)
+    assert os.path.exists(jsonl[: -len(".jsonl")] + ".md")

@@ -1,33 +1,23 @@
-"""`python -m vkml bench`: the benchmark suite (bench/ in the source checkout) and the profiler.
+"""`python -m vkml bench`: the benchmark suite and the profiler.
 
-    python -m vkml bench [--quick] [--only NAME] [--device DEV] ...   suite: see --help
+    python -m vkml bench [--quick] [--only NAME] [--device DEV] [--out DIR] ...   suite: see --help
     python -m vkml bench --profile MODEL [--runs N] [--gpu vulkan:N|none] [--input NAME=FILE.npy]
 
 MODEL is an .onnx path, "digits" (the shipped model), or one of the suite's models (mnist,
-resnet18, mobilenet_v2, conv_cnn, mlp, chain_add:N; these need the checkout's bench/ folder).
-The suite itself lives in bench/ because it may use tools vkml never depends on (matplotlib,
-peers such as onnxruntime and torch).
+resnet18, mobilenet_v2, conv_cnn, mlp, chain_add:N, ...; models.py builds them with onnx.helper).
+The suite (suite.py) needs only vkml's own dependencies; the peers it compares with and its
+charts are optional: `pip install 'vkml[bench]'` brings onnxruntime and matplotlib, and PyTorch
+with torchvision (CUDA peers, torchvision's model structures) are installed apart. A peer that
+does not import is recorded as missing, with the reason. The checkout's bench/ folder keeps the
+standalone micro-benchmarks and the project's recorded results (bench/results/).
 """
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from importlib import resources
 
 import numpy as np
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _bench_package():
-    if not os.path.isfile(os.path.join(REPO, "bench", "suite.py")):
-        raise OSError("the benchmark suite is in the source checkout's bench/ folder, which this "
-                      f"installation lacks (looked in {REPO})")
-    if REPO not in sys.path:
-        sys.path.insert(0, REPO)
-    import bench.suite
-    return bench
 
 
 def _load_model(spec: str, inputs: list[str]):
@@ -51,7 +41,7 @@ def _load_model(spec: str, inputs: list[str]):
             feed[k] = np.load(f, allow_pickle=False)
         return spec, feed, spec
     name, _, arg = spec.partition(":")
-    models = _bench_package().models
+    from . import models
     if name == "tv" and arg:  # a torchvision architecture, exported at batch 1 (needs torch)
         bm, why = models.torchvision_model(arg, 1)
         if bm is None:
@@ -87,9 +77,10 @@ def profile_main(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if any(a == "--profile" or a.startswith("--profile=") for a in argv):
         return profile_main(argv)
-    bench = _bench_package()
+    from . import suite
+
     ap = argparse.ArgumentParser(prog="vkml bench", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", metavar="MODEL", help="profile MODEL instead (vkml bench --profile X --help)")
-    args = bench.suite.build_parser(ap).parse_args(argv)
-    bench.suite.run(args)
+    args = suite.build_parser(ap).parse_args(argv)
+    suite.run(args)
     return 0

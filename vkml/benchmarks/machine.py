@@ -33,7 +33,10 @@ def _nvidia_smi() -> list[str]:
 
 
 def _git_commit() -> str:
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """The checkout's commit when vkml runs from one (an editable install); "" for a wheel."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.exists(os.path.join(repo, ".git")):  # site-packages may lie inside another repository
+        return ""
     try:
         return subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               timeout=10).stdout.strip()

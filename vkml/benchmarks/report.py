@@ -1,9 +1,9 @@
 """Markdown tables and PNG charts from a run's records (also re-runnable on a .jsonl file).
 
-    python -m bench.report bench/results/<machine>-<date>.jsonl
+    python -m vkml.benchmarks.report <machine>-<date>.jsonl
 
-matplotlib is optional (a bench/ tool, never a vkml dependency): without it the charts are
-skipped and the report says so.
+matplotlib is optional (in the `bench` extra, never a dependency of vkml itself): without it the
+charts are skipped and the report says so.
 """
 from __future__ import annotations
 

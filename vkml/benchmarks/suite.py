@@ -1,15 +1,15 @@
 """vkml's benchmark suite: vkml on every device it has, against the peers present in the same run.
 
-    python -m vkml bench [--quick] [--only chain_add,mnist,...] [--device cpu ...]
-    python -m bench.suite ...                                     (the same, from the repo root)
+    vkml bench [--quick] [--only chain_add,mnist,...] [--device cpu ...] [--out DIR]
+    python -m vkml bench ...                                        (the same)
 
 Families: chain_add (per-op overhead, µs/op slope), mnist, conv_cnn, mlp (fp32/fp16), matmul
-(TFLOPS; also vkml's GEMM kernel alone via bench/bench_matmul.py), resnet18, mobilenet_v2,
+(TFLOPS; also vkml's GEMM kernel alone, gemm_kernel.py), resnet18, mobilenet_v2,
 memory (peak RSS holding resnet18, each runtime in its own process), threaded (1/2/4/8 threads on
 one session). Each timed case runs host NumPy → host NumPy, and again device-resident where the
 runtime has a way (ORT I/O binding, torch tensors on the GPU, vkml.Tensor when present).
 
-Writes bench/results/<machine>-<date>.jsonl (one record per benchmark × runtime × config × mode,
+Writes <out>/<machine>-<date>.jsonl (--out, the current directory by default) (one record per benchmark × runtime × config × mode,
 appended as they complete), a markdown table beside it, and a PNG chart per benchmark when
 matplotlib is importable. A runtime that is absent or cannot run a case is recorded with its
 status (missing / unsupported / error) and the reason: never a number.
@@ -31,16 +31,11 @@ from typing import Any
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
-
-from bench import machine as machine_info  # noqa: E402
-from bench import models as M  # noqa: E402
-from bench import timing  # noqa: E402
-from bench.gpu_busy import GpuBusy  # noqa: E402
-from bench.runtimes import Runtime, Unavailable, discover  # noqa: E402
+from . import machine as machine_info
+from . import models as M
+from . import timing
+from .gpu_busy import GpuBusy
+from .runtimes import Runtime, Unavailable, discover
 
 FAMILIES = ("chain_add", "mnist", "matmul", "mlp", "resnet18", "mobilenet_v2", "resnet50", "efficientnet_b0",
             "conv_cnn", "memory", "threaded", "first_run")
@@ -194,7 +189,7 @@ def fam_chain_add(ctx: Ctx) -> None:
 
     A runtime whose setup (load + first run) grows faster than N is skipped at the next N when
     its setup, extrapolated quadratically, would not fit in the family's time left (recorded)."""
-    from bench.runtimes import OnnxRuntime
+    from .runtimes import OnnxRuntime
 
     runs, drop = ctx.sizes.chain_runs
     recs = []
@@ -261,16 +256,17 @@ def fam_matmul(ctx: Ctx) -> None:
 
 
 def _matmul_kernels(ctx: Ctx, n: int) -> None:
-    """vkml's GEMM kernel alone on each Vulkan device, GPU-timestamped (bench/bench_matmul.py)."""
+    """vkml's GEMM kernel alone on each Vulkan device, GPU-timestamped (gemm_kernel.py; the
+    checkout's bench/bench_matmul.py sweeps its tilings)."""
     gpus = [rt.device for rt in ctx.runtimes if rt.name == "vkml" and rt.device.startswith("vulkan:")]
     if not gpus:
         return
     try:
-        from bench import bench_matmul
-    except Exception as e:
+        from . import gemm_kernel
+    except ImportError as e:
         for d in gpus:
             ctx.emit("matmul", f"{n}^3 kernel", f"vkml-kernel/{d}", "resident", "missing",
-                     reason=f"bench/bench_matmul.py not importable: {type(e).__name__}: {e}")
+                     reason=f"vkml.benchmarks.gemm_kernel not importable: {type(e).__name__}: {e}")
         return
     import vkml.vulkan as vk
 
@@ -283,9 +279,9 @@ def _matmul_kernels(ctx: Ctx, n: int) -> None:
                          reason="suite time limit reached")
                 continue
             try:  # one dispatch first, then as many per submission as fit the case budget
-                probe = bench_matmul.run_case(dev, n, dt, 1, 1)
+                probe = gemm_kernel.run_case(dev, n, dt, 1, 1)
                 inner = max(1, min(50, int(ctx.sizes.case_s / 6 / max(probe["gpu_s"], 1e-9))))
-                r = bench_matmul.run_case(dev, n, dt, inner, 5 if inner > 1 else 2, check=True)
+                r = gemm_kernel.run_case(dev, n, dt, inner, 5 if inner > 1 else 2, check=True)
             except Exception as e:
                 ctx.emit("matmul", f"{n}^3 {name}", f"vkml-kernel/{d}", "resident", "error",
                          reason=f"{type(e).__name__}: {e}")
@@ -330,7 +326,7 @@ def fam_efficientnet_b0(ctx: Ctx) -> None:
 
 
 def fam_memory(ctx: Ctx) -> None:
-    from bench import memory
+    from . import memory
 
     s = ctx.sizes.memory_image
     bm = M.resnet18(1, s)
@@ -458,16 +454,16 @@ DYNAMIC_DELAY_MS = 0.0
 
 
 def fam_first_run(ctx: Ctx) -> None:
-    """A new model's first result, each in a fresh process (bench/bench_first_run.py): vkml cold
+    """A new model's first result, each in a fresh process (first_run.py): vkml cold
     (every cache empty, NVIDIA's disk cache off) and warm (its pipeline cache from the cold
     run), onnxruntime (session + first run), torch eager (module to the GPU + first call)."""
     import tempfile
 
-    from bench import bench_first_run as fr
-    from bench.runtimes import OnnxRuntime, Torch, Vkml
+    from . import first_run as fr
+    from .runtimes import OnnxRuntime, Torch, Vkml
 
     with tempfile.TemporaryDirectory(prefix="vkml-first-run-") as tmp:
-        for name, path, tv in fr._models(list(ctx.sizes.first_run_models), tmp):
+        for name, path, tv in fr.models_on_disk(list(ctx.sizes.first_run_models), tmp):
             cache = tempfile.mkdtemp(prefix="cache-", dir=tmp)
             env = fr.child_env(cache)
             cases = []
@@ -482,7 +478,7 @@ def fam_first_run(ctx: Ctx) -> None:
                 if ctx.deadline.left() <= 0:
                     ctx.emit("first_run", name, label, state, "skipped", reason="suite time limit reached")
                     continue
-                res = fr._child(kind, path, device, e, min(240.0, max(ctx.deadline.left(), 30.0)))
+                res = fr.run_child(kind, path, device, e, min(240.0, max(ctx.deadline.left(), 30.0)))
                 err = res.pop("error", None)
                 ctx.emit("first_run", name, label, state, "error" if err else "ok",
                          **({"reason": err} if err else res))
@@ -493,7 +489,7 @@ FAMILY_FNS = {n: globals()["fam_" + n] for n in FAMILIES}
 
 # --------------------------------------------------------------------------------------- driver
 def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    ap = ap or argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__.splitlines()[0])
+    ap = ap or argparse.ArgumentParser(prog="python -m vkml.benchmarks.suite", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (minutes on a laptop CPU)")
     ap.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--only", action="append", metavar="NAME",
@@ -558,7 +554,7 @@ def run(args: argparse.Namespace) -> dict:
             traceback.print_exc()
             ctx.emit(fam, "-", "-", "-", "error", reason=f"{type(e).__name__}: {e}")
         say(f"   ({time.perf_counter() - t0:.1f} s)")
-    from bench import report
+    from . import report
 
     md, charts, chart_note = report.write(ctx.records, stem, with_charts=not args.no_charts)
     say(f"wrote {jsonl}\nwrote {md}")

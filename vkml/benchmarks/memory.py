@@ -2,9 +2,11 @@
 
 The child loads the model from a file, runs it once, and reports VmHWM (peak resident set) from
 /proc/self/status; the suite subtracts a bare `python + numpy` child's peak. Linux only (others
-report unsupported).
+report unsupported). The child runs this file as a script (`python -P memory.py`, so that neither
+the vkml package nor this folder is imported or put on its path: the baseline stays python +
+numpy, and torch's peak does not include vkml's modules).
 
-    python -m bench.memory --child RUNTIME MODEL.onnx FEED.npz   (internal)
+    python -P vkml/benchmarks/memory.py --child RUNTIME MODEL.onnx FEED.npz   (internal)
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import os
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _vm(field: str) -> int:
@@ -45,9 +47,7 @@ def _child(runtime: str, model: str, feed_path: str) -> dict:
         import onnx
         import torch
 
-        sys.path.insert(0, REPO)
-        from bench.torch_onnx import TorchGraph
-
+        TorchGraph = _torch_onnx().TorchGraph
         g = TorchGraph(onnx.load(model), "cuda")
         with torch.inference_mode():
             [o.cpu() for o in g.forward(*[torch.from_numpy(v).cuda() for v in feed.values()])]
@@ -57,14 +57,25 @@ def _child(runtime: str, model: str, feed_path: str) -> dict:
     return {"vmhwm": _vm("VmHWM"), "vmrss": _vm("VmRSS")}
 
 
+def _torch_onnx():
+    """torch_onnx.py beside this file, loaded by its path (the package's __init__ not run)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vkml_bench_torch_onnx", os.path.join(HERE, "torch_onnx.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def probe(runtime: str, model_path: str, feed_path: str, timeout: float = 300) -> dict:
     """{"vmhwm", "vmrss"} bytes of a child holding the model, or {"error": why}."""
     if not os.path.exists("/proc/self/status"):
         return {"error": "no /proc/self/status (not Linux)"}
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    from .children import same_vkml_env
+
     try:
-        p = subprocess.run([sys.executable, "-m", "bench.memory", "--child", runtime, model_path, feed_path],
-                           capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)
+        p = subprocess.run([sys.executable, "-P", os.path.join(HERE, "memory.py"), "--child", runtime, model_path,
+                            feed_path], capture_output=True, text=True, timeout=timeout, env=same_vkml_env())
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     if p.returncode != 0:
