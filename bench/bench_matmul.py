@@ -66,7 +66,12 @@ def main(argv=None) -> int:
             for (tiling, coop_tiling, coop), vec in ((c, v) for c in cases for v in (vecs if c[2] else vecs[:1])):
                 saved, matmul_coop.VECS = matmul_coop.VECS, vec  # the widths the kernel may pick from
                 try:
-                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop_tiling, coop, args.check)
+                    if coop_tiling is not None:  # read through vkml.config when the GEMM is recorded
+                        os.environ["VKML_COOP_TILE"] = ",".join(map(str, (
+                            coop_tiling.bm, coop_tiling.bn, coop_tiling.bk, coop_tiling.wm, coop_tiling.wn)))
+                    else:
+                        os.environ.pop("VKML_COOP_TILE", None)
+                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop, args.check)
                 except Exception as e:  # a tiling the device refuses: report and go on
                     print(f"{n:5d} {dt:8s} {tiling or coop_tiling}: FAILED {type(e).__name__}: {e}")
                     continue

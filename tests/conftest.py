@@ -74,6 +74,25 @@ def _quiet_numpy():
         yield
 
 
+@pytest.fixture
+def vkml_env(monkeypatch):
+    """Sets vkml's settings (VKML_* variables, vkml/config.py) for one test, through the
+    environment: vkml reads each when it needs it, so running sessions see the change.
+    vkml_env(VKML_GPU_TIMEOUT="1e-9") sets, vkml_env(VKML_GPU_TIMEOUT=None) unsets; a name that
+    is no setting of vkml/config.py is a KeyError."""
+    from vkml import config
+
+    def set_(**values):
+        for name, value in values.items():
+            if name not in config.SETTINGS:
+                raise KeyError(f"{name} is not a setting of vkml/config.py")
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, str(value))
+    return set_
+
+
 @pytest.fixture(scope="session")
 def gpu() -> str:
     """The first usable Vulkan device (lavapipe on CI, named as "vulkan:N"); without one this

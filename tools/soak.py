@@ -11,9 +11,9 @@ the allocator's blocks exist by then); the exit status is 1 if a later point gro
 
 Good runs must equal a CPU reference (within float tolerance on a GPU); bad runs (the feed
 fuzzer's mutations, tests/unit/test_feed_fuzz.py) must raise ValueError/TypeError. Timeout
-bursts (GPUs only, every 1% of the runs, between the threads' chunks) set
-vkml.runtime.gpurun.GPU_TIMEOUT to a microsecond while several threads run: each run gives the right
-answer or a TimeoutError, and the runs after the burst must succeed again.
+bursts (GPUs only, every 1% of the runs, between the threads' chunks) set VKML_GPU_TIMEOUT (read
+by every run) to a microsecond while several threads run: each run gives the right answer or a
+TimeoutError, and the runs after the burst must succeed again.
 """
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import vkml  # noqa: E402
-import vkml.runtime.gpurun  # noqa: E402
 
 MODELS = ("mlp", "cnn", "block", "digits_cnn", "two")  # resnet_like is slow on lavapipe
 TINY_TIMEOUT = 1e-6  # seconds (0 would mean no limit)
@@ -136,13 +135,16 @@ class Soak:
 
     def burst(self, start: int, n: int) -> None:
         """n runs on all threads under a tiny GPU timeout (GPUs only), then the old limit back."""
-        old = vkml.runtime.gpurun.GPU_TIMEOUT
-        vkml.runtime.gpurun.GPU_TIMEOUT = TINY_TIMEOUT
+        old = os.environ.get("VKML_GPU_TIMEOUT")
+        os.environ["VKML_GPU_TIMEOUT"] = repr(TINY_TIMEOUT)
         try:
             with ThreadPoolExecutor(self.threads) as pool:
                 list(pool.map(lambda i: self.one(i, timeouts_allowed=True), range(start, start + n)))
         finally:
-            vkml.runtime.gpurun.GPU_TIMEOUT = old
+            if old is None:
+                os.environ.pop("VKML_GPU_TIMEOUT", None)
+            else:
+                os.environ["VKML_GPU_TIMEOUT"] = old
 
 
 def figures(device: str) -> dict:

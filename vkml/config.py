@@ -2,8 +2,8 @@
 
 SETTINGS is the table: each variable's name, default, the rule its value follows and what it does.
 Each setting is read by a function here, at the moment it is needed, so that a test can set the
-variable and call it again; the few values that the package freezes at import (gpurun.GPU_TIMEOUT,
-ASYNC_WAITS) are read through these functions too. docs/config.md is generated from
+variable (tests/conftest.py's vkml_env fixture) and the package sees it: nothing holds a copy in a
+module attribute. docs/config.md is generated from
 the table (`python tools/config_table.py`; tests/unit/test_config.py checks it is current).
 
 A leaf: only the standard library is imported, so any layer (the Vulkan one included) may use it.
@@ -225,7 +225,8 @@ def fast_runs() -> bool:
 
 _setting("VKML_ASYNC_WAIT", "1", "on/off", """
     Readbacks wait for the GPU on a waiter thread (vkml/runtime/_gpuwait.pyx) instead of a blocked pool
-    worker. 0 turns that off, for comparisons. Read at import.""")
+    worker. 0 turns that off, for comparisons. Read when a plan is made (a session's first run of an
+    input shape).""")
 
 
 def async_waits() -> bool:
@@ -248,13 +249,24 @@ DEFAULT_GPU_TIMEOUT = 300.0  # seconds; a run's GPU work that takes longer is re
 _setting("VKML_GPU_TIMEOUT", "300", "seconds", """
     Seconds a session run waits for its GPU work before it gives up with a TimeoutError naming
     the device (0 waits forever): a hung GPU or driver must not hang the caller. The run's slot
-    is retired and freed once the GPU is done with it; the session stays usable. Read at
-    import.""")
+    is retired and freed once the GPU is done with it; the session stays usable. Read by every
+    run (a bad value is an error when a GPU session is made).""")
+
+
+_gpu_timeout_parsed: tuple[str, float | None] = ("", DEFAULT_GPU_TIMEOUT)  # (text, its value)
 
 
 def gpu_timeout() -> float | None:
-    """Seconds a session run waits for the GPU (VKML_GPU_TIMEOUT), None for no limit."""
-    return parse_seconds("VKML_GPU_TIMEOUT", _raw("VKML_GPU_TIMEOUT"), DEFAULT_GPU_TIMEOUT)
+    """Seconds a session run waits for the GPU (VKML_GPU_TIMEOUT), None for no limit. Every GPU
+    run asks, so the text's value is kept until the text changes (a bad text raises each time)."""
+    global _gpu_timeout_parsed
+    text = _raw("VKML_GPU_TIMEOUT")
+    last = _gpu_timeout_parsed
+    if text == last[0]:
+        return last[1]
+    value = parse_seconds("VKML_GPU_TIMEOUT", text, DEFAULT_GPU_TIMEOUT)
+    _gpu_timeout_parsed = (text, value)
+    return value
 
 
 # ------------------------------------------------------------------ Vulkan instance and devices
@@ -547,7 +559,8 @@ def markdown_table() -> str:
         "",
         "Generated from vkml/config.py by `python tools/config_table.py`; edit the table there.",
         "Every VKML_* variable vkml reads is here. Most are read when they are needed, so they may",
-        "change between sessions; those marked \"read at import\" are read once per process.",
+        "change between sessions; where a setting is read (once per process, per session, per plan",
+        "or per run) is in its row.",
         "",
         "| rule | values |",
         "| --- | --- |",

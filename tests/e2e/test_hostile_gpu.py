@@ -178,8 +178,7 @@ def _big_value_goes_to_the_cpu(gpu, limit: int) -> None:
 
 
 def test_a_value_larger_than_one_binding_runs_on_the_cpu(gpu):
-    from vkml.compile.specialize import largest_binding
-    from vkml.runtime.devices import vulkan_device
+    from vkml.runtime.devices import largest_binding, vulkan_device
 
     limit = largest_binding(vulkan_device(gpu))
     if limit > 256 << 20:
@@ -189,9 +188,9 @@ def test_a_value_larger_than_one_binding_runs_on_the_cpu(gpu):
 
 def test_the_binding_limit_is_placement(gpu, monkeypatch):
     """The same with a small pretend limit, for devices that bind gigabytes."""
-    import vkml.compile.specialize as specialize
+    import vkml.runtime.devices as devices
 
-    monkeypatch.setattr(specialize, "largest_binding", lambda dev: 1 << 16)
+    monkeypatch.setattr(devices, "largest_binding", lambda dev: 1 << 16)  # (read as each plan is made)
     _big_value_goes_to_the_cpu(gpu, 1 << 16)
 
 
@@ -256,13 +255,11 @@ def test_valid_gpu_timeouts(monkeypatch):
 
 
 @pytest.mark.parametrize("executor", ["parallel", "sequential"])
-def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_cpu, monkeypatch, executor):
+def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_cpu, vkml_env, executor):
     """50 runs that time out: at most max_slots retired slots at once (later runs wait for
     them, then time out too, instead of queueing more GPU work); once the GPU is done their
     memory is freed with no further run (runtime.reaper), and the session works."""
     import time
-
-    import vkml.runtime.gpurun
 
     d = 256 if gpu_on_cpu else 2048  # runs that outlast a wait's first spin (an H100 does 256^3 in µs)
     model = matmul_chain(3, d)
@@ -272,7 +269,7 @@ def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_c
     sess.run(None, {"x": x})
     pool = sess._gpu.last.pool
     before = _device_used(gpu)
-    monkeypatch.setattr(vkml.runtime.gpurun, "GPU_TIMEOUT", 1e-9)
+    vkml_env(VKML_GPU_TIMEOUT="1e-9")
     errors = []
     for _ in range(50):
         try:
@@ -285,7 +282,7 @@ def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_c
     while pool.retired and time.monotonic() < deadline:
         time.sleep(0.02)
     assert pool.retired == 0 and _device_used(gpu) <= before
-    monkeypatch.setattr(vkml.runtime.gpurun, "GPU_TIMEOUT", None)
+    vkml_env(VKML_GPU_TIMEOUT="0")  # no limit
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5)
 
 

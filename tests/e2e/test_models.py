@@ -237,10 +237,10 @@ def test_shape_like_inputs_fed_at_run_time_go_to_the_gpu(gpu):
 
 
 @pytest.mark.parametrize("executor", ["sequential", "parallel"])  # parallel: the waiter thread's deadline
-def test_a_gpu_that_does_not_finish_in_time_is_an_error_not_a_hang(gpu, gpu_on_cpu, monkeypatch, executor):
+def test_a_gpu_that_does_not_finish_in_time_is_an_error_not_a_hang(gpu, gpu_on_cpu, vkml_env, executor):
     """VKML_GPU_TIMEOUT: the run raises TimeoutError naming the device; its slot is retired
-    (kept until the GPU is done with it) and the session goes on working."""
-    import vkml.runtime.gpurun
+    (kept until the GPU is done with it) and the session goes on working. The setting is read
+    per run, so the session made before it changed sees it."""
     from onnx import TensorProto as T
     from onnx import helper as h
     from onnx import numpy_helper
@@ -257,11 +257,11 @@ def test_a_gpu_that_does_not_finish_in_time_is_an_error_not_a_hang(gpu, gpu_on_c
     want = (x.astype(np.float64) @ w @ w).astype(np.float32)
     sess.run(None, {"x": x})  # plan and pipelines first
     assert (sess._gpu.last.sched is not None) == (executor == "parallel")
-    monkeypatch.setattr(vkml.runtime.gpurun, "GPU_TIMEOUT", 1e-9)
+    vkml_env(VKML_GPU_TIMEOUT="1e-9")
     with pytest.raises(TimeoutError, match="did not finish in time"):
         for _ in range(20):  # (a run the GPU finishes before the first look does not time out)
             sess.run(None, {"x": x})
-    monkeypatch.setattr(vkml.runtime.gpurun, "GPU_TIMEOUT", None)
+    vkml_env(VKML_GPU_TIMEOUT="0")  # no limit
     got, = sess.run(None, {"x": x})
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-2)
     sess.run(None, {"x": x})

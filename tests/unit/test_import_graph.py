@@ -16,19 +16,10 @@ TOOL = os.path.join(ROOT, "tools", "import_graph.py")
 ALLOWED: set[frozenset[str]] = set()
 
 # Imports from a layer above (the layers: tools/import_graph.py, docs/architecture.md), each
-# with why it is there and what would cut it.
+# with why it is there and what would cut it. (runtime.gpurun -> compile.* was cut for #16: the
+# session hands the runner compile/pipeline.compile_signature, and the runtime only runs its
+# result.)
 ALLOWED_UPWARD: set[tuple[str, str]] = {
-    # The runtime drives the compile stages: gpurun.ConcretePlan.__init__ concretizes, folds,
-    # fuses, places and builds the unit plan for each new input signature, and GpuRunner replans
-    # when a GPU runs out of memory. Cutting these is issue #16's compile_signature redesign
-    # (compile/pipeline.py: the stages with a small data type between each, called by the
-    # session, whose result the runtime only runs), not a move.
-    ("vkml.runtime.gpurun", "vkml.compile.epilogue"),
-    ("vkml.runtime.gpurun", "vkml.compile.fold_bias"),
-    ("vkml.runtime.gpurun", "vkml.compile.fold_bn"),
-    ("vkml.runtime.gpurun", "vkml.compile.fusion"),
-    ("vkml.runtime.gpurun", "vkml.compile.gpuplan"),
-    ("vkml.runtime.gpurun", "vkml.compile.specialize"),
     # The loader binds each node's operator class (Node.op, through ops.registry.lookup) and
     # type-infers through it, so ir's top module sits on the ops it binds; the rest of ir knows
     # no operator. Cutting it: a loader that returns the unbound graph and a binding step above

@@ -1,6 +1,8 @@
 """InferenceSession: load → graph → (placement) → plan → run, shaped like onnxruntime's."""
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import threading
 import time
@@ -144,7 +146,10 @@ class InferenceSession:
         try:
             self.model: Model = load_model(model)
             if opener.opening:
-                from ..runtime import gpurun  # noqa: F401  (its imports also overlap with the opening)
+                # Imported now (below, a GPU session uses them) so that their imports also
+                # overlap with the opening.
+                for module in ("..compile.pipeline", "..runtime.gpurun"):
+                    importlib.import_module(module, __package__)
         except BaseException:
             opener.result()
             raise
@@ -161,12 +166,17 @@ class InferenceSession:
         self._pool: RunPool | None = None  # run_async / run_batch threads, started on first use
         self._accepted: set = set()  # feed signatures (api.feeds.signature) already checked once
         if self.devices != ["cpu"]:
+            from ..compile.pipeline import compile_signature
             from ..runtime.gpurun import GpuRunner
 
             slots = _DEFAULT_SLOTS if max_slots is None else int(max_slots)
             if slots < 1:
                 raise ValueError(f"max_slots must be at least 1, not {max_slots!r}")
-            self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, forced, executor, slots, fuse)
+            # The runtime compiles each new input signature through this (vkml/compile/pipeline.py),
+            # the model and the session's choices bound: it imports nothing of the compile layer.
+            compile = functools.partial(compile_signature, g, self.model.weights, devices=tuple(self.devices),
+                                        forced=dict(forced), fuse=fuse)
+            self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, executor, slots, compile)
             from .. import vulkan
 
             self._vk = vulkan  # (its FORK_GENERATION tells a forked child, see _run)
@@ -176,7 +186,7 @@ class InferenceSession:
             if warmup or (warmup is None and self._static_shapes() is not None):
                 self.warmup()
         else:
-            # GPU plans fuse per input signature (vkml/runtime/gpurun.py); the CPU plan fuses once here.
+            # GPU plans fuse per input signature (vkml/compile/pipeline.py); the CPU plan fuses once here.
             fused = fusion.fuse_graph(g, self.model.weights, frozenset(forced)) if fuse else g
             self._plan = self._runtime.plan(fused)
             self._parallel = _choose_executor(self._plan, executor)

@@ -3,7 +3,6 @@ one command buffer between GPU timestamps, submitted `outer` times (the best sub
 The suite's matmul family runs it; the checkout's bench/bench_matmul.py sweeps tilings with it."""
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -14,13 +13,10 @@ from ..vulkan._commands import CommandRecorder
 from ..vulkan.tensor import DeviceTensor
 
 
-def describe_path(dev, g, dtype, tiling, coop_tiling, coop: bool) -> str:
+def describe_path(dev, g, dtype, tiling, coop: bool) -> str:
+    """Which kernel and tiling vkml picks for `g` (a forced cooperative-matrix tiling comes from
+    the VKML_COOP_TILE setting, which bench/bench_matmul.py sets per case)."""
     if dtype == np.float16 and coop and tiling is None:
-        if coop_tiling is not None:
-            os.environ["VKML_COOP_TILE"] = ",".join(map(str, (coop_tiling.bm, coop_tiling.bn, coop_tiling.bk,
-                                                              coop_tiling.wm, coop_tiling.wn)))
-        else:
-            os.environ.pop("VKML_COOP_TILE", None)
         shape = matmul_coop.device_shape(dev)
         vec = matmul_coop.access_width(g)
         if shape is not None and vec is not None:
@@ -31,15 +27,14 @@ def describe_path(dev, g, dtype, tiling, coop_tiling, coop: bool) -> str:
     return f"simt tile {t.bm}x{t.bn}x{t.bk} micro {t.tm}x{t.tn}"
 
 
-def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop_tiling=None, coop=True,
-             check=False) -> dict:
+def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True, check=False) -> dict:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
     b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
     A, B = DeviceTensor.from_numpy(dev, a), DeviceTensor.from_numpy(dev, b)
     O = DeviceTensor.empty(dev, (n, n), dtype)
     g, _ = mm.matmul_problem(a.shape, b.shape)
-    path = describe_path(dev, g, dtype, tiling, coop_tiling, coop)
+    path = describe_path(dev, g, dtype, tiling, coop)
     rec = CommandRecorder(dev)
     rec.timestamp("start")
     for _ in range(inner):

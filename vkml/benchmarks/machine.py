@@ -1,12 +1,15 @@
 """The machine a run measured: CPU, cores, GPUs, versions (stored with every record)."""
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
+
+log = logging.getLogger("vkml")
 
 
 def _cpu_model() -> str:
@@ -58,8 +61,8 @@ def describe(runtimes, cpu_threads: int | None = None) -> dict:
     for rt in runtimes:
         try:
             versions.setdefault(rt.name, rt.version())
-        except Exception:
-            pass
+        except Exception as e:  # a peer that cannot say its version is still measured
+            log.debug("%s: no version (%s: %s)", rt.name, type(e).__name__, e)
     env = {k: os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                                       "CUDA_VISIBLE_DEVICES") if k in os.environ}
     info = {"cpu": _cpu_model(), "cores": os.cpu_count(), "host": platform.node(), "os": platform.platform(),

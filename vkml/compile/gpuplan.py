@@ -19,11 +19,11 @@ order plus the leading barrier of each command buffer then make the reuse safe).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..kernels.registry import host_positions, node_attrs
+from ..kernels.registry import NodeKernel
 from .arena import INF, Storage, layout
 from ..ir.graph import Graph, Node, _graphs_in
 from .specialize import Concrete
@@ -52,7 +52,7 @@ class UnitPlan:
     # (value, GPU) -> Storage, or the name of the constant it aliases (a view of a constant).
     loc: dict[tuple[str, str], Storage | str]
     scratch: dict[tuple[int, int], Storage]  # (id(node), output k) -> storage of an omitted output
-    out_specs: dict[int, list]  # id(node) -> the kernel's output TensorSpecs (GPU nodes)
+    kernels: dict[int, NodeKernel]  # id(node) -> its kernel, resolved once at placement (GPU nodes)
     const_uses: dict[str, set[str]]  # GPU -> constants bound there
     readback_of: dict[tuple[str, str], Unit]  # (value, GPU) -> its readback unit
     kept: dict[str, str]  # graph output -> the GPU it is handed out from
@@ -111,11 +111,10 @@ def group_order(nodes: Sequence[Node], devices: Sequence[str]) -> list[tuple[Nod
 
 
 def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_device: str | None,
-          gpu_info: Mapping[str, tuple[int, int]]) -> UnitPlan:
-    """Units for concrete.live placed on `devices` (one per live node). gpu_info: GPU ->
-    (alignment, largest buffer) for the arena layout."""
-    from ..kernels import TensorSpec, get_kernel
-
+          gpus: Mapping[str, Any], kernels: Mapping[int, NodeKernel]) -> UnitPlan:
+    """Units for concrete.live placed on `devices` (one per live node). gpus: GPU -> its
+    vkml.runtime.devices.GpuFacts (alignment and largest buffer, for the arena layout).
+    kernels: id(node) -> the NodeKernel of every node placed on a GPU."""
     consts, values = concrete.consts, concrete.values
     units: list[Unit] = []
     open_chunk: list[Unit | None] = [None]
@@ -124,7 +123,6 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
     gpu_provider: dict[tuple[str, str], Unit] = {}
     loc: dict[tuple[str, str], Storage | str] = {}
     scratch: dict[tuple[int, int], Storage] = {}
-    out_specs: dict[int, list] = {}
     const_uses: dict[str, set[str]] = {}
     readback_of: dict[tuple[str, str], Unit] = {}
     storages: dict[str, list[Storage]] = {}
@@ -210,15 +208,11 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
         # A GPU node: bind inputs, lay out outputs.
         clock[0] += 1
         t = clock[0]
-        kernel = get_kernel(node.op_type)
-        hosts = set(host_positions(node))
-        specs = []
+        nk = kernels[id(node)]
+        hosts = nk.hosts
         for pos, v in enumerate(node.inputs):
             if not v:
-                specs.append(None)
                 continue
-            d = values[v]
-            specs.append(TensorSpec(tuple(d.shape), d.dtype, consts.get(v)))
             if pos in hosts:
                 continue
             if v in consts:
@@ -230,11 +224,9 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
             where_v = loc[(v, dev)]
             if isinstance(where_v, Storage):
                 where_v.touch(t, oc)
-        outs = kernel.infer(node.op_type, node_attrs(node), specs)
-        out_specs[id(node)] = outs
-        for k, spec in enumerate(outs):
+        for k, spec in enumerate(nk.outputs):
             o = node.outputs[k] if k < len(node.outputs) else ""
-            if kernel.alias and k == 0 and o:
+            if nk.kernel.alias and k == 0 and o:
                 src = node.inputs[0]
                 loc[(o, dev)] = src if src in consts else loc[(src, dev)]
             elif o:
@@ -264,8 +256,7 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
         u.index = i
     arenas: dict[str, list[int]] = {}
     for dev, ss in storages.items():
-        align, cap = gpu_info[dev]
-        sizes, shared = layout(ss, align, cap)
+        sizes, shared = layout(ss, gpus[dev].alignment, gpus[dev].largest_binding)
         arenas[dev] = sizes
         for early, late in shared:
             for u in early.units:
@@ -277,5 +268,5 @@ def build(graph: Graph, concrete: Concrete, devices: Sequence[str], output_devic
             raise AssertionError(f"unit {u.name} depends on later unit(s) {[d.name for d in bad]}")
     waits = [sorted(d.index for d in u.deps if d.kind in ("gpu", "upload") and d.device == u.device
                     and u.kind == "gpu") for u in units]
-    return UnitPlan(units, loc, scratch, out_specs, const_uses, readback_of, kept, arenas, host_readers, waits,
+    return UnitPlan(units, loc, scratch, dict(kernels), const_uses, readback_of, kept, arenas, host_readers, waits,
                     producer)

@@ -9,15 +9,18 @@ to run.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..kernels.registry import node_attrs
+from ..kernels.registry import NodeKernel, host_positions, node_attrs
 from ..ir.graph import UNKNOWN, Graph, Node, TensorDesc, _graphs_in
 from ..ir.inference import _merge, _try_fold
 from .placement import DeviceSpec, Placement, place
+
+log = logging.getLogger("vkml")
 
 FOLDED_REASON = "constant for these input shapes: evaluated while planning"
 
@@ -57,7 +60,11 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
         cin = [consts.get(i) if i else None for i in node.inputs]
         try:
             descs = node.op.infer(ins, cin)
-        except Exception:  # inference is advisory; the node then stays on the CPU
+        except Exception as e:
+            # Inference is advisory: outputs of unknown type keep the node (and what reads
+            # them) on the CPU, whose operator says what is wrong when it runs.
+            log.debug("vkml: inferring node %r (%s) for this input signature failed (%s: %s); its "
+                      "outputs stay unknown", node.name, node.op_type, type(e).__name__, e)
             descs = [UNKNOWN] * len(node.outputs)
         folded = _fold(node, ins, cin, descs)
         live = not node.outputs
@@ -91,7 +98,9 @@ def _fold(node: Node, ins: list[TensorDesc], cin: list, inferred: list[TensorDes
         dt = ins[0].dtype if ins[0].dtype is not None and ins[0].dtype.kind != "O" else np.dtype(np.float32)
         try:
             return list(node.op.run(np.broadcast_to(np.zeros((), dt), ins[0].shape)))
-        except Exception:
+        except Exception as e:  # not folded: the node runs with the plan, and fails there if it must
+            log.debug("vkml: folding node %r (%s) while planning failed (%s: %s); it runs with the plan",
+                      node.name, node.op_type, type(e).__name__, e)
             return None
     if (node.op_type == "CastLike" and node.domain in ("", "ai.onnx") and len(cin) == 2
             and cin[0] is not None and cin[1] is None and ins[1].dtype is not None and ins[1].kind == "tensor"):
@@ -104,8 +113,10 @@ def _fold(node: Node, ins: list[TensorDesc], cin: list, inferred: list[TensorDes
 
 
 # ---------------------------------------------------------------------- GPU support
-def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
-    """None when `dev` (a vkml.vulkan.Device) can run `node` with these shapes, else why not."""
+def resolve_kernel(gpu, node: Node, concrete: Concrete) -> NodeKernel | str:
+    """The node's GPU kernel on `gpu` (a vkml.runtime.devices.GpuFacts) for these shapes:
+    looked up, checked on the device and its outputs inferred, once per plan (a NodeKernel);
+    else why that GPU cannot run the node (a str, for the placement report)."""
     from ..kernels import TensorSpec, Unsupported, get_kernel
 
     if node.domain not in ("", "ai.onnx", "ai.vkml"):
@@ -117,7 +128,7 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
         return f"{node.op_type} runs subgraphs"
     values, consts = concrete.values, concrete.consts
     hosts = kernel.host_inputs.get(node.op_type, ())
-    unbound = set(hosts) | set(kernel.shape_inputs.get(node.op_type, ()))
+    unbound = host_positions(kernel, node.op_type)
     specs: list = []
     for name in node.inputs:
         if not name:
@@ -135,18 +146,23 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
     for pos in hosts:
         if pos < len(node.inputs) and node.inputs[pos] and node.inputs[pos] not in consts:
             return f"input {pos} ({node.inputs[pos]!r}) is computed at run time; the GPU kernel needs its value"
-    limit = largest_binding(dev)
+    limit = gpu.largest_binding
     bound = [n for pos, n in enumerate(node.inputs) if n and pos not in unbound] + [n for n in node.outputs if n]
     for name in bound:
         n = values[name].nbytes()
         if n > limit:
-            return f"{name!r} is {n} bytes, more than {dev.name} binds as one buffer ({limit} bytes)"
+            return f"{name!r} is {n} bytes, more than {gpu.name} binds as one buffer ({limit} bytes)"
+    attrs = node_attrs(node)
     try:
-        kernel.check(dev, node.op_type, node_attrs(node), specs)
-        outs = kernel.infer(node.op_type, node_attrs(node), specs)
+        kernel.check(gpu.device, node.op_type, attrs, specs)
+        outs = kernel.infer(node.op_type, attrs, specs)
     except Unsupported as e:
         return str(e)
-    except Exception as e:  # a kernel that cannot judge the node must not take it
+    except Exception as e:
+        # A kernel that cannot judge the node must not take it: the node runs on the CPU, and
+        # the placement report gives this reason. The traceback goes to the log (a kernel bug).
+        log.debug("vkml: the GPU kernel of node %r (%s) failed to check it on %s; the node stays off "
+                  "that GPU", node.name, node.op_type, gpu.name, exc_info=True)
         return f"GPU kernel check failed: {type(e).__name__}: {e}"
     if len(outs) < sum(1 for o in node.outputs if o):
         return f"the GPU kernel makes {len(outs)} outputs, the node has {len(node.outputs)}"
@@ -157,12 +173,7 @@ def gpu_reason(dev, node: Node, concrete: Concrete) -> str | None:
         if tuple(outs[k].shape) != tuple(want.shape) or np.dtype(outs[k].dtype) != want.dtype:
             return (f"output {name!r}: the GPU kernel makes {np.dtype(outs[k].dtype)}{list(outs[k].shape)}, "
                     f"shape inference says {want}")
-    return None
-
-
-def largest_binding(dev) -> int:
-    """Bytes of the largest value `dev` can hold in one buffer and bind to a shader."""
-    return int(min(dev.max_storage_buffer_range, dev.limits["max_memory_allocation_size"]))
+    return NodeKernel(kernel, attrs, tuple(specs), tuple(outs), unbound)
 
 
 def _static(name: str, d: TensorDesc | None) -> str | None:
@@ -175,33 +186,33 @@ def _static(name: str, d: TensorDesc | None) -> str | None:
     return None
 
 
-def gpu_budget(dev, cap: int | None) -> int:
-    """Bytes placement may put on `dev`: the allocator's budget for its device-memory heap,
-    lowered to the user's cap."""
-    alloc = dev.allocator
-    budget = int(alloc.budget(alloc.pools["device"].heap))
-    return budget if cap is None else min(budget, int(cap))
-
-
-def device_specs(devices: Sequence[str], concrete: Concrete, caps: Mapping[str, int] | None,
-                 broken: Mapping[str, str] | None = None) -> list[DeviceSpec]:
-    """DeviceSpecs in the session's order of preference; the CPU runs everything. broken:
-    node name -> why its GPU kernel failed earlier (it stays off the GPUs)."""
-    from ..runtime.devices import vulkan_device
-
-    caps = caps or {}
+def device_specs(devices: Sequence[str], gpus: Mapping[str, Any], concrete: Concrete,
+                 broken: Mapping[str, str] | None = None,
+                 resolved: dict[tuple[int, str], NodeKernel] | None = None) -> list[DeviceSpec]:
+    """DeviceSpecs in the session's order of preference; the CPU runs everything. gpus: GPU
+    name -> its vkml.runtime.devices.GpuFacts (budget, binding limit, the device kernels check
+    on). broken: node name -> why its GPU kernel failed earlier (it stays off the GPUs).
+    resolved: filled with (id(node), GPU) -> the NodeKernel of every node a GPU accepted."""
     broken = broken or {}
     specs = []
     for name in devices:
         if name == "cpu":
             specs.append(DeviceSpec("cpu", None, lambda node, ins: None))
             continue
-        dev = vulkan_device(name)
+        gpu = gpus[name]
 
-        def supports(node, ins, dev=dev):
-            return broken.get(node.name) or gpu_reason(dev, node, concrete)
+        def supports(node, ins, gpu=gpu):
+            why = broken.get(node.name)
+            if why:
+                return why
+            got = resolve_kernel(gpu, node, concrete)
+            if isinstance(got, str):
+                return got
+            if resolved is not None:
+                resolved[(id(node), gpu.name)] = got
+            return None
 
-        specs.append(DeviceSpec(name, gpu_budget(dev, caps.get(name)), supports))
+        specs.append(DeviceSpec(name, gpu.budget, supports))
     return specs
 
 
@@ -229,17 +240,3 @@ def place_concrete(graph: Graph, concrete: Concrete, specs: Sequence[DeviceSpec]
         d, r = where.get(id(node), ("cpu", FOLDED_REASON))
         rows.append({"node": node.name, "op": node.op_type, "device": d, "reason": r})
     return p, rows
-
-
-def signature_descs(feeds: Mapping[str, object]) -> dict[str, TensorDesc]:
-    """Input types of one run's feeds (arrays or vkml.Tensors)."""
-    out = {}
-    for name, v in feeds.items():
-        shape = getattr(v, "shape", None)
-        dtype = getattr(v, "dtype", None)
-        if shape is None or dtype is None or isinstance(v, list):
-            out[name] = UNKNOWN
-        else:
-            out[name] = TensorDesc(np.dtype(dtype), tuple(int(s) for s in shape))
-    return out
-

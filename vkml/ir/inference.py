@@ -6,6 +6,7 @@ in what an op could not infer.
 """
 from __future__ import annotations
 
+import logging
 import math
 from collections import ChainMap
 from typing import Mapping, MutableMapping
@@ -15,6 +16,7 @@ import numpy as np
 from .graph import UNKNOWN, Graph, TensorDesc, _graphs_in
 
 _FOLD_LIMIT = 4096  # elements: larger constants are not evaluated at load time
+log = logging.getLogger("vkml")
 
 
 def _merge(inferred: TensorDesc, declared: TensorDesc | None) -> TensorDesc:
@@ -52,7 +54,11 @@ def infer_graph(graph: Graph, weights: dict[str, np.ndarray], outer: Mapping[str
         cin = [consts.get(i) if i else None for i in node.inputs]
         try:
             outs = node.op.infer(ins, cin)
-        except Exception:  # inference is advisory: the run checks real tensors
+        except Exception as e:
+            # Inference is advisory: the outputs stay of unknown type, and the run checks real
+            # tensors (the operator raises there, naming the node, if the model is wrong).
+            log.debug("vkml: inferring node %r (%s) failed (%s: %s); its outputs stay unknown",
+                      node.name, node.op_type, type(e).__name__, e)
             outs = [UNKNOWN] * len(node.outputs)
         folded = _try_fold(node, _shape_only_inputs(node, ins, cin), outs)
         for k, name in enumerate(node.outputs):
@@ -111,7 +117,11 @@ def _try_fold(node, cin, inferred: list[TensorDesc]):
         return None
     try:
         outs = op.run(*cin)
-    except Exception:
+    except Exception as e:
+        # Not folded: the node stays in the graph and runs with real inputs, failing there (with
+        # the node's name) if it must.
+        log.debug("vkml: folding node %r (%s) failed (%s: %s); it stays in the graph",
+                  node.name, node.op_type, type(e).__name__, e)
         return None
     # NumPy scalars (a reduction or take down to 0-d) are 0-d values: fold them as arrays
     outs = [np.asarray(o) if isinstance(o, np.generic) else o for o in outs]

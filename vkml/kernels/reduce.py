@@ -13,6 +13,7 @@ Axes: the attribute, or (ReduceSum-13, the others from 18) the host value of the
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from typing import Any, Mapping, Sequence
 
@@ -23,6 +24,7 @@ from .common import PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 MAX_ELEMENTS = (1 << 31) - 1
+log = logging.getLogger("vkml")
 
 # ---------------------------------------------------------------------------- device helpers
 _SUBGROUP_ARITHMETIC = 0x4   # VkSubgroupFeatureFlagBits
@@ -46,7 +48,11 @@ def subgroup_arith(device) -> bool:
         return False
     try:
         return _device_subgroup_arith(int(device.index))
-    except Exception:  # no raw description: take the portable path
+    except Exception as e:
+        # No raw description of the device (a stand-in device in tests, an instance that cannot
+        # describe it): the shared-memory path runs everywhere, so take it.
+        log.debug("vkml: subgroup support of %s unknown (%s: %s); reductions take the shared-memory path",
+                  getattr(device, "name", device), type(e).__name__, e)
         return False
 
 

@@ -95,13 +95,25 @@ def get_kernel(op_type: str) -> Kernel | None:
     return _REGISTRY.get(op_type)
 
 
-def host_positions(node) -> tuple[int, ...]:
-    """Inputs the node's GPU kernel takes no buffer of: those whose host value it uses
+def host_positions(kernel: Kernel, op_type: str) -> frozenset[int]:
+    """Inputs the kernel takes no buffer of for `op_type`: those whose host value it uses
     (Kernel.host_inputs), and those of which only the shape and dtype matter (shape_inputs)."""
-    k = _REGISTRY.get(node.op_type)
-    if k is None:
-        return ()
-    return tuple(k.host_inputs.get(node.op_type, ())) + tuple(k.shape_inputs.get(node.op_type, ()))
+    return frozenset(kernel.host_inputs.get(op_type, ())) | frozenset(kernel.shape_inputs.get(op_type, ()))
+
+
+@dataclass(frozen=True, eq=False)
+class NodeKernel:
+    """One GPU node's kernel as compiling resolved it for the device the node is placed on:
+    looked up, checked and its outputs inferred once per plan (vkml/compile/specialize.py
+    resolve_kernel), then used as it is by the unit plan (vkml/compile/gpuplan.py) and by every
+    run slot that records the node (vkml/runtime/slots.py). record() still picks the shader
+    variant, from the same attributes and specs."""
+
+    kernel: Kernel
+    attrs: Mapping[str, Any]  # node_attrs(node); record() gets a copy (it may add the fault binding)
+    inputs: tuple[TensorSpec | None, ...]  # per input position (None: an absent optional input)
+    outputs: tuple[TensorSpec, ...]  # what infer() gave, output by output
+    hosts: frozenset[int]  # input positions bound as host values or shapes, never as buffers
 
 
 def supported_ops() -> list[str]:

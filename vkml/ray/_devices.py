@@ -21,12 +21,15 @@ process dies, so a restarted actor finds its device free again.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 from typing import Any, Sequence
+
+log = logging.getLogger("vkml")
 
 # The environment variable Ray sets for a worker's GPUs, by the vendor whose plugin manages them.
 _VISIBLE_VARS = (("CUDA_VISIBLE_DEVICES", 0x10DE), ("HIP_VISIBLE_DEVICES", 0x1002),
@@ -184,16 +187,22 @@ def _ray_assignment() -> tuple[list[str], float, int | None]:
     if not ray.is_initialized():  # not in a Ray worker: nothing was assigned
         return [], 0.0, vendor
     ctx = ray.get_runtime_context()
+    # Each question may fail where nothing was assigned: asked from the driver (Ray asserts it
+    # is no worker), or of an older Ray. Then this process holds none of it.
     try:
         gpu_ids = [str(i) for i in ctx.get_accelerator_ids().get("GPU", [])]
-    except Exception:  # a driver (Ray asserts it is no worker), or an older Ray
+    except Exception as e:
+        log.debug("vkml.ray: get_accelerator_ids failed (%s: %s); asking get_gpu_ids", type(e).__name__, e)
         try:
             gpu_ids = [str(i) for i in ray.get_gpu_ids()]
-        except Exception:
+        except Exception as e2:
+            log.debug("vkml.ray: get_gpu_ids failed too (%s: %s); no GPUs assigned", type(e2).__name__, e2)
             gpu_ids = []
     try:
         vulkan = float(ctx.get_assigned_resources().get(VULKAN_RESOURCE, 0.0))
-    except Exception:
+    except Exception as e:
+        log.debug("vkml.ray: get_assigned_resources failed (%s: %s); no %r units assigned",
+                  type(e).__name__, e, VULKAN_RESOURCE)
         vulkan = 0.0
     return gpu_ids, vulkan, vendor
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import logging
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import ray
 
 from ._devices import VULKAN_RESOURCE
 from ._worker import InferenceWorker, ModelSource
+
+log = logging.getLogger("vkml")
 
 # A dead actor is started again without limit (a long-lived service outlives many faults);
 # each call is retried at most 3 times, so a feed that kills its worker every time ends as an
@@ -243,7 +246,7 @@ class InferencePool:
         for k, ref in enumerate(refs):
             try:
                 out.append(ray.get(ref, timeout=timeout))
-            except Exception as e:  # GetTimeoutError, RayActorError
+            except Exception as e:  # GetTimeoutError, RayActorError: the report says so, not raised
                 out.append({"ok": False, "actor": k, "error": f"{type(e).__name__}: {e}"[:500]})
         return out
 
@@ -256,8 +259,8 @@ class InferencePool:
         for a in self.actors:
             try:
                 ray.kill(a, no_restart=True)
-            except Exception:
-                pass
+            except Exception as e:  # (already dead, or Ray shut down): kill the others anyway
+                log.debug("vkml.ray: killing actor %s failed (%s: %s)", a, type(e).__name__, e)
         self.actors = []
 
     def __enter__(self) -> "InferencePool":

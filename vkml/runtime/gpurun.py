@@ -15,19 +15,13 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .. import config
-from ..compile import fusion
-from ..compile.epilogue import fuse_epilogues
-from ..compile.fold_bias import fold_bias_adds
-from ..compile.fold_bn import fold_batchnorm
-from ..compile.gpuplan import UnitPlan, build
-from ..compile.specialize import concretize, device_specs, largest_binding, place_concrete
-from ..ir.graph import TensorDesc, _graphs_in
-from .devices import vulkan_device
+from ..ir.graph import UNKNOWN, TensorDesc, _graphs_in
+from .devices import gpu_facts, vulkan_device
 from .executor import NodeFailure, Scope
 from .plan import Runtime
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
@@ -40,10 +34,6 @@ PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
 # whether the memory is back, doubling up to REPLAN_MAX_S while it is not.
 REPLAN_S = 1.0
 REPLAN_MAX_S = 60.0
-GPU_TIMEOUT = config.gpu_timeout()  # seconds a run waits for its GPU work (VKML_GPU_TIMEOUT)
-# Readbacks wait for the GPU on a waiter thread (vkml.runtime._gpuwait) instead of a blocked pool
-# worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
-ASYNC_WAITS = config.async_waits()
 # Per thread: the latest native run's time without the GIL, in ns (the session's profile reads it).
 RUN_INFO = threading.local()
 
@@ -51,11 +41,13 @@ RUN_INFO = threading.local()
 class RunState:
     """One run's values: host arrays by name, timeline values by unit."""
 
-    __slots__ = ("cp", "slot", "host", "tensors", "tl", "readers", "keep", "after")
+    __slots__ = ("cp", "slot", "host", "tensors", "tl", "readers", "keep", "after", "timeout")
 
-    def __init__(self, cp: "ConcretePlan", slot: Slot | None, feeds: Mapping[str, Any]):
+    def __init__(self, cp: "ConcretePlan", slot: Slot | None, feeds: Mapping[str, Any],
+                 timeout: float | None = None):
         self.cp = cp
         self.slot = slot
+        self.timeout = timeout  # seconds each wait for the GPU may take (VKML_GPU_TIMEOUT), None: no limit
         self.host: dict[str, Any] = {}
         self.tensors: dict[str, Tensor] = {}
         for name, v in feeds.items():
@@ -109,33 +101,18 @@ def pipeline_info(p) -> dict:
 
 
 class ConcretePlan:
-    """One input signature of one session: values, placement, units, slots, scheduler plan."""
+    """One input signature of one session: its compiled plan (vkml/compile/pipeline.py:
+    values, placement, units, the kernel of each GPU node), run slots, scheduler plan."""
 
-    def __init__(self, runner: "GpuRunner", feeds_desc: Mapping[str, TensorDesc], fed: frozenset[str],
-                 output_device: str | None, known: Mapping[str, np.ndarray] | None = None):
+    def __init__(self, runner: "GpuRunner", compiled):
         graph = runner.graph
         self.runner = runner
-        self.output_device = output_device
-        self.concrete = concretize(graph, runner.weights, feeds_desc, fed, known)
-        if runner.fuse:  # BatchNormalization and constant bias Adds fold into the Conv (or
-            c = self.concrete  # MatMul) before them; chains of elementwise ops become one
-            keep = frozenset(runner.forced)  # dispatch, and so do convs with what follows them
-            c.live, c.fused = fold_batchnorm(c.live, c.values, c.consts, graph.outputs, keep)
-            for rewrite in (lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
-                            lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
-                            lambda live: fuse_epilogues(live, c.values, graph.outputs, keep, c.consts)):
-                c.live, more = rewrite(c.live)
-                for name, chain in more.items():  # (in terms of the graph's own nodes)
-                    c.fused[name] = [o for n in chain for o in c.fused.pop(n.name, [n])]
-        specs = device_specs(runner.devices, self.concrete, runner.caps, runner.broken)
-        self.placement, self.report = place_concrete(graph, self.concrete, specs, runner.forced)
-        gpus = sorted({d for d in self.placement.devices if d != "cpu"}
-                      | ({output_device} if output_device not in (None, "cpu") else set()))
-        info = {}
-        for d in gpus:
-            dev = vulkan_device(d)
-            info[d] = (int(dev.allocator.alignment), largest_binding(dev))
-        self.up: UnitPlan = build(graph, self.concrete, self.placement.devices, output_device, info)
+        self.compiled = compiled
+        self.output_device = compiled.signature.output_device
+        self.concrete = compiled.concrete
+        self.placement = compiled.placement
+        self.report = compiled.report
+        self.up = compiled.units
         self.outputs = frozenset(graph.outputs)
         self.fns = [self._task(u) for u in self.up.units]
         self.gpu_units: dict[str, list[int]] = {}
@@ -261,7 +238,9 @@ class ConcretePlan:
         tasks: an asynchronous wait for its producer's timeline value (no pool worker blocks
         on the GPU), then the copy out."""
         waiter = None
-        if ASYNC_WAITS and self.up.readback_of:
+        # Readbacks wait for the GPU on a waiter thread (vkml.runtime._gpuwait) instead of a
+        # blocked pool worker; VKML_ASYNC_WAIT=0 turns that off (for comparisons).
+        if config.async_waits() and self.up.readback_of:
             try:
                 from . import _gpuwait
             except ImportError:
@@ -353,7 +332,7 @@ class ConcretePlan:
 
         def run(state: RunState) -> None:
             if wait:
-                dev.wait(int(state.tl[prod]), GPU_TIMEOUT, state.slot.lanes[u.device])
+                dev.wait(int(state.tl[prod]), state.timeout, state.slot.lanes[u.device])
             arr = np.empty(shape, dtype)
             if arr.nbytes:
                 state.slot.staging[k].read_into(arr.reshape(-1).view(np.uint8))
@@ -402,11 +381,11 @@ class ConcretePlan:
         return run
 
     # ------------------------------------------------------------ running
-    def _run_fast(self, slot: Slot, feeds: Mapping[str, Any]) -> list[Any] | None:
+    def _run_fast(self, slot: Slot, feeds: Mapping[str, Any], gpu_timeout: float | None) -> list[Any] | None:
         """The run on the native path, the slot handed back (or retired, when the GPU's state
         is unknown); None, nothing done and the slot still the caller's, where a feed is not
         a host array of the planned dtype and shape."""
-        timeout = -1.0 if GPU_TIMEOUT is None else GPU_TIMEOUT
+        timeout = -1.0 if gpu_timeout is None else gpu_timeout
         p = slot.program
         arrays = self.feeds.arrays(feeds)
         if arrays is None:
@@ -422,7 +401,7 @@ class ConcretePlan:
             if isinstance(e, Exception) and not isinstance(e, TimeoutError):
                 try:
                     if p.last:
-                        dev.wait(p.last, GPU_TIMEOUT, p.lane)
+                        dev.wait(p.last, gpu_timeout, p.lane)
                     drained = True
                 except Exception as w:
                     log.warning("vkml: after %s, waiting for the run's GPU work failed too (%s); "
@@ -433,7 +412,7 @@ class ConcretePlan:
                     raise
             last, lane = p.last, p.lane
             self.pool.discard(slot, lambda: dev.completed(lane) >= last)
-            del slot, p
+            slot = p = None  # (the traceback keeps this frame: not the slot too)
             if isinstance(e, TimeoutError):
                 e.__traceback__ = None
                 raise TimeoutError(f"{e}: the GPU work of this run did not finish in time (a hung GPU "
@@ -452,26 +431,29 @@ class ConcretePlan:
         return result
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
-        slot = self.pool.acquire(GPU_TIMEOUT) if self.needs_slot else None
+        # Seconds this run waits for its GPU work (VKML_GPU_TIMEOUT), read per run: tests and
+        # tools/soak.py change it while sessions run.
+        timeout = config.gpu_timeout()
+        slot = self.pool.acquire(timeout) if self.needs_slot else None
         if slot is not None and slot.program is not None:
             try:
-                out = self._run_fast(slot, feeds)
+                out = self._run_fast(slot, feeds, timeout)
             except BaseException:
                 slot = None  # (handed back or retired by _run_fast)
                 raise
             if out is not None:
                 return out
-        return self._run_slot(slot, feeds)
+        return self._run_slot(slot, feeds, timeout)
 
-    def _run_slot(self, slot: Slot | None, feeds: Mapping[str, Any]) -> list[Any]:
-        state = RunState(self, slot, feeds)
+    def _run_slot(self, slot: Slot | None, feeds: Mapping[str, Any], timeout: float | None) -> list[Any]:
+        state = RunState(self, slot, feeds, timeout)
         reuse = False
         handle = None
         try:
             try:
                 if self.sched is not None:
                     for w in self.waiters:
-                        w.timeout = GPU_TIMEOUT
+                        w.timeout = timeout
                     handle = self.sched.start(state, native_arg=state.tl)
                     try:
                         handle.wait()
@@ -480,7 +462,7 @@ class ConcretePlan:
 
                         if getattr(e, "status", None) == _gpuwait.TIMEOUT_STATUS:
                             raise TimeoutError(f"{e.task_name}: GPU timeline value not reached within "
-                                               f"{GPU_TIMEOUT} s") from None
+                                               f"{timeout} s") from None
                         raise
                 else:
                     for f in self.fns:
@@ -542,7 +524,7 @@ class ConcretePlan:
     def _drain(self, state: RunState) -> None:
         """Wait until every GPU is done with the slot (and with the run's one-off copies)."""
         for dev, lane, v in self._pending(state):
-            dev.wait(v, GPU_TIMEOUT, lane)
+            dev.wait(v, state.timeout, lane)
 
     def _copy_kept(self, state: RunState) -> dict[str, Any]:
         """Outputs kept on a GPU leave the slot's memory (the next run overwrites it) for
@@ -584,6 +566,19 @@ class ConcretePlan:
         return out
 
 
+def signature_descs(feeds: Mapping[str, object]) -> dict[str, TensorDesc]:
+    """Input types of one run's feeds (arrays or vkml.Tensors)."""
+    out = {}
+    for name, v in feeds.items():
+        shape = getattr(v, "shape", None)
+        dtype = getattr(v, "dtype", None)
+        if shape is None or dtype is None or isinstance(v, list):
+            out[name] = UNKNOWN
+        else:
+            out[name] = TensorDesc(np.dtype(dtype), tuple(int(s) for s in shape))
+    return out
+
+
 VALUE_INPUT_MAX = 64  # elements: larger inputs are data, never shape-like
 
 
@@ -606,7 +601,7 @@ def _value_inputs(graph) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _width(up: UnitPlan) -> int:
+def _width(up) -> int:
     level = [0] * len(up.units)
     for u in up.units:
         level[u.index] = 1 + max((level[d.index] for d in u.deps), default=0)
@@ -615,13 +610,20 @@ def _width(up: UnitPlan) -> int:
 
 
 class GpuRunner:
-    """The session's path when a GPU takes part: concrete plans by input signature."""
+    """The session's path when a GPU takes part: concrete plans by input signature.
+
+    `compile` makes a plan's compiled form for one signature; the session passes
+    vkml.compile.pipeline.compile_signature with the model and its choices bound (so the runtime
+    imports nothing of the compile layer). The runner calls it as compile(inputs, fed=,
+    output_device=, known=, gpus=, broken=): gpus the facts of each GPU now (its budget lowered
+    to the cap this runner keeps, which shrinks when a GPU runs out of memory), broken the
+    nodes whose GPU kernel failed to record."""
 
     def __init__(self, model, runtime: Runtime, devices: Sequence[str], caps: Mapping[str, int] | None,
-                 forced: Mapping[str, str] | None, executor: str, max_slots: int, fuse: bool | None = None):
+                 executor: str, max_slots: int, compile: Callable[..., Any]):
         self.graph = model.graph
-        self.fuse = config.fuse() if fuse is None else bool(fuse)  # graph rewrites for GPU plans
-        self.weights = model.weights
+        self.compile = compile
+        config.gpu_timeout()  # (read by every run; a bad VKML_GPU_TIMEOUT fails here, not at the first)
         self.runtime = runtime
         self.devices = list(devices)
         self.caps = dict(caps or {})
@@ -629,7 +631,6 @@ class GpuRunner:
         self.squeezed: dict[str, int] = {}  # GPU -> bytes its plans wanted when it ran out of memory
         self._replan_at = 0.0
         self._replan_wait = REPLAN_S
-        self.forced = dict(forced or {})
         self.executor = executor
         self.max_slots = max_slots
         self.consts = ConstCache()
@@ -675,6 +676,14 @@ class GpuRunner:
                 key.append((name, v.dtype.str, v.shape, v.tobytes()))
         return known, tuple(key)
 
+    def _compile(self, descs: Mapping[str, TensorDesc], output_device: str | None,
+                 known: Mapping[str, np.ndarray]):
+        """The compiled plan for this signature, for the GPUs as they are now."""
+        gpus = [d for d in dict.fromkeys([*self.devices, output_device]) if d not in (None, "cpu")]
+        return self.compile(descs, fed=frozenset(n for n in descs if n in self.graph.constants),
+                            output_device=output_device, known=known,
+                            gpus={d: gpu_facts(d, self.caps.get(d)) for d in gpus}, broken=dict(self.broken))
+
     def plan_for(self, descs: Mapping[str, TensorDesc], output_device: str | None,
                  known: tuple[dict, tuple] = ({}, ())) -> ConcretePlan:
         key = (tuple((n, d.dtype.str if d.dtype is not None else None, d.shape) for n, d in sorted(descs.items())),
@@ -684,8 +693,7 @@ class GpuRunner:
             with self._lock:
                 cp = self._plans.get(key)
                 if cp is None:
-                    fed = frozenset(n for n in descs if n in self.graph.constants)
-                    cp = ConcretePlan(self, descs, fed, output_device, known[0])
+                    cp = ConcretePlan(self, self._compile(descs, output_device, known[0]))
                     self._plans[key] = cp
                     while len(self._plans) > PLAN_CACHE:
                         self._plans.popitem(last=False)
@@ -701,8 +709,6 @@ class GpuRunner:
     def run(self, feeds: Mapping[str, Any], output_device: str | None, sig: tuple | None = None) -> list[Any]:
         """sig: the session's (name, dtype, shape) signature of plain-array feeds, a shortcut
         to the plan used for it last time."""
-        from ..compile.specialize import signature_descs
-
         if self.squeezed and time.monotonic() >= self._replan_at:
             self._unsqueeze()
         known = self._known(feeds) if self.value_inputs else ({}, ())

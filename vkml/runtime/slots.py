@@ -18,7 +18,6 @@ from typing import Any, Callable
 import numpy as np
 
 from ..kernels.common import FAULT_ATTR
-from ..kernels.registry import host_positions, node_attrs
 from .faults import FaultBuffer
 
 log = logging.getLogger("vkml")
@@ -64,7 +63,6 @@ class Slot:
     """Everything one run needs on the GPUs; see the module docstring."""
 
     def __init__(self, cp, consts: ConstCache):
-        from ..kernels import TensorSpec, get_kernel
         from .devices import vulkan_device
         from ..vulkan._commands import CommandRecorder
         from ..vulkan.tensor import DeviceTensor
@@ -134,7 +132,7 @@ class Slot:
         for u in up.units:
             if u.kind == "gpu":
                 for node in u.nodes:
-                    if get_kernel(node.op_type).faults:
+                    if up.kernels[id(node)].kernel.faults:
                         checking[u.device] = checking.get(u.device, 0) + 1
         self.faults = {d: FaultBuffer(self.devices[d], n) for d, n in checking.items()}
         self.program = None  # the native run (vkml/runtime/_fastrun.pyx), set by the plan
@@ -153,8 +151,7 @@ class Slot:
             rec = recs[u.index] = CommandRecorder(dev, defer=True)
             for node in u.nodes:
                 n0 = len(rec.deferred)
-                _record_node(rec, node, u.device, t, concrete, up, views, arenas, get_kernel, TensorSpec,
-                             self.faults.get(u.device))
+                _record_node(rec, node, u.device, t, concrete, up, views, arenas, self.faults.get(u.device))
                 self.node_pipelines[node.name] = rec.dispatch_pipelines(n0)
                 self.node_commands[node.name] = gpu_commands(rec, n0)
                 for src, stage, n in copy_after.get(id(node), ()):
@@ -234,12 +231,11 @@ class _progress:
         return False
 
 
-def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, TensorSpec,
-                 fault: FaultBuffer | None = None) -> None:
+def _record_node(rec, node, dev, t, concrete, up, views, arenas, fault: FaultBuffer | None = None) -> None:
     from ..vulkan.tensor import DeviceTensor
 
-    kernel = get_kernel(node.op_type)
-    hosts = set(host_positions(node))
+    nk = up.kernels[id(node)]  # (resolved when the plan was compiled: vkml.kernels.registry.NodeKernel)
+    kernel, hosts = nk.kernel, nk.hosts
     consts = concrete.consts
     ins: list[Any] = []
     known: dict[int, np.ndarray] = {}
@@ -250,12 +246,11 @@ def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, Ten
         if v in consts:
             known[pos] = consts[v]
         if pos in hosts:
-            d = concrete.values[v]
-            ins.append(TensorSpec(tuple(d.shape), d.dtype, consts.get(v)))
+            ins.append(nk.inputs[pos])
         else:
             ins.append(t[(v, dev)])
     outs = []
-    for k, spec in enumerate(up.out_specs[id(node)]):
+    for k, spec in enumerate(nk.outputs):
         o = node.outputs[k] if k < len(node.outputs) else ""
         if o:
             outs.append(t[(o, dev)])
@@ -265,7 +260,7 @@ def _record_node(rec, node, dev, t, concrete, up, views, arenas, get_kernel, Ten
             if view is None:
                 view = views[id(s)] = arenas[dev][s.arena].sub(s.offset, s.nbytes)
             outs.append(DeviceTensor(view, spec.shape, spec.dtype))
-    attrs = node_attrs(node)
+    attrs = dict(nk.attrs)
     if kernel.faults and fault is not None:
         attrs[FAULT_ATTR] = fault.for_node(node)
     try:

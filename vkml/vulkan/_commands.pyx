@@ -17,6 +17,8 @@ calls back until finish(): the pipelines they use are then compiled together, on
 (compile_pipelines), instead of one by one in the middle of recording. Several recorders can
 share one such batch: pending_pipelines() of each, compiled at once, then finish() each.
 """
+import logging
+
 from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
@@ -29,6 +31,8 @@ from vkml.vulkan._pipeline cimport Pipeline
 from vkml.vulkan._pipeline import compile_pipelines
 
 from vkml.vulkan.errors import VulkanError
+
+_log = logging.getLogger("vkml")
 
 cdef VkFlags WORK_STAGES = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT
 cdef VkFlags WORK_WRITES = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT
@@ -125,8 +129,11 @@ cdef class CommandBuffer:
             try:
                 if dev.completed(self.last_lane) < self.last_value:
                     dev.wait(self.last_value, None, self.last_lane)
-            except Exception:
-                pass
+            except Exception as e:
+                # A lost device (or an interrupted wait): its work will not finish either way,
+                # and the pool must still go, so release without the wait.
+                _log.debug("%s: waiting for a command buffer's last submission before freeing it failed "
+                           "(%s: %s)", dev.name, type(e).__name__, e)
         for p in self.descriptor_pools:
             dev.fn.vkDestroyDescriptorPool(dev.handle, <VkDescriptorPool>p, NULL)
         self.descriptor_pools = []
@@ -141,8 +148,10 @@ cdef class CommandBuffer:
     def __dealloc__(self):
         try:
             self._release()
-        except Exception:
-            pass
+        except Exception as e:  # a destructor cannot raise: say what it could not free
+            if _log is not None:  # (None late in the interpreter's exit)
+                _log.warning("vkml: freeing a command buffer failed (%s: %s); its Vulkan objects may leak",
+                             type(e).__name__, e)
 
     def __repr__(self):
         return (f"<CommandBuffer dispatches={self.dispatches} barriers={self.barriers} copies={self.copies}"

@@ -668,13 +668,18 @@ cdef class Device:
         if not self.closed:
             try:
                 self.save_pipeline_cache()
-            except Exception:
-                pass
+            except Exception as e:
+                # Closing goes on (the device must be destroyed): the next process compiles the
+                # pipelines this one added. (save_pipeline_cache logs its own I/O errors.)
+                _log.warning("%s: saving the pipeline cache while closing failed (%s: %s)",
+                             self.name, type(e).__name__, e)
         for child in list(self.children):
             try:
                 child._release()
-            except Exception:
-                pass
+            except Exception as e:
+                # Closing goes on: destroying the device frees what the child held.
+                _log.debug("%s: releasing %r while closing failed (%s: %s)", self.name, child,
+                           type(e).__name__, e)
         self.children = weakref.WeakSet()
         for p in list(self.pipelines.values()):
             p._release()

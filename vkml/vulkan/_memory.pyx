@@ -13,6 +13,7 @@ Three pools, each on the memory type that suits it:
   readback  HOST_VISIBLE|HOST_COHERENT|HOST_CACHED if possible: staging for downloads.
 """
 import bisect
+import logging
 import threading
 
 from libc.stdint cimport uint32_t, uint64_t
@@ -24,6 +25,8 @@ from vkml.vulkan._instance cimport check, check_messages
 
 from vkml import config
 from vkml.vulkan.errors import BufferTooLarge, OutOfDeviceMemory, VulkanError
+
+_log = logging.getLogger("vkml")
 
 cdef VkFlags BUFFER_USAGE = (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                              | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT)
@@ -176,8 +179,10 @@ cdef class BufferView:
         if not self.freed and self.taken and self.block is not None and self.block.alive:
             try:
                 (<Allocator>self.block.device.allocator).release_range(self.block, self.offset, self.taken)
-            except Exception:
-                pass
+            except Exception as e:  # a destructor cannot raise: say what it could not give back
+                if _log is not None:  # (None late in the interpreter's exit)
+                    _log.warning("vkml: giving back %d bytes of a memory block failed (%s: %s); the "
+                                 "allocator keeps them until the block goes", self.taken, type(e).__name__, e)
 
     # ------------------------------------------------------------ host transfers
     def write(self, data, uint64_t offset=0) -> None:

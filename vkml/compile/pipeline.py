@@ -1,0 +1,148 @@
+"""Compiling one input signature: from the typed graph to the plan the runtime runs.
+
+A GPU session compiles once per input signature (shapes, dtypes, the output device, the values
+of small shape-like inputs); vkml/runtime/gpurun.GpuRunner keeps the results and runs them. The
+session hands the runner `compile_signature` with the model and its own choices bound, so the
+runtime never imports this layer. Four named stages, each a plain function, with a small data
+type between them:
+
+    Signature, Target
+        |  specialize   every value's type for these inputs, what became constant folded
+        v               (compile/specialize.concretize)
+    Concrete
+        |  rewrite      BatchNormalization and constant bias Adds folded into the Conv/MatMul
+        v               before them, elementwise chains fused, Conv epilogues fused
+    Concrete            (compile/fold_bn, fold_bias, fusion, epilogue)
+        |  place        a device per live node and the report of why; each GPU node's kernel
+        v               looked up, checked and inferred once (a kernels.registry.NodeKernel)
+    Placed              (compile/specialize.device_specs, place_concrete; compile/placement)
+        |  partition    units (cpu, gpu chunks, uploads, readbacks), waits, arena layout
+        v               (compile/gpuplan.build, compile/arena)
+    Compiled            what the runtime's ConcretePlan runs
+
+Device facts come in with the Target (vkml.runtime.devices.GpuFacts: budget, alignment,
+largest binding, and the device its kernels check on), read by the runtime when it asks for
+a compile: a GPU's budget changes with what else holds memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..ir.graph import Graph, TensorDesc
+from ..kernels.registry import NodeKernel
+from . import fusion
+from .epilogue import fuse_epilogues
+from .fold_bias import fold_bias_adds
+from .fold_bn import fold_batchnorm
+from .gpuplan import UnitPlan, build
+from .placement import Placement
+from .specialize import Concrete, concretize, device_specs, place_concrete
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What one compile is for: the inputs' types, the overridable initializers fed this time
+    (inputs, not constants, in this signature), where outputs go, and the values of small
+    shape-like inputs the plan is made for (a Reshape's shape, a Resize's scales)."""
+
+    inputs: Mapping[str, TensorDesc]
+    fed: frozenset[str] = frozenset()
+    output_device: str | None = None
+    known: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What it is compiled for: the session's devices in order of preference (the CPU last),
+    the facts of each GPU (vkml.runtime.devices.GpuFacts, the output device's too), nodes the
+    user forced onto a device, nodes whose GPU kernel failed to record before (node -> why:
+    they stay off the GPUs), and whether the rewrites run."""
+
+    devices: tuple[str, ...]
+    gpus: Mapping[str, Any]
+    forced: Mapping[str, str] = field(default_factory=dict)
+    broken: Mapping[str, str] = field(default_factory=dict)
+    fuse: bool = True
+
+
+@dataclass
+class Placed:
+    """A device per live node (Placement, in concrete.live's order), the report row of every
+    node of the graph, and the kernel of each node placed on a GPU (id(node) -> NodeKernel)."""
+
+    placement: Placement
+    report: list[dict]
+    kernels: dict[int, NodeKernel]
+
+
+@dataclass
+class Compiled:
+    """One input signature compiled: what vkml.runtime.gpurun.ConcretePlan runs."""
+
+    signature: Signature
+    concrete: Concrete  # values, constants, live nodes, fused chains
+    placement: Placement
+    report: list[dict]  # InferenceSession.placement()
+    units: UnitPlan  # units, waits, arenas; .kernels: id(node) -> NodeKernel of each GPU node
+
+    @property
+    def kernels(self) -> dict[int, NodeKernel]:
+        return self.units.kernels
+
+
+# ---------------------------------------------------------------------- the stages
+def specialize(graph: Graph, weights: Mapping[str, np.ndarray], sig: Signature) -> Concrete:
+    """Every value's type for the signature's inputs; what became constant, folded."""
+    return concretize(graph, weights, sig.inputs, sig.fed, sig.known)
+
+
+def rewrite(graph: Graph, c: Concrete, keep: frozenset[str]) -> Concrete:
+    """The compile rewrites on `c` (made fresh by specialize, and changed in place): Conv +
+    BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, chains
+    of elementwise ops become one dispatch, and so do Convs with what follows them. `keep`:
+    nodes left alone (those the user placed). c.fused says which graph nodes each new node runs."""
+    c.live, c.fused = fold_batchnorm(c.live, c.values, c.consts, graph.outputs, keep)
+    for step in (lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
+                 lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
+                 lambda live: fuse_epilogues(live, c.values, graph.outputs, keep, c.consts)):
+        c.live, more = step(c.live)
+        for name, chain in more.items():  # (in terms of the graph's own nodes)
+            c.fused[name] = [o for n in chain for o in c.fused.pop(n.name, [n])]
+    return c
+
+
+def place(graph: Graph, c: Concrete, target: Target) -> Placed:
+    """Each live node on the first device that runs it and has room; a GPU runs a node when
+    its kernel accepts it there (Kernel.check), and that kernel, checked and inferred, is kept
+    for the later stages and the runtime's recording."""
+    resolved: dict[tuple[int, str], NodeKernel] = {}
+    specs = device_specs(target.devices, target.gpus, c, target.broken, resolved)
+    placement, report = place_concrete(graph, c, specs, target.forced)
+    kernels = {id(n): resolved[(id(n), d)] for n, d in zip(c.live, placement.devices) if d != "cpu"}
+    return Placed(placement, report, kernels)
+
+
+def partition(graph: Graph, c: Concrete, placed: Placed, output_device: str | None,
+              gpus: Mapping[str, Any]) -> UnitPlan:
+    """The placed nodes cut into units with their waits, and each GPU's arenas."""
+    return build(graph, c, placed.placement.devices, output_device, gpus, placed.kernels)
+
+
+def compile_signature(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[str, TensorDesc], *,
+                      fed: frozenset[str] = frozenset(), output_device: str | None = None,
+                      known: Mapping[str, np.ndarray] | None = None, devices: Sequence[str],
+                      gpus: Mapping[str, Any], forced: Mapping[str, str] | None = None,
+                      broken: Mapping[str, str] | None = None, fuse: bool = True) -> Compiled:
+    """Compile `graph` for one input signature (the arguments: Signature and Target). The
+    session binds graph, weights, devices, forced and fuse; the runtime gives the rest."""
+    sig = Signature(dict(inputs), frozenset(fed), output_device, dict(known or {}))
+    target = Target(tuple(devices), dict(gpus), dict(forced or {}), dict(broken or {}), bool(fuse))
+    c = specialize(graph, weights, sig)
+    if target.fuse:
+        c = rewrite(graph, c, frozenset(target.forced))
+    placed = place(graph, c, target)
+    units = partition(graph, c, placed, sig.output_device, target.gpus)
+    return Compiled(sig, c, placed.placement, placed.report, units)
