@@ -111,9 +111,10 @@ def _variants() -> list[Variant]:
     for t in FLOATS:
         for m in ("bool",) + FLOATS:
             add(f"attention_{t}_m{m}", "attention.comp", TX=T[t], TY=T[m])
-    # ---- LSTM's and GRU's recurrences (shaders/lstm.comp, gru.comp; gru_prep: R transposed)
+    # ---- LSTM's and GRU's recurrences (shaders/lstm.comp, gru.comp; *_prep: R transposed)
     for t in FLOATS:
         add(f"lstm_{t}", "lstm.comp", TX=T[t])
+        add(f"lstm_prep_{t}", "lstm.comp", TX=T[t], PREP=1)
         add(f"gru_{t}", "gru.comp", TX=T[t])
         add(f"gru_prep_{t}", "gru.comp", TX=T[t], PREP=1)
     for t in FLOATS + INTS:  # ---- TopK (shaders/topk.comp)
