@@ -10,9 +10,11 @@ into the slot's fault buffer of their device (vkml/runtime/faults.py).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -58,6 +60,45 @@ class ConstCache:
                 hit = self._tensors[key] = (DeviceTensor.from_numpy(dev, np.asarray(array)), array)
         return hit[0]
 
+    def prefetch(self, dev, items: list[tuple[str, np.ndarray]]) -> None:
+        """Upload the constants of `items` not cached yet, their bytes copied by several
+        threads at once: one thread's copies into a discrete GPU's mapped memory run at a
+        fraction of the bus (H100: ResNet-50's 100 MB of weights took 60 ms one by one)."""
+        from ..vulkan.tensor import DeviceTensor
+
+        with self._lock:
+            todo = []
+            for name, array in items:
+                key = (dev.name, name, id(array))
+                if key in self._tensors:
+                    continue
+                a = np.ascontiguousarray(np.asarray(array))
+                t = DeviceTensor.empty(dev, a.shape, a.dtype)
+                todo.append((t, a))
+                self._tensors[key] = (t, array)
+            total = sum(a.nbytes for _, a in todo)
+            if total < PARALLEL_UPLOAD_BYTES or not all(t.view.mapped for t, _ in todo):
+                for t, a in todo:
+                    if a.nbytes:
+                        t.view.write(a.reshape(-1).view(np.uint8))
+                return
+            # pieces of at most UPLOAD_PIECE bytes, spread over the threads (the copies drop the GIL)
+            pieces = [(t.view, a.reshape(-1).view(np.uint8), off)
+                      for t, a in todo for off in range(0, a.nbytes, UPLOAD_PIECE)]
+            with ThreadPoolExecutor(min(UPLOAD_THREADS, len(pieces))) as pool:
+                for f in [pool.submit(_write_piece, *p) for p in pieces]:
+                    f.result()
+
+
+def _write_piece(view, data: np.ndarray, offset: int) -> None:
+    view.write(data[offset:offset + UPLOAD_PIECE], offset)
+
+
+# Constant uploads: copied by several threads from this many bytes on, in pieces of this size.
+PARALLEL_UPLOAD_BYTES = 8 << 20
+UPLOAD_PIECE = 4 << 20
+UPLOAD_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
+
 
 class Slot:
     """Everything one run needs on the GPUs; see the module docstring."""
@@ -88,6 +129,16 @@ class Slot:
 
         def const(dev: str, name: str):
             return consts.get(self.devices[dev], name, concrete.consts[name])
+
+        wanted: dict[str, dict[str, np.ndarray]] = {}
+        for (name, dev), where in up.loc.items():
+            if isinstance(where, str):
+                wanted.setdefault(dev, {})[where] = concrete.consts[where]
+        for dev, names in up.const_uses.items():
+            for name in names:
+                wanted.setdefault(dev, {})[name] = concrete.consts[name]
+        for dev, items in wanted.items():
+            consts.prefetch(self.devices[dev], list(items.items()))
 
         t: dict[tuple[str, str], Any] = {}
         for (name, dev), where in up.loc.items():
