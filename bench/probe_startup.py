@@ -24,7 +24,8 @@ import time
 
 # (module, attribute): the stages timed, where the session looks them up.
 STAGES = [
-    ("vkml.api.session", "load_model"),
+    ("vkml.api.session", "read_model"),
+    ("vkml.api.session", "bind"),
     ("vkml.ir.model_files", "read_model_file"),
     ("vkml.api.session", "_DeviceOpener._open"),
     ("vkml.runtime.gpurun", "GpuRunner.__init__"),
@@ -36,6 +37,7 @@ STAGES = [
     ("vkml.compile.pipeline", "build"),
     ("vkml.runtime.slots", "Slot.__init__"),
     ("vkml.runtime.slots", "compile_ahead"),
+    ("vkml.runtime.slots", "ConstCache.prefetch"),
     ("vkml.runtime.slots", "ConstCache.get"),
     ("vkml.api.session", "InferenceSession.run"),
 ]
