@@ -25,165 +25,54 @@ operator consumes them; float32 and float16. On the CPU instead (check() says wh
 hidden sizes whose state does not fit the device's shared memory, and what the CPU operator
 rejects (it reports the error). A length in sequence_lens outside [0, seq] faults
 (vkml/runtime/faults.py), so the GPU run raises as the CPU's does.
+
+What GRU's kernel does the same (the node's reading, the projection, R's transposition, the
+plan) is in vkml/kernels/rnn_common.py.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-
-from ..ops.rnn import _ACTIVATIONS
-from ..vulkan.tensor import DeviceTensor
-from .common import PushBlock, dtype_name, fault_binding, require_dtypes
-from .elementwise import _record_unary
-from .gemm import Gemm
-from .matmul import record_gemm
-from .reduce import check_size, max_invocations
-from .registry import Kernel, TensorSpec, Unsupported, register
+from . import rnn_common as rnn
+from .common import PushBlock, dtype_name, fault_binding
+from .registry import Kernel, TensorSpec, register
 
 # seq, batch, hidden, dirs, reverse, layout, flags, fault site, clip, act[6], alpha[6], beta[6]
 LSTM_PUSH = PushBlock("8If6I6f6f", "lstm")
 BINDINGS = "rrrrrrrwwwx"  # proj R B h0 c0 P lens | Y Y_h Y_c | fault
-FLOATS = ("f32", "f16")
+INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")
+GATES = 4
 (HAS_B, HAS_H0, HAS_C0, HAS_P, HAS_LENS, WANT_Y, WANT_YH, WANT_YC, CLIP,
  INPUT_FORGET, PLAIN) = (1 << i for i in range(11))
-# the shader's activation codes (shaders/lstm.comp), by the CPU operator's names
-ACTIVATIONS = {name: code for code, name in enumerate(
-    ("relu", "tanh", "sigmoid", "affine", "leakyrelu", "thresholdedrelu", "scaledtanh", "hardsigmoid",
-     "elu", "softsign", "softplus"))}
+ACTIVATIONS = rnn.ACTIVATIONS  # the shader's activation codes (shaders/lstm.comp)
 DEFAULT_ACTS = ("Sigmoid", "Tanh", "Tanh")
-MIN_HMAX = 32
-K_PER_SLICE = 8  # the k of R·h an invocation sums per step, about (plan())
-L1_BYTES = 128 << 10  # R of one direction up to this: the products' plain loop (shaders/lstm.comp STEP)
-SLICE_CPU_DEVICES = False  # plan(): slices on CPU devices too (the tests set it, to run them on lavapipe)
-MAX_WG = 1024
-
-
-def _attr(attrs: Mapping[str, Any], name: str, default):
-    v = attrs.get(name, default)
-    return default if v is None else v
-
-
-def _input(inputs: Sequence, k: int):
-    return inputs[k] if len(inputs) > k else None
-
-
-def _text(v) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def _hmax(hidden: int) -> int:
-    """The shared-memory size (in units) of the pipeline for `hidden`: a power of two, so a model
-    needs few pipelines."""
-    h = MIN_HMAX
-    while h < hidden:
-        h *= 2
-    return h
-
-
-def _shared_bytes(hmax: int, npart: int = 0) -> int:
-    return (3 * hmax + npart) * 4  # h twice (swapped each step), c, the slices' partial sums: float32
+# plan()'s and the loop shape's tunables (vkml/kernels/rnn_common.py; tests and bench patch them here)
+K_PER_SLICE = rnn.K_PER_SLICE
+L1_BYTES = rnn.L1_BYTES
+SLICE_CPU_DEVICES = rnn.SLICE_CPU_DEVICES
+MAX_WG = rnn.MAX_WG
 
 
 def plan(device, hidden: int) -> tuple[int, int, int, int]:
     """(workgroup size, slices, HMAX, partial sums) of the recurrence for `hidden` units on
-    `device`. Slices > 1 (each invocation one unit and ~K_PER_SLICE of its k) while a slice per
-    unit fits the workgroup twice and the partial sums fit the shared memory; else one slice,
-    each invocation owning units lid, lid + wg, ... One slice on CPU devices (lavapipe: the
-    wider workgroup and the second barrier cost it more than the shorter sums save, 1.5-2x)
-    unless SLICE_CPU_DEVICES."""
-    hmax = _hmax(hidden)
-    limit = 32
-    while limit * 2 <= min(MAX_WG, max_invocations(device)):
-        limit *= 2
-    shared = device.limits["max_compute_shared_memory_size"]
-    cpu = getattr(getattr(device, "info", None), "device_type", None) == "cpu"
-    slices = 1
-    while ((SLICE_CPU_DEVICES or not cpu) and slices * 2 * hmax <= limit and slices * 2 * K_PER_SLICE <= hmax
-           and _shared_bytes(hmax, 4 * slices * 2 * hmax) <= shared):
-        slices *= 2
-    if slices > 1:
-        return slices * hmax, slices, hmax, 4 * slices * hmax
-    wg = 32
-    while wg < min(hidden, limit):
-        wg *= 2
-    return wg, 1, hmax, 4
+    `device`: rnn_common.plan() with this module's tunables."""
+    return rnn.plan(device, hidden, GATES, K_PER_SLICE, MAX_WG, SLICE_CPU_DEVICES)
 
 
 def _direction(attrs: Mapping[str, Any]) -> str:
-    return _text(_attr(attrs, "direction", "forward"))
+    return rnn.text(rnn.attr(attrs, "direction", "forward"))
 
 
 def activations(attrs: Mapping[str, Any], dirs: int) -> list[tuple[int, float, float]]:
     """(shader code, alpha, beta) of f, g and h per direction (6 entries, the second direction's
     repeating the first's when there is one), as vkml/ops/rnn.py's _activations picks them."""
-    names = [_text(a) for a in attrs.get("activations") or []] or list(DEFAULT_ACTS) * dirs
-    if len(names) == 3 and dirs == 2:
-        names = names * 2
-    if len(names) != 3 * dirs:
-        raise Unsupported(f"LSTM activations needs {3 * dirs} names, got {len(names)} "
-                          "(the CPU operator reports the error)")
-    alphas = [float(a) for a in attrs.get("activation_alpha") or []]
-    betas = [float(b) for b in attrs.get("activation_beta") or []]
-    out = []
-    for name in names:
-        key = name.lower()
-        if key not in _ACTIVATIONS or key not in ACTIVATIONS:
-            raise Unsupported(f"LSTM activation {name!r} (the CPU operator reports the error)")
-        _, da, db = _ACTIVATIONS[key]
-        a = alphas.pop(0) if da is not None and alphas else da
-        b = betas.pop(0) if db is not None and betas else db
-        out.append((ACTIVATIONS[key], float(a or 0.0), float(b or 0.0)))
-    return (out * 2)[:6]
+    return rnn.activations("LSTM", attrs, dirs, DEFAULT_ACTS)
 
 
 def geometry(attrs: Mapping[str, Any], inputs: Sequence[TensorSpec | None]) -> tuple[int, int, int, int, int, int]:
     """(layout, dirs, seq, batch, input size, hidden) of the node; Unsupported where the CPU
     operator raises."""
-    if len(inputs) < 3 or any(t is None for t in inputs[:3]):
-        raise Unsupported("LSTM needs X, W and R")
-    direction = _direction(attrs)
-    if direction not in ("forward", "reverse", "bidirectional"):
-        raise Unsupported(f"direction {direction!r} (the CPU operator reports the error)")
-    layout = int(_attr(attrs, "layout", 0))
-    if layout not in (0, 1):
-        raise Unsupported(f"layout {layout} (the CPU operator reports the error)")
-    dirs = 2 if direction == "bidirectional" else 1
-    x, w, r = (tuple(t.shape) for t in inputs[:3])
-    if len(x) != 3:
-        raise Unsupported(f"X of shape {x}, not 3-D (the CPU operator reports the error)")
-    seq, batch, n_in = (x[1], x[0], x[2]) if layout else x
-    if len(w) != 3 or w[0] != dirs or w[2] != n_in or w[1] % 4:
-        raise Unsupported(f"W {w} does not fit {dirs} direction(s) and input size {n_in} "
-                          "(the CPU operator reports the error)")
-    hidden = w[1] // 4
-    hs = attrs.get("hidden_size")
-    if hs is not None and int(hs) != hidden:
-        raise Unsupported(f"hidden_size {hs} but W implies {hidden} (the CPU operator reports the error)")
-    if r != (dirs, 4 * hidden, hidden):
-        raise Unsupported(f"R {r} is not {(dirs, 4 * hidden, hidden)} (the CPU operator reports the error)")
-    state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
-    optional = {3: ("B", (dirs, 8 * hidden)), 4: ("sequence_lens", (batch,)), 5: ("initial_h", state),
-                6: ("initial_c", state), 7: ("P", (dirs, 3 * hidden))}
-    for k, (name, shape) in optional.items():
-        t = _input(inputs, k)
-        if t is None:
-            continue
-        have = tuple(t.shape)
-        if have != shape and not (k == 4 and math.prod(have) == batch):  # the CPU reshapes lengths to 1-D
-            raise Unsupported(f"{name} {have} is not {shape} (the CPU operator reports the error)")
-    return layout, dirs, seq, batch, n_in, hidden
-
-
-def _num_outputs(attrs: Mapping[str, Any]) -> int:
-    return int(attrs.get("_num_outputs", 1) or 1)
-
-
-def transposed_r(r: np.ndarray) -> np.ndarray:
-    """R [dirs][4H][H] as the shader reads it: [dirs][gate][k][j], in R's own dtype."""
-    d, g4, h = r.shape
-    return np.ascontiguousarray(np.asarray(r).reshape(d, 4, g4 // 4, h).transpose(0, 1, 3, 2))
+    return rnn.geometry("LSTM", attrs, inputs, GATES, _direction(attrs), INPUTS)
 
 
 @register
@@ -192,44 +81,12 @@ class LSTMKernel(Kernel):
     faults = True  # sequence_lens outside [0, seq]
 
     def check(self, device, op_type, attrs, inputs):
-        layout, dirs, seq, batch, n_in, hidden = geometry(attrs, inputs)
-        activations(attrs, dirs)
-        clip = attrs.get("clip")
-        if clip is not None and not float(clip) > 0:
-            raise Unsupported(f"LSTM clip {clip} (the CPU operator reports the error)")
-        floats = [t for k, t in enumerate(inputs) if t is not None and k != 4]
-        dts = {np.dtype(t.dtype) for t in floats}
-        if len(dts) != 1:
-            raise Unsupported(f"LSTM with mixed dtypes {sorted(str(d) for d in dts)}")
-        dt = dts.pop()
-        if dtype_name(dt) not in FLOATS:
-            raise Unsupported(f"LSTM on the GPU supports float32 and float16, not {dt}")
-        lens = _input(inputs, 4)
-        if lens is not None and np.dtype(lens.dtype) != np.int32:
-            raise Unsupported(f"sequence_lens of dtype {lens.dtype}, not int32")
-        if _num_outputs(attrs) > 3:
-            raise Unsupported(f"LSTM with {_num_outputs(attrs)} outputs")
-        require_dtypes(device, dt)
-        lim = device.limits
-        shared = _shared_bytes(_hmax(hidden))
-        if shared > lim["max_compute_shared_memory_size"]:
-            raise Unsupported(f"LSTM hidden size {hidden}: its state needs {shared} bytes of shared memory, "
-                              f"the device has {lim['max_compute_shared_memory_size']}")
-        if dirs * batch > lim["max_compute_work_group_count"][0]:
-            raise Unsupported(f"LSTM over {dirs * batch} (direction, batch) rows exceeds the workgroup count limit")
-        proj = TensorSpec((dirs, seq * batch, 4 * hidden), np.dtype(np.float32))
-        w32 = TensorSpec((dirs, 4 * hidden, n_in), np.dtype(np.float32))
-        check_size(device, proj, w32, *floats, *self.infer(op_type, attrs, inputs))
+        geom = geometry(attrs, inputs)
+        activations(attrs, geom[1])
+        rnn.check_node("LSTM", device, attrs, inputs, geom, GATES, 3, self.infer(op_type, attrs, inputs))
 
     def infer(self, op_type, attrs, inputs):
-        layout, dirs, seq, batch, _, hidden = geometry(attrs, inputs)
-        dt = np.dtype(inputs[0].dtype)
-        if layout:
-            y, yh = (batch, seq, dirs, hidden), (batch, dirs, hidden)
-        else:
-            y, yh = (seq, dirs, batch, hidden), (dirs, batch, hidden)
-        outs = [TensorSpec(y, dt), TensorSpec(yh, dt), TensorSpec(yh, dt)]
-        return outs[:_num_outputs(attrs)]
+        return rnn.out_specs(geometry(attrs, inputs), inputs[0].dtype, rnn.num_outputs(attrs), 3)
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         specs = [None if t is None else TensorSpec.of(t) for t in inputs]
@@ -240,22 +97,8 @@ class LSTMKernel(Kernel):
         consts = consts or {}
         device = rec.device
         x, w, r = inputs[:3]
-        b, lens, h0, c0, p = (_input(inputs, k) for k in range(3, 8))
-        rows = seq * batch
-        g4 = 4 * hidden
-        proj = DeviceTensor(device.alloc(max(16, dirs * rows * g4 * 4)), (dirs, rows, g4), np.float32)
-        if rows:
-            if x.dtype != np.float32:  # float16: project in float32, as the CPU operator does
-                xs = DeviceTensor(device.alloc(max(16, x.nbytes * 2)), x.shape, np.float32)
-                _record_unary(rec, "cast_f16_f32", "f16", x, xs)
-                if consts.get(1) is not None:  # a constant W: widened once, here
-                    ws = DeviceTensor.from_numpy(device, np.asarray(consts[1], np.float32))
-                else:
-                    ws = DeviceTensor(device.alloc(max(16, w.nbytes * 2)), w.shape, np.float32)
-                    _record_unary(rec, "cast_f16_f32", "f16", w, ws)
-                x, w = xs, ws
-            gemm = Gemm(rows, g4, n_in, False, True, n_in, n_in, [dirs], [0], [g4 * n_in])
-            record_gemm(rec, gemm, x, w, None, proj)
+        b, lens, h0, c0, p = (rnn.input_at(inputs, k) for k in range(3, 8))
+        proj = rnn.record_projection(rec, x, w, consts.get(1), dirs, seq * batch, GATES * hidden, n_in)
         stand_in = device.alloc(16)
 
         def view(t):
@@ -267,10 +110,9 @@ class LSTMKernel(Kernel):
                  | (HAS_LENS if lens is not None else 0) | (WANT_Y if outs[0] is not None else 0)
                  | (WANT_YH if outs[1] is not None else 0) | (WANT_YC if outs[2] is not None else 0)
                  | (CLIP if clip is not None else 0)
-                 | (INPUT_FORGET if int(_attr(attrs, "input_forget", 0)) else 0))
+                 | (INPUT_FORGET if int(rnn.attr(attrs, "input_forget", 0)) else 0))
         acts = activations(attrs, dirs)
-        plain = [ACTIVATIONS[a.lower()] for a in DEFAULT_ACTS]
-        if not flags & (CLIP | INPUT_FORGET) and all(a[0] == plain[k % 3] for k, a in enumerate(acts)):
+        if not flags & (CLIP | INPUT_FORGET) and rnn.plain(acts, DEFAULT_ACTS):
             flags |= PLAIN  # the shader's cell skips the general activations
         if lens is not None:
             fault, site = fault_binding(rec, attrs, "LSTM sequence_lens", seq + 1)
@@ -283,15 +125,10 @@ class LSTMKernel(Kernel):
         # R transposed to [dirs][gate][k][j], so the recurrence reads it coalesced: a constant R
         # once (the host transposes it and uploads it with the recording), else at every run
         dt = dtype_name(inputs[0].dtype)
-        if consts.get(2) is not None:
-            rt = DeviceTensor.from_numpy(device, transposed_r(np.asarray(consts[2], r.dtype))).view
-        else:
-            n_rt = dirs * 4 * hidden * hidden
-            rt = device.alloc(max(16, r.nbytes))
-            prep = device.pipeline(f"lstm_prep_{dt}", "rw", LSTM_PUSH.size, (256,))
-            rec.dispatch(prep, [r.view, rt], push, prep.groups_for(n_rt))
+        rt = rnn.record_transposed_r(rec, r, consts.get(2), GATES, dirs, hidden, f"lstm_prep_{dt}",
+                                     LSTM_PUSH.size, push)
         wg, slices, hmax, npart = plan(device, hidden)
-        step = int(4 * hidden * hidden * np.dtype(r.dtype).itemsize > L1_BYTES)
+        step = rnn.loop_step(GATES, hidden, r.dtype, L1_BYTES)
         pipe = device.pipeline(f"lstm_{dt}", BINDINGS, LSTM_PUSH.size, (wg, hmax, slices, npart, step))
         rec.dispatch(pipe, [proj.view, rt, view(b), view(h0), view(c0), view(p), view(lens),
                             view(outs[0]), view(outs[1]), view(outs[2]), fault], push, dirs * batch)
