@@ -24,7 +24,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bench.kernel_bench import add_common_args, best_seconds, open_device, write_results  # noqa: E402
-import vkml.kernels  # noqa: E402,F401  (registers the kernels)
 import vkml.kernels.reduce as kreduce  # noqa: E402
 from vkml.kernels import TensorSpec, get_kernel  # noqa: E402
 from vkml.vulkan.tensor import DeviceTensor  # noqa: E402
@@ -53,12 +52,10 @@ def cases(scale: float):
     w1024 = np.ones(1024, np.float32)
     w1024h = w1024.astype(np.float16)
 
-    F = None
     try:
         import torch
         import torch.nn.functional as F  # noqa: N812
-        if not torch.cuda.is_available():
-            F = None
+        F = F if torch.cuda.is_available() else None  # noqa: N806
     except Exception:
         F = None
 
@@ -141,9 +138,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_args(ap)
     ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--no-subgroups", action="store_true", help="use the shared-memory reductions")
+    ap.add_argument("--no-subgroups", action="store_true",
+                    help="use the shared-memory reductions (sets VKML_NO_SUBGROUPS=1)")
     args = ap.parse_args(argv)
-    kreduce.FORCE_NO_SUBGROUPS = args.no_subgroups
+    if args.no_subgroups:
+        os.environ["VKML_NO_SUBGROUPS"] = "1"  # (read as each kernel is recorded)
     _, dev, info = open_device(args.device)
     rows = []
     all_cases = cases(args.scale)

@@ -520,7 +520,8 @@ def coop_tile() -> tuple[int, ...] | None:
 
 _setting("VKML_NO_SUBGROUPS", "0", "on/off", """
     1: reductions take the shared-memory path even on devices with subgroup arithmetic (to test
-    the fallback, or to work around a driver's subgroup bug).""")
+    the fallback, or to work around a driver's subgroup bug). Read when a plan's kernels are
+    recorded (a session's first run of an input shape).""")
 
 
 def no_subgroups() -> bool:

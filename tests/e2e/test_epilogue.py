@@ -58,7 +58,7 @@ def test_fused_conv_bitwise_equal_to_separate_ops(gpu, monkeypatch):
 def test_fused_conv_on_the_cpu_replays_the_ops():
     """FusedConv's CPU run is the original operators in order (exactly)."""
     from vkml.compile.epilogue import fuse_epilogues
-    from vkml.ir.onnx_loader import load_model
+    from vkml.ops.bind import load_model
 
     g = load_model(_model(3, 2)).graph
     weights = load_model(_model(3, 2)).weights
@@ -279,7 +279,7 @@ def test_silu_rides_on_its_conv(gpu, monkeypatch):
     np.testing.assert_allclose(got, cpu, rtol=1e-5, atol=1e-5)
     # The fused nodes' CPU replay gives the separate ops' result exactly.
     from vkml.compile.epilogue import fuse_epilogues
-    from vkml.ir.onnx_loader import load_model
+    from vkml.ops.bind import load_model
 
     m = load_model(model)
     nodes_f, fused = fuse_epilogues(m.graph.nodes, m.graph.values, m.graph.outputs)

@@ -16,16 +16,11 @@ TOOL = os.path.join(ROOT, "tools", "import_graph.py")
 ALLOWED: set[frozenset[str]] = set()
 
 # Imports from a layer above (the layers: tools/import_graph.py, docs/architecture.md), each
-# with why it is there and what would cut it. (runtime.gpurun -> compile.* was cut for #16: the
-# session hands the runner compile/pipeline.compile_signature, and the runtime only runs its
-# result.)
-ALLOWED_UPWARD: set[tuple[str, str]] = {
-    # The loader binds each node's operator class (Node.op, through ops.registry.lookup) and
-    # type-infers through it, so ir's top module sits on the ops it binds; the rest of ir knows
-    # no operator. Cutting it: a loader that returns the unbound graph and a binding step above
-    # both (or the registry's Op interface moved into ir).
-    ("vkml.ir.onnx_loader", "vkml.ops.registry"),
-}
+# with why it is there and what would cut it. Empty since #16 (runtime.gpurun -> compile.* was
+# cut: the session hands the runner compile/pipeline.compile_signature, and the runtime only runs
+# its result; ir.onnx_loader -> ops.registry was cut: the loader returns the unbound model and
+# vkml/ops/bind.py binds the operators and infers the types): keep it so.
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
 
 def _tool():

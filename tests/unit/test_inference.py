@@ -40,7 +40,7 @@ def test_a_scalar_gather_of_a_shape_folds_while_planning():
     scalar Gather returned a NumPy scalar, not an array, so planning did not fold it, and Range,
     the position Gather and everything after it stayed on the CPU with unknown shapes."""
     from vkml.ir.graph import TensorDesc
-    from vkml.ir.onnx_loader import load_model
+    from vkml.ops.bind import load_model
     from vkml.compile.specialize import concretize
 
     n = h.make_node

@@ -1,6 +1,4 @@
 """Loading: zero-copy initializers, external data, constants, validation errors that name the node."""
-import os
-
 import numpy as np
 import onnx
 import pytest
@@ -10,7 +8,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 import vkml
-from vkml.ir.onnx_loader import load_model
+from vkml.ops.bind import load_model
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw):
@@ -125,6 +123,33 @@ def test_every_unsupported_op_is_listed_with_node_names():
     assert "NoSuchOpA" in msg and "NoSuchOpB" in msg
     assert all(n in msg for n in ("first_a", "second_a", "only_b"))
     assert len(e.value.missing) == 2
+
+
+def test_unsupported_ops_of_subgraphs_are_listed_with_the_others():
+    """Binding (vkml/ops/bind.py) walks the subgraphs too: one error names them all."""
+    then = h.make_graph([h.make_node("NoSuchOpC", ["x"], ["t"], name="in_then")], "then", [],
+                        [h.make_tensor_value_info("t", T.FLOAT, None)])
+    other = h.make_graph([h.make_node("Neg", ["x"], ["o"], name="in_else")], "else", [],
+                         [h.make_tensor_value_info("o", T.FLOAT, None)])
+    nodes = [h.make_node("NoSuchOpA", ["x"], ["c"], name="top"),
+             h.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)]
+    with pytest.raises(vkml.UnsupportedOpsError) as e:
+        load_model(model(nodes, [X], [Y]))
+    assert set(e.value.missing) == {("", "NoSuchOpA", 17), ("", "NoSuchOpC", 17)}
+    assert e.value.missing[("", "NoSuchOpC", 17)] == ["in_then"]
+
+
+def test_the_loader_reads_unbound_and_bind_gives_operators_and_types():
+    """ir reads (no operator known: Node.op None, only declared types); ops bind and infer."""
+    from vkml.ir.onnx_loader import read_model
+    from vkml.ops.bind import bind
+    from vkml.ops.arith import Add
+
+    m = read_model(add_model())
+    (node,) = m.graph.nodes
+    assert node.op is None and m.graph.values["y"].shape is None
+    assert bind(m) is m
+    assert isinstance(node.op, Add) and m.graph.values["y"].shape == ("N", 3)
 
 
 def test_missing_required_attribute_and_unknown_attribute():

@@ -13,7 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import vkml
-from vkml.ir.onnx_loader import load_model
+from vkml.ops.bind import load_model
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw):

@@ -1,10 +1,9 @@
 """Greedy placement over fake devices: support, budgets from lifetimes, forced maps, reasons."""
-import numpy as np
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from vkml.ir.onnx_loader import load_model
+from vkml.ops.bind import load_model
 from vkml.compile.placement import DeviceSpec, place
 
 

@@ -34,12 +34,16 @@ def info():
 
 
 @pytest.fixture(params=["subgroups", "shared"])
-def path(request, dev, monkeypatch):
-    """Both workgroup reductions: subgroup arithmetic (where the device has it) and the tree."""
+def path(request, dev, vkml_env):
+    """Both workgroup reductions: subgroup arithmetic (where the device has it) and the
+    shared-memory tree (VKML_NO_SUBGROUPS, read as each kernel is recorded)."""
     import vkml.kernels.reduce as kreduce
 
     if request.param == "shared":
-        monkeypatch.setattr(kreduce, "FORCE_NO_SUBGROUPS", True)
-    elif not kreduce.subgroup_arith(dev):
-        pytest.skip("the device has no subgroup arithmetic in compute shaders")
+        vkml_env(VKML_NO_SUBGROUPS="1")
+        assert kreduce.wg_mode_name(dev) == "wgs"
+    else:
+        vkml_env(VKML_NO_SUBGROUPS=None)
+        if not kreduce.subgroup_arith(dev):
+            pytest.skip("the device has no subgroup arithmetic in compute shaders")
     return request.param

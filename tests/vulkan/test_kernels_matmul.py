@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vkml.ir.graph import Node
-from vkml.kernels import TensorSpec, Unsupported, get_kernel
+from vkml.kernels import TensorSpec, get_kernel
 from vkml.kernels import gemm
 from vkml.kernels import matmul as mm
 from vkml.kernels import matmul_coop
@@ -296,7 +296,7 @@ def test_coop_shader_is_valid_spirv():
 
 
 # ---------------------------------------------------------------- refusals
-def test_unsupported(dev):
+def test_unsupported(dev, vkml_env):
     k = get_kernel("MatMul")
     f32 = lambda *s: TensorSpec(s, np.dtype(np.float32))  # noqa: E731
     assert k.supports(dev, "MatMul", {}, [f32(3, 4), f32(4, 5)]) is None
@@ -311,12 +311,9 @@ def test_unsupported(dev):
     assert g.supports(dev, "Gemm", {"transA": 1}, [f32(4, 3), f32(4, 5), f32(5)]) is None
     big = dev.limits["max_storage_buffer_range"] // 4 + 1
     assert "storage buffer" in k.supports(dev, "MatMul", {}, [f32(big, 1), f32(1, 1)])
+    vkml_env(VKML_MATMUL_TILE="1,2")
     with pytest.raises(ValueError, match="VKML_MATMUL_TILE"):
-        os.environ["VKML_MATMUL_TILE"] = "1,2"
-        try:
-            mm.choose_tiling(dev, 4, 4, 1)
-        finally:
-            del os.environ["VKML_MATMUL_TILE"]
+        mm.choose_tiling(dev, 4, 4, 1)
 
 
 def test_validation_layer_clean(dev):

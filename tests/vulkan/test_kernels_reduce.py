@@ -244,10 +244,44 @@ def test_unsupported(dev):
     assert get_kernel("ReduceMax").supports(dev, "ReduceMax", {}, [TensorSpec((3,), np.dtype(np.int32))]) is None
 
 
+def test_no_subgroups_applies_to_the_plans_made_after_it(gpu, vkml_env):
+    """VKML_NO_SUBGROUPS is read when a plan's kernels are recorded: a session's next input
+    shape takes the shared-memory tree once it is set, and subgroup arithmetic (where the
+    device has it) once it is unset."""
+    import onnx.helper as h
+    from onnx import TensorProto as T
+
+    import vkml
+    from vkml.kernels.reduce import subgroup_arith
+    from vkml.runtime.devices import vulkan_device
+
+    g = h.make_graph([h.make_node("Softmax", ["x"], ["y"], axis=-1, name="sm")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["n", "k"])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 13)]).SerializeToString()
+    vkml_env(VKML_NO_SUBGROUPS=None)
+    sess = vkml.InferenceSession(model, devices=[gpu], warmup=False)
+    rng = np.random.default_rng(0)
+
+    def shader(k, setting):
+        vkml_env(VKML_NO_SUBGROUPS=setting)
+        x = rng.standard_normal((4, k)).astype(np.float32)
+        y = sess.run(None, {"x": x})[0]
+        e = np.exp(x - x.max(1, keepdims=True))
+        np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+        (row,) = sess.placement()
+        return row["pipelines"][0]["shader"]
+
+    assert shader(256, "1") == "softmax_wgs_f32"
+    with_sg = shader(512, None)
+    assert with_sg == ("softmax_wg_f32" if subgroup_arith(vulkan_device(gpu)) else "softmax_wgs_f32")
+    assert shader(1024, "1") == "softmax_wgs_f32"
+
+
 # ---------------------------------------------------------------- validation layer
 VALIDATION_WORKLOAD = """
+import os
 import numpy as np
-import vkml.kernels.reduce as kr
 import vkml.kernels  # registers every family
 from vkml.vulkan import _instance
 from vkml.runtime.testing import run_ops
@@ -268,8 +302,8 @@ ops = [("ReduceSum", {"axes": [1]}, ["x"], ["split"]), ("ReduceMean", {"axes": [
        ("GroupNormalization", {"num_groups": 3, "_opset": 21}, ["img", "c", "c"], ["gn"]),
        ("BatchNormalization", {}, ["img", "c", "c", "c", "c"], ["bn"])]
 feeds = {"x": x, "img": img, "c": c, "s1": np.ones(40000, np.float32)}
-for no_sg in (False, True):
-    kr.FORCE_NO_SUBGROUPS = no_sg
+for no_sg in ("0", "1"):
+    os.environ["VKML_NO_SUBGROUPS"] = no_sg  # (read as each kernel is recorded)
     out = run_ops(0, ops, feeds)
     assert np.allclose(out["split"], x.sum(1, keepdims=True), atol=1e-2)
 print("VALIDATION-CLEAN")

@@ -1,4 +1,8 @@
-"""ModelProto → (blueprint Graph, weights): parse, validate, fold Constant nodes, bind ops.
+"""ModelProto → (blueprint Graph, weights): parse, validate, fold Constant nodes.
+
+The model comes out unbound: no node has its operator yet (``Node.op`` is None) and the values
+carry only the types the model declares. The loader knows no operator (ir sits below ops):
+vkml/ops/bind.py binds each node's operator class and infers the types through them.
 
 Initializers become read-only NumPy views over the model's bytes where their encoding allows
 (raw_data). A model named by path is first read once into private memory, and external data
@@ -22,9 +26,8 @@ from google.protobuf.message import DecodeError
 
 from . import dtypes, model_files, onnx_wire, schemas
 from .functions import Inliner
-from ..errors import ModelError, UnsupportedOpsError
-from .graph import Graph, Node, TensorDesc
-from ..ops import registry
+from ..errors import ModelError
+from .graph import Graph, Node, TensorDesc, canonical_domain
 
 MIN_IR, MAX_IR = 3, onnx.IR_VERSION
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -35,7 +38,8 @@ MAX_NESTING = 64  # subgraphs (If/Loop/Scan bodies) inside subgraphs: deeper is 
 
 @dataclass(eq=False)
 class Model:
-    """A loaded model: the blueprint graph and, separately, the constant data."""
+    """A loaded model: the blueprint graph and, separately, the constant data. As read_model
+    returns it, unbound (see vkml/ops/bind.py)."""
 
     graph: Graph
     weights: dict[str, np.ndarray]  # initializers and folded Constant outputs of every graph
@@ -187,10 +191,9 @@ class _Builder:
         proto = src.proto
         self.src = src
         self.base_dir = src.base_dir
-        self.opsets = {registry.canonical_domain(o.domain): o.version for o in proto.opset_import}
+        self.opsets = {canonical_domain(o.domain): o.version for o in proto.opset_import}
         self.weights: dict[str, np.ndarray] = {}
         self.inliner = Inliner(proto.functions)
-        self.missing: dict[tuple[str, str, int], list[str]] = {}
         self.unnamed = itertools.count()
         self.nesting = 0  # subgraph level being built
 
@@ -235,7 +238,7 @@ class _Builder:
         node_outputs = {o: TensorDesc(None, None) for p in protos for o in p.output if o}
         for p in protos:
             name = p.name or f"{p.op_type}_{next(self.unnamed)}"
-            domain = registry.canonical_domain(p.domain)
+            domain = canonical_domain(p.domain)
             if domain not in self.opsets:
                 if domain in KNOWN_DOMAINS:
                     raise ModelError(f"node {name!r} ({p.op_type}): domain {p.domain!r} is not in the model's opset_import")
@@ -264,12 +267,6 @@ class _Builder:
                 raise ModelError(f"{where}: an output has an empty name")
             if o.name not in produced and o.name not in values and o.name not in outer:
                 raise ModelError(f"{where}: output {o.name!r} is produced by no node, input or initializer")
-        for n in nodes:
-            cls = registry.lookup(n.domain, n.op_type, n.opset)
-            if cls is None:
-                self.missing.setdefault((n.domain, n.op_type, n.opset), []).append(n.name)
-            else:
-                n.op = cls(n)
         graph = Graph(g.name, inputs, [o.name for o in g.output], nodes, values, constants, used_outer, keys)
         graph.values.update({k: v for k, v in declared_types.items() if k not in graph.values})
         return graph, set(declared_types)
@@ -434,8 +431,9 @@ def _toposort(nodes: list[Node], known: Mapping[str, Any], where: str) -> list[N
 
 
 # ---------------------------------------------------------------- entry point
-def load_model(model: Any) -> Model:
-    """Parse, validate and bind: every problem is a ModelError naming where it is."""
+def read_model(model: Any) -> Model:
+    """Parse and validate a path, bytes or ModelProto: every problem is a ModelError naming where
+    it is. The model is unbound (vkml/ops/bind.py: bind, or load_model for both steps)."""
     src = parse(model)
     proto = src.proto
     if not MIN_IR <= proto.ir_version <= MAX_IR:
@@ -453,11 +451,6 @@ def load_model(model: Any) -> Model:
     b.overridable = set()
     b.inliner.check(proto.graph)
     graph, _ = b.graph(proto.graph, {}, top=True)
-    if b.missing:
-        raise UnsupportedOpsError(b.missing)
-    from .inference import infer_graph
-
-    infer_graph(graph, b.weights)
     meta = {"graph_name": proto.graph.name, "domain": proto.domain, "description": proto.doc_string,
             "graph_description": proto.graph.doc_string, "version": int(proto.model_version),
             "custom_metadata_map": {p.key: p.value for p in proto.metadata_props}}

@@ -30,9 +30,6 @@ log = logging.getLogger("vkml")
 _SUBGROUP_ARITHMETIC = 0x4   # VkSubgroupFeatureFlagBits
 _STAGE_COMPUTE = 0x20        # VkShaderStageFlagBits
 
-# Tests set this to exercise the shared-memory fallback on devices that have subgroups.
-FORCE_NO_SUBGROUPS = False
-
 
 @functools.lru_cache(maxsize=None)
 def _device_subgroup_arith(index: int) -> bool:
@@ -43,8 +40,10 @@ def _device_subgroup_arith(index: int) -> bool:
 
 
 def subgroup_arith(device) -> bool:
-    """Whether compute shaders on `device` may use GL_KHR_shader_subgroup_arithmetic."""
-    if FORCE_NO_SUBGROUPS or config.no_subgroups():
+    """Whether compute shaders on `device` may use GL_KHR_shader_subgroup_arithmetic: asked when
+    a kernel is recorded, so VKML_NO_SUBGROUPS (read here each time) applies to the recordings
+    made after it is set (tests flip it through the vkml_env fixture)."""
+    if config.no_subgroups():
         return False
     try:
         return _device_subgroup_arith(int(device.index))

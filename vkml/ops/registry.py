@@ -11,15 +11,11 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..errors import ModelError
-from ..ir.graph import UNKNOWN, Node, TensorDesc
+from ..ir.graph import UNKNOWN, Node, TensorDesc, canonical_domain
 
 REQUIRED = object()  # an attribute default meaning "the model must set it"
 
 _REGISTRY: dict[tuple[str, str], list[type["Op"]]] = {}
-
-
-def canonical_domain(domain: str) -> str:
-    return "" if domain in ("", "ai.onnx") else domain
 
 
 class Op:
