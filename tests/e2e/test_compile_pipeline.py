@@ -13,7 +13,7 @@ from onnx import numpy_helper as nh
 import vkml
 from vkml.compile import pipeline
 from vkml.ir.graph import TensorDesc
-from vkml.ir.onnx_loader import load_model
+from vkml.ops.bind import load_model
 from vkml.kernels import get_kernel
 from vkml.runtime.devices import gpu_facts
 

@@ -1249,19 +1249,10 @@ class Entry:
 
 
 FOLD = "folded while planning: constant for the input shapes (no GPU work needed)"
-_VAD_CPU = {
-    "If_sr": "no GPU kernel for If (subgraphs run on the CPU)",
-    "Conv_0": "after the If: its output's time dim depends on which branch ran, so no static shape before the run",
-    "Relu_0": "unknown time dim (downstream of the If)",
-    "Transpose_0": "unknown time dim (downstream of the If)",
-    "LSTM_0": "unknown time dim (downstream of the If; with a static one the GPU LSTM kernel runs it)",
-    "Squeeze_0": "unknown time dim (downstream of the If)",
-    "Transpose_1": "unknown time dim (downstream of the If)",
-    "Relu_1": "unknown time dim (downstream of the If)",
-    "Conv_1": "unknown time dim (downstream of the If)",
-    "Sigmoid_0": "unknown time dim (downstream of the If)",
-    "prob": "unknown time dim (downstream of the If)",
-}
+# sr is a switch: plans are made per its value, the If takes its branch while planning and
+# everything after it has static shapes again (vkml/compile/inline_if.py).
+_VAD_CPU = {"Equal_0": FOLD + " (sr == 16000 for the fed sr: the If's condition, so the If runs its branch "
+                              "in its place)"}
 
 ZOO: dict[str, Entry] = {
     "vit_tiny": Entry(vit_tiny, 21, "vision: classification", "class token Shape/Expand/Concat; opset 21, IR 10", {

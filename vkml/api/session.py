@@ -16,7 +16,8 @@ from .. import config
 from ..compile import fusion
 from ..ir import dtypes
 from ..ir.graph import Dim, TensorDesc
-from ..ir.onnx_loader import Model, load_model
+from ..ir.onnx_loader import Model, read_model
+from ..ops.bind import bind
 from ..runtime import blas
 from ..runtime.batch import RunPool
 from ..runtime.devices import cpu_only, resolve_devices, vulkan_device
@@ -144,7 +145,9 @@ class InferenceSession:
         # reported before a bad model.
         opener = _DeviceOpener(devices)
         try:
-            self.model: Model = load_model(model)
+            # Read (ir: parse, validate; no operator known), then bind each node's operator and
+            # infer the types through them (ops).
+            self.model: Model = bind(read_model(model))
             if opener.opening:
                 # Imported now (below, a GPU session uses them) so that their imports also
                 # overlap with the opening.

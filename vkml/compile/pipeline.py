@@ -7,8 +7,9 @@ runtime never imports this layer. Four named stages, each a plain function, with
 type between them:
 
     Signature, Target
-        |  specialize   every value's type for these inputs, what became constant folded
-        v               (compile/specialize.concretize)
+        |  specialize   every value's type for these inputs, what became constant folded,
+        |               Ifs with a known condition replaced by their branch
+        v               (compile/specialize.concretize, compile/inline_if)
     Concrete
         |  rewrite      BatchNormalization and constant bias Adds folded into the Conv/MatMul
         v               before them, elementwise chains fused, Conv epilogues fused
@@ -94,23 +95,27 @@ class Compiled:
 
 
 # ---------------------------------------------------------------------- the stages
-def specialize(graph: Graph, weights: Mapping[str, np.ndarray], sig: Signature) -> Concrete:
-    """Every value's type for the signature's inputs; what became constant, folded."""
-    return concretize(graph, weights, sig.inputs, sig.fed, sig.known)
+def specialize(graph: Graph, weights: Mapping[str, np.ndarray], sig: Signature,
+               keep: frozenset[str] = frozenset()) -> Concrete:
+    """Every value's type for the signature's inputs; what became constant, folded; Ifs whose
+    condition became known, replaced by the branch they take (compile/inline_if; not those in
+    `keep`, placed by the user)."""
+    return concretize(graph, weights, sig.inputs, sig.fed, sig.known, keep)
 
 
 def rewrite(graph: Graph, c: Concrete, keep: frozenset[str]) -> Concrete:
     """The compile rewrites on `c` (made fresh by specialize, and changed in place): Conv +
     BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, chains
     of elementwise ops become one dispatch, and so do Convs with what follows them. `keep`:
-    nodes left alone (those the user placed). c.fused says which graph nodes each new node runs."""
-    c.live, c.fused = fold_batchnorm(c.live, c.values, c.consts, graph.outputs, keep)
-    for step in (lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
+    nodes left alone (those the user placed). c.fused says which graph nodes each new node runs
+    (the nodes of an inlined If's branch run that If)."""
+    for step in (lambda live: fold_batchnorm(live, c.values, c.consts, graph.outputs, keep),
+                 lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
                  lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
                  lambda live: fuse_epilogues(live, c.values, graph.outputs, keep, c.consts)):
         c.live, more = step(c.live)
-        for name, chain in more.items():  # (in terms of the graph's own nodes)
-            c.fused[name] = [o for n in chain for o in c.fused.pop(n.name, [n])]
+        for name, chain in more.items():  # (in terms of the graph's own nodes, each once)
+            c.fused[name] = list(dict.fromkeys(o for n in chain for o in c.fused.pop(n.name, [n])))
     return c
 
 
@@ -140,7 +145,7 @@ def compile_signature(graph: Graph, weights: Mapping[str, np.ndarray], inputs: M
     session binds graph, weights, devices, forced and fuse; the runtime gives the rest."""
     sig = Signature(dict(inputs), frozenset(fed), output_device, dict(known or {}))
     target = Target(tuple(devices), dict(gpus), dict(forced or {}), dict(broken or {}), bool(fuse))
-    c = specialize(graph, weights, sig)
+    c = specialize(graph, weights, sig, frozenset(target.forced))
     if target.fuse:
         c = rewrite(graph, c, frozenset(target.forced))
     placed = place(graph, c, target)

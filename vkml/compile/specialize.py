@@ -4,8 +4,9 @@ Sessions stay shape-polymorphic, but GPU command buffers need concrete shapes. F
 of one run's inputs this module infers every value's type (on a copy of the graph's value
 table: the graph itself serves all runs), evaluates what is constant for those shapes
 (Shape, Size and small constant subexpressions: a Reshape's target built from Shape/Gather/
-Concat becomes a known value, which GPU kernels need), and places the nodes that still have
-to run.
+Concat becomes a known value, which GPU kernels need), puts the branch an If takes in its
+place where its condition became known (vkml/compile/inline_if.py), and places the nodes that
+still have to run.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 from ..kernels.registry import NodeKernel, host_positions, node_attrs
 from ..ir.graph import UNKNOWN, Graph, Node, TensorDesc, _graphs_in
 from ..ir.inference import _merge, _try_fold
+from .inline_if import inline_if, known_condition
 from .placement import DeviceSpec, Placement, place
 
 log = logging.getLogger("vkml")
@@ -34,14 +36,17 @@ class Concrete:
     folded: set[str] = field(default_factory=set)  # node outputs evaluated while planning
     live: list[Node] = field(default_factory=list)  # nodes that still have to run
     fused: dict[str, list[Node]] = field(default_factory=dict)  # fused node -> the nodes it runs
+    inlined: dict[str, str] = field(default_factory=dict)  # If replaced by its branch -> which one
 
 
 def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[str, TensorDesc],
                fed: set[str] | frozenset[str] = frozenset(),
-               known: Mapping[str, np.ndarray] | None = None) -> Concrete:
+               known: Mapping[str, np.ndarray] | None = None, keep: frozenset[str] = frozenset()) -> Concrete:
     """Infer every value of `graph` for concrete input types. `fed`: overridable initializers
     the caller feeds (they are inputs, not constants, in this signature). `known`: inputs whose
-    values this plan is for (small shape-like inputs: a Resize's scales, a Reshape's shape)."""
+    values this plan is for (small shape-like inputs: a Resize's scales, a Reshape's shape, an
+    If's switch). An If whose condition is known then is replaced by its branch's nodes (each
+    live one recorded in `fused` as running that If), unless it is in `keep` (placed by the user)."""
     declared = graph.values
     values: dict[str, TensorDesc] = dict(declared)
     symbols: dict[str, int] = {}
@@ -55,7 +60,26 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
     consts = {c: weights[graph.weight_key(c)] for c in graph.constants if c not in fed}
     consts.update(known or {})
     out = Concrete(values, consts)
-    for node in graph.nodes:
+    taken = set(values) | {o for n in graph.nodes for o in n.outputs if o}  # value names in the plan
+    names = {n.name for n in graph.nodes}
+    origin: dict[int, Node] = {}  # inlined node -> the graph's If it runs part of
+    more: dict[str, TensorDesc] = {}  # the types inlined branches declare
+    todo = list(reversed(graph.nodes))
+    while todo:
+        node = todo.pop()
+        cond = known_condition(node, consts) if node.op_type == "If" and node.name not in keep else None
+        inlined = inline_if(node, cond, weights, taken, names) if cond is not None else None
+        if inlined is not None:
+            src = origin.pop(id(node), node)
+            if src is node:
+                out.inlined[node.name] = inlined.branch
+            for name, arr in inlined.consts.items():
+                consts[name] = arr
+                values[name] = TensorDesc(arr.dtype, arr.shape)
+            more.update(inlined.declared)
+            origin.update((id(n), src) for n in inlined.nodes)
+            todo.extend(reversed(inlined.nodes))
+            continue
         ins = [values.get(i, UNKNOWN) if i else UNKNOWN for i in node.inputs]
         cin = [consts.get(i) if i else None for i in node.inputs]
         try:
@@ -78,9 +102,12 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
                 continue
             live = True
             desc = descs[k] if k < len(descs) else UNKNOWN
-            values[name] = _merge(desc, _bind(declared.get(name), symbols))
+            values[name] = _merge(desc, _bind(declared.get(name, more.get(name)), symbols))
+        src = origin.pop(id(node), None)
         if live:
             out.live.append(node)
+            if src is not None:
+                out.fused[node.name] = [src]
     return out
 
 
@@ -233,10 +260,29 @@ def place_concrete(graph: Graph, concrete: Concrete, specs: Sequence[DeviceSpec]
     p = place(sub, concrete.values, specs, {k: v for k, v in forced.items() if k in live_names})
     rows = []
     where = {id(n): (d, r) for n, d, r in zip(concrete.live, p.devices, p.reasons)}
+    parts: dict[int, list[tuple[Node, str, str]]] = {}  # an inlined If -> the live nodes it became
     for n, d, r in zip(concrete.live, p.devices, p.reasons):
         for orig in concrete.fused.get(n.name, ()):
-            where[id(orig)] = (d, f"fused into {n.name}: {r}")
+            if orig.op_type == "If" and orig.name in concrete.inlined:
+                parts.setdefault(id(orig), []).append((n, d, r))
+            else:
+                where[id(orig)] = (d, f"fused into {n.name}: {r}")
+    for node in graph.nodes:
+        if id(node) in parts:
+            where[id(node)] = _inlined_row(concrete.inlined[node.name], parts[id(node)])
     for node in graph.nodes:
         d, r = where.get(id(node), ("cpu", FOLDED_REASON))
         rows.append({"node": node.name, "op": node.op_type, "device": d, "reason": r})
     return p, rows
+
+
+def _inlined_row(branch: str, parts: list[tuple[Node, str, str]]) -> tuple[str, str]:
+    """(device, reason) of an If replaced by its branch: the CPU if any of the nodes it became
+    runs there (those named), else the GPU they run on."""
+    what = f"inlined: its condition is known while planning; its {branch} runs as {len(parts)} node(s)"
+    cpu = [(n, r) for n, d, r in parts if d == "cpu"]
+    if cpu:
+        named = "; ".join(f"{n.name} ({n.op_type}): {r}" for n, r in cpu[:3])
+        return "cpu", f"{what}, on the CPU: {named}" + ("; ..." if len(cpu) > 3 else "")
+    gpus = list(dict.fromkeys(d for _, d, _ in parts))
+    return gpus[0], f"{what} on {', '.join(gpus)}"

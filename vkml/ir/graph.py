@@ -5,12 +5,18 @@ constants, the executor's per-run slots for activations), so one graph serves ma
 """
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Mapping, Union
 
 import numpy as np
 
 Dim = Union[int, str, None]  # a size, a symbol ("N") or unknown
+
+
+def canonical_domain(domain: str) -> str:
+    """An operator domain as nodes carry it: "ai.onnx" is the default domain, ""."""
+    return "" if domain in ("", "ai.onnx") else domain
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +71,9 @@ class Node:
     outputs: list[str]  # "" marks an omitted optional output
     attrs: dict[str, Any]  # Python values; a GRAPH attribute is a Graph
     opset: int  # the model's opset for this node's domain
-    # The bound operator (a vkml.ops.registry.Op), set by the loader. Typed Any so that the
-    # blueprint knows nothing of the operators: ops import the graph, never the other way.
+    # The bound operator (a vkml.ops.registry.Op), set by vkml/ops/bind.py once the loader is
+    # done (None until then). Typed Any so that the blueprint knows nothing of the operators:
+    # ops import the graph, never the other way.
     op: Any = None
     device: str | None = None  # set by placement
 
@@ -104,4 +111,46 @@ def _graphs_in(attrs: dict[str, Any]) -> list[Graph]:
             out.append(v)
         elif isinstance(v, list):
             out.extend(x for x in v if isinstance(x, Graph))
+    return out
+
+
+def condition_inputs(graph: Graph) -> list[str]:
+    """The inputs of `graph` that an If's condition is computed from (the graph's Ifs and those
+    in their branches, which may be inlined with them): the switches, inputs of a bool or
+    integer type holding one value (a sample rate, `use_cache_branch`), whose value a plan may
+    be made for, so that the If takes its branch while planning (vkml/compile/inline_if.py).
+    Inputs of other types are data: a plan per value of those would be made on every run."""
+    inputs = set(graph.inputs)
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+
+    def walk(name: str, producers: Mapping[str, Node]) -> None:
+        stack = [name]
+        while stack:
+            v = stack.pop()
+            if not v or v in seen:
+                continue
+            seen.add(v)
+            if v in inputs:
+                found[v] = None
+            node = producers.get(v)
+            if node is not None and node.op_type not in ("Shape", "Size"):  # (those read no values)
+                stack.extend(node.inputs)
+                stack.extend(o for g in _graphs_in(node.attrs) for o in g.outer)
+
+    def visit(g: Graph, outer: Mapping[str, Node]) -> None:
+        producers = ChainMap({o: n for n in g.nodes for o in n.outputs if o}, outer)
+        for n in g.nodes:
+            if n.op_type == "If" and n.domain in ("", "ai.onnx") and n.inputs:
+                walk(n.inputs[0], producers)
+                for b in _graphs_in(n.attrs):
+                    visit(b, producers)
+
+    visit(graph, {})
+    out = []
+    for name in found:
+        d = graph.values.get(name)
+        if d is not None and d.kind == "tensor" and d.dtype is not None and d.dtype.kind in "biu" \
+                and d.static and int(np.prod(d.shape, dtype=np.int64)) == 1:
+            out.append(name)
     return out

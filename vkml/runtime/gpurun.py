@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .. import config
-from ..ir.graph import UNKNOWN, TensorDesc, _graphs_in
+from ..ir.graph import UNKNOWN, TensorDesc, _graphs_in, condition_inputs
 from .devices import gpu_facts, vulkan_device
 from .executor import NodeFailure, Scope
 from .plan import Runtime
@@ -222,9 +222,10 @@ class ConcretePlan:
             by_node = dict(slot.node_pipelines)
             cmds = dict(slot.node_commands)  # dispatches, copies and fills a node recorded
             for name, chain in self.concrete.fused.items():  # fused nodes: each original
-                for orig in chain:
-                    by_node.setdefault(orig.name, slot.node_pipelines.get(name, []))
-                    cmds.setdefault(orig.name, slot.node_commands.get(name, 0))
+                for orig in chain:  # (an inlined If's: the sum of the nodes of its branch)
+                    if orig.name != name:
+                        by_node[orig.name] = by_node.get(orig.name, []) + slot.node_pipelines.get(name, [])
+                        cmds[orig.name] = cmds.get(orig.name, 0) + slot.node_commands.get(name, 0)
             for row in self.report:
                 ps = by_node.get(row["node"])
                 if ps:
@@ -584,12 +585,13 @@ VALUE_INPUT_MAX = 64  # elements: larger inputs are data, never shape-like
 
 def _value_inputs(graph) -> tuple[str, ...]:
     """Graph inputs that GPU kernels need the values of (a Reshape's shape, a Resize's scales,
-    a Reduce's axes: Kernel.host_inputs) when a caller feeds them. Plans are made per value of
-    these, so the nodes can go to the GPU instead of staying on the CPU."""
+    a Reduce's axes: Kernel.host_inputs) when a caller feeds them, and the switches an If's
+    condition is computed from (the If then takes its branch while planning). Plans are made
+    per value of these, so the nodes can go to the GPU instead of staying on the CPU."""
     from ..kernels import get_kernel
 
     inputs = set(graph.inputs) - set(graph.constants)
-    out = []
+    out = [name for name in condition_inputs(graph) if name in inputs]
     for node in graph.nodes:
         kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
         if kernel is None:
