@@ -98,7 +98,7 @@ def _model(kind: str, inner: str | None, second: str, seed: int, c: bool = True,
         outs += [f"y{tag}", f"z{tag}"]
     g = h.make_graph(nodes, "g", [_vi("x", F, ["N", 4]), _vi("sr", T.INT64, []), _vi("mode", T.INT64, [])],
                      [_vi(o) for o in outs], inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
 
 
 def ort_run(model: bytes, feeds: dict) -> list[np.ndarray]:
@@ -257,7 +257,7 @@ def test_branch_of_constants(gpu, big):
                       h.make_node("Relu", ["o"], ["r"], name="relu")], "g",
                      [_vi("x", F, [n]), _vi("sr", T.INT64, [])], [_vi("r")],
                      [nh.from_array(np.array(1, np.int64), "s")])
-    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
     sess = vkml.InferenceSession(model, devices=[gpu])
     for sr in (1, 0, 1):
         feeds = {"x": np.linspace(-1, 1, n, dtype=np.float32), "sr": np.array(sr, np.int64)}
@@ -276,7 +276,7 @@ def test_names_taken_get_the_if_name_then_a_number():
     other = h.make_graph([h.make_node("Relu", ["x"], ["v"])], "else", [], [_vi("v"), _vi("v")])
     g = h.make_graph([h.make_node("If", ["c"], ["o1", "o2"], name="I", then_branch=then, else_branch=other)], "g",
                      [_vi("x", F, [2]), _vi("c", T.BOOL, [])], [_vi("o1"), _vi("o2")])
-    m = load_model(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString())
+    m = load_model(h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString())
     node = m.graph.nodes[0]
     values, nodes = {"x", "c", "o1", "o2", "u", "I/u"}, {"I", "I/n1"}
     got = inline_if(node, True, m.weights, values, nodes)
