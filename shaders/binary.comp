@@ -55,7 +55,7 @@ CO apply(CX u, CY v) {
 #elif IS_UINT(TX)
     return v == CY(0) ? CX(0) : u / v;
 #else
-    return u / v;
+    return CO(vkml_div(float(u), float(v)));
 #endif
 #elif defined(OP_FMOD) || defined(OP_MOD)
     // Integers (the host keeps float Mod on the CPU): C's remainder (sign of the dividend);

@@ -28,8 +28,8 @@ float step_op(uint op, float v, float c) {
     case 1u: r = v - c; break;                 // Sub, constant second
     case 2u: r = c - v; break;                 // Sub, constant first
     case 3u: r = v * c; break;                 // Mul
-    case 4u: r = v / c; break;                 // Div, constant second
-    case 5u: r = c / v; break;                 // Div, constant first
+    case 4u: r = vkml_div(v, c); break;        // Div, constant second
+    case 5u: r = vkml_div(c, v); break;        // Div, constant first
     case 6u: {                                 // Relu, on the bits as in unary.comp
         uint b = floatBitsToUint(v);
         r = (b > 0x80000000u && b <= 0xFF800000u) ? 0.0 : v;
@@ -42,7 +42,7 @@ float step_op(uint op, float v, float c) {
     case 11u: r = sqrt(v); break;              // Sqrt
     case 12u: r = 1.0 / (1.0 + exp(-v)); break; // Sigmoid
     case 13u: r = vkml_tanh(v); break;         // Tanh
-    case 14u: r = 1.0 / v; break;              // Reciprocal
+    case 14u: r = vkml_div(1.0, v); break;     // Reciprocal
     default: r = v; break;
     }
     return r;

@@ -111,7 +111,7 @@ CO apply(CX v) {
 #elif defined(OP_SQRT)
     return sqrt(v);
 #elif defined(OP_RECIPROCAL)
-    return 1.0 / v;
+    return vkml_div(1.0, v);
 #elif defined(OP_SIN)
     return sin(v);
 #elif defined(OP_COS)

@@ -9,6 +9,30 @@
 // A bit test, not x != x: drivers may fold that comparison away (NVIDIA does).
 bool vkml_isnan(float x) { return (floatBitsToUint(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 
+// a / b correctly rounded where |a / b| and |b| lie in [2^-40, 2^40] (elsewhere the plain
+// quotient). Vulkan allows float division 2.5 ulp of error and NVIDIA computes a * rcp(b); a
+// quotient one ulp off changes what Round, Floor or a Cast to an integer make of it
+// (DynamicQuantizeLinear's x / scale). The residual a - q*b is made exact with Dekker's
+// product (Veltkamp halves; no fma, which a driver may run unfused), then corrects q. The range
+// keeps every partial product a normal number.
+float vkml_div(float a, float b) {
+    precise float q = a / b;
+    float aq = abs(q), ab = abs(b);
+    if (!(aq >= 9.094947e-13 && aq <= 1.0995116e12 && ab >= 9.094947e-13 && ab <= 1.0995116e12)) return q;
+    precise float cq = 4097.0 * q;
+    precise float qh = cq - (cq - q);
+    precise float ql = q - qh;
+    precise float cb = 4097.0 * b;
+    precise float bh = cb - (cb - b);
+    precise float bl = b - bh;
+    precise float p = q * b;
+    precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
+    precise float r = (a - p) - e;
+    precise float d = r / b;
+    precise float out_ = q + d;
+    return out_;
+}
+
 // log(1 + u) for u >= 0 (softplus, mish), accurate in relative terms. GLSL's log near 1
 // only promises 2^-21 absolute error, so instead: log(1+u) = 2 atanh(s), s = u / (2 + u)
 // in [0, 1/3] for u <= 1, as an odd series in s; plain log beyond.
