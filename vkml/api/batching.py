@@ -1,8 +1,11 @@
 """Dynamic batching: requests from many callers merged into one run along the batch axis.
 
-A GPU runs a batch of 16 images in little more time than one (the work per dispatch grows, the
-number of dispatches, submissions and waits does not), so a server whose callers each send one
-image gets more through when it merges them. DynamicBatcher does that for a session whose model
+A batched run pays a model's fixed costs once (dispatches, submissions, waits, the Python side
+of a run) for all its rows, so a server whose callers each send one sample can get more through
+by merging them, and it bounds the runs in flight and their memory. Whether it beats plain
+concurrent runs depends on the model and the device: on the H100 the GPU's lanes overlap
+concurrent batch-1 runs of mnist and resnet18 well enough that merging them does not pay yet
+(bench/results/h100-2026-11-25-dynbatch.md). DynamicBatcher merges for a session whose model
 has a symbolic leading (batch) axis shared by every input and output: requests whose other
 dimensions, dtypes and output names agree are concatenated (up to `max_batch_size` rows), run
 once, and each caller gets its own rows back. A run starts as soon as one of the batcher's
