@@ -23,13 +23,18 @@ layout(std430, binding = 2) writeonly buffer BO { float o[]; };
 
 float step_op(uint op, float v, float c) {
     precise float r;
+    // Divisions: correctly rounded (vkml_div) in the FUSED_DIV variant, which the host picks for
+    // programs that divide; vkml_div is long, and in every chain it slowed each instruction by
+    // half on lavapipe. Without FUSED_DIV the program has no division (cases 4, 5, 14 unused).
+    float dn = 1.0, dd = 1.0;
+    bool div = false;
     switch (op) {
     case 0u: r = v + c; break;                 // Add
     case 1u: r = v - c; break;                 // Sub, constant second
     case 2u: r = c - v; break;                 // Sub, constant first
     case 3u: r = v * c; break;                 // Mul
-    case 4u: r = vkml_div(v, c); break;        // Div, constant second
-    case 5u: r = vkml_div(c, v); break;        // Div, constant first
+    case 4u: dn = v; dd = c; div = true; break; // Div, constant second
+    case 5u: dn = c; dd = v; div = true; break; // Div, constant first
     case 6u: {                                 // Relu, on the bits as in unary.comp
         uint b = floatBitsToUint(v);
         r = (b > 0x80000000u && b <= 0xFF800000u) ? 0.0 : v;
@@ -42,9 +47,14 @@ float step_op(uint op, float v, float c) {
     case 11u: r = sqrt(v); break;              // Sqrt
     case 12u: r = 1.0 / (1.0 + exp(-v)); break; // Sigmoid
     case 13u: r = vkml_tanh(v); break;         // Tanh
-    case 14u: r = vkml_div(1.0, v); break;     // Reciprocal
+    case 14u: dn = 1.0; dd = v; div = true; break; // Reciprocal
     default: r = v; break;
     }
+#ifdef FUSED_DIV
+    if (div) r = vkml_div(dn, dd);
+#else
+    if (div) r = dn / dd;
+#endif
     return r;
 }
 

@@ -79,6 +79,7 @@ def _variants() -> list[Variant]:
         add(f"trilu_{t}", "trilu.comp", TX=T[t], TO=T[t])
     # ---- fused elementwise chains (shaders/fused.comp, vkml/compile/fusion.py)
     add("fused_f32", "fused.comp", TX=T["f32"], TO=T["f32"])
+    add("fused_div_f32", "fused.comp", TX=T["f32"], TO=T["f32"], FUSED_DIV=1)
     for src in T:
         for dst in T:
             if src != dst:

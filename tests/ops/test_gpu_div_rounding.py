@@ -56,3 +56,27 @@ def test_quantization_style_division(gpu):
                [("x", [xs.size]), ("s", [])], ["y"])
     cpu, got, _ = _both(m, {"x": xs, "s": np.array(scale, np.float32)}, gpu)
     np.testing.assert_array_equal(got[0], cpu[0])
+
+
+def test_fused_chain_divides_correctly_rounded(gpu):
+    """A chain with a division by a constant is fused into one dispatch, of the variant that
+    rounds divisions correctly; a chain without one keeps the plain variant."""
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(1 << 14) * 100).astype(np.float32)
+    scale = np.float32(0.0123)
+    nodes = [h.make_node("Div", ["x", "s"], ["a"]), h.make_node("Add", ["a", "z"], ["b"]),
+             h.make_node("Reciprocal", ["b"], ["r"]), h.make_node("Mul", ["x", "s"], ["m"]),
+             h.make_node("Add", ["m", "z"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [x.size])],
+                     [h.make_tensor_value_info(n, T.FLOAT, None) for n in ("b", "r", "y")],
+                     [nh.from_array(np.array(scale), "s"), nh.from_array(np.array(np.float32(0.25)), "z")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    cpu, got, placement = _both(m, {"x": x}, gpu)
+    for want, g_ in zip(cpu, got):
+        np.testing.assert_array_equal(g_.view(np.uint32), want.view(np.uint32))
+    s = vkml.InferenceSession(m, devices=[gpu])
+    s.run(None, {"x": x})
+    names = {p["shader"] for p in s.pipelines()}
+    assert "fused_div_f32" in names and "fused_f32" in names, names

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.fused import OP_TYPE, program_of
+from ..ops.fused import DIVIDING_OPCODES, OP_TYPE, program_of
 from .common import PushBlock, element_count
 from .elementwise import _const_tensor
 from .registry import Kernel, Unsupported, register
@@ -32,5 +32,7 @@ class FusedKernel(Kernel):
             return
         program = program_of(attrs)
         prog = _const_tensor(rec, program)
-        p = rec.device.pipeline("fused_f32", "rrw", FUSED_PUSH.size)
+        # programs that divide take the variant with correctly rounded division (slower per step)
+        divides = any(int(code) in DIVIDING_OPCODES for code, _ in program)
+        p = rec.device.pipeline("fused_div_f32" if divides else "fused_f32", "rrw", FUSED_PUSH.size)
         rec.dispatch(p, [x.view, prog.view, out.view], FUSED_PUSH.pack(n, len(program)), p.groups_for(n))

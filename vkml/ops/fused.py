@@ -21,6 +21,8 @@ OP_TYPE = "FusedElementwise"
 UNARY_CODES = {"Relu": 6, "Neg": 7, "Abs": 8, "Exp": 9, "Log": 10, "Sqrt": 11, "Sigmoid": 12,
                "Tanh": 13, "Reciprocal": 14}
 BINARY_CODES = {"Add": (0, 0), "Sub": (1, 2), "Mul": (3, 3), "Div": (4, 5)}
+# the opcodes that divide (the GPU runs programs with them in a correctly rounding variant)
+DIVIDING_OPCODES = frozenset((*BINARY_CODES["Div"], UNARY_CODES["Reciprocal"]))
 F32 = np.dtype(np.float32)
 
 
