@@ -21,6 +21,7 @@ import ray
 
 import vkml
 
+from ..runtime.batch import gather_ordered
 from ._devices import assigned_devices
 
 log = logging.getLogger("vkml")
@@ -129,19 +130,7 @@ class InferenceWorker:
         start = next(self._rr)
         futures = [self.sessions[(start + i) % len(self.sessions)].run_async(output_names, f)
                    for i, f in enumerate(feeds)]
-        results, first = [], None
-        for i, fut in enumerate(futures):
-            try:
-                results.append(fut.result())
-            except BaseException as e:
-                if first is None:
-                    first = (i, e)
-                results.append(None)
-        if first is not None:
-            i, e = first
-            e.add_note(f"InferenceWorker.run_batch: item {i} of {len(feeds)}")
-            raise e
-        return results
+        return gather_ordered(futures, "InferenceWorker.run_batch")
 
     def _guard(self, n: int, call):
         try:

@@ -37,25 +37,8 @@ class RunPool:
         return ex.submit(fn, *args, **kwargs)
 
     def map_ordered(self, fn: Callable[[Any], Any], items: Sequence[Any], what: str) -> list[Any]:
-        """[fn(item) for item in items] on the pool, in order. When some fail, the ones not
-        started are cancelled, the rest awaited, and the first failure (by position) raised with
-        a note saying which item it was."""
-        futures = [self.submit(fn, item) for item in items]
-        results, first = [], None
-        for i, f in enumerate(futures):
-            try:
-                results.append(f.result())
-            except BaseException as e:  # re-raised below, after the rest settle
-                if first is None:
-                    first = (i, e)
-                    for g in futures[i + 1:]:
-                        g.cancel()
-                results.append(None)
-        if first is not None:
-            i, e = first
-            e.add_note(f"{what}: item {i} of {len(items)}")
-            raise e
-        return results
+        """[fn(item) for item in items] on the pool, in order (gather_ordered's rules)."""
+        return gather_ordered([self.submit(fn, item) for item in items], what)
 
     def shutdown(self, wait: bool = False) -> None:
         """Stop the threads: wait=False drops what has not started; wait=True lets it finish."""
@@ -68,6 +51,27 @@ class RunPool:
         """In a forked child: the executor's threads stayed in the parent."""
         self._lock = threading.Lock()
         self._executor = None
+
+
+def gather_ordered(futures: Sequence[Future], what: str) -> list[Any]:
+    """The futures' results, in order. When some fail, the ones not started are cancelled, the
+    rest awaited, and the first failure (by position) raised with a note saying which item it
+    was."""
+    results, first = [], None
+    for i, f in enumerate(futures):
+        try:
+            results.append(f.result())
+        except BaseException as e:  # re-raised below, after the rest settle
+            if first is None:
+                first = (i, e)
+                for g in futures[i + 1:]:
+                    g.cancel()
+            results.append(None)
+    if first is not None:
+        i, e = first
+        e.add_note(f"{what}: item {i} of {len(futures)}")
+        raise e
+    return results
 
 
 def _after_fork_in_child() -> None:
