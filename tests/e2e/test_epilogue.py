@@ -34,24 +34,24 @@ def _model(kernel: int, stride: int, relu_first: bool = False) -> bytes:
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
 
 
-def _run(model, devices, x, fuse, monkeypatch):
-    monkeypatch.setenv("VKML_FUSE", "1" if fuse else "0")
+def _run(model, devices, x, fuse, vkml_env):
+    vkml_env(VKML_FUSE="1" if fuse else "0")
     s = vkml.InferenceSession(model, devices=devices)
     return s.run(None, {"x": x})[0], s.placement()
 
 
-def test_fused_conv_bitwise_equal_to_separate_ops(gpu, monkeypatch):
+def test_fused_conv_bitwise_equal_to_separate_ops(gpu, vkml_env):
     x = np.random.default_rng(1).standard_normal((1, 4, 9, 9)).astype(np.float32)
     x[0, 0, :3, :3] = -0.0
     for kernel, stride in ((3, 1), (1, 1), (3, 2)):
         model = _model(kernel, stride)
-        ref, _ = _run(model, [gpu], x, False, monkeypatch)
-        got, report = _run(model, [gpu], x, True, monkeypatch)
+        ref, _ = _run(model, [gpu], x, False, vkml_env)
+        got, report = _run(model, [gpu], x, True, vkml_env)
         fused = {r["node"]: r["reason"] for r in report if "fused into" in r["reason"]}
         assert {"add", "relu"} <= set(fused) and "relu_c" in fused and "add_after_relu" not in fused, fused
         assert all(r["device"] == gpu for r in report)
         np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
-        cpu_ref, _ = _run(model, ["cpu"], x, False, monkeypatch)
+        cpu_ref, _ = _run(model, ["cpu"], x, False, vkml_env)
         np.testing.assert_allclose(got, cpu_ref, rtol=1e-5, atol=1e-5)
 
 
@@ -182,7 +182,7 @@ def test_adds_that_are_not_biases_stay_adds(gpu):
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_depthwise_and_single_channel_convs_take_the_epilogue_too(gpu, monkeypatch):
+def test_depthwise_and_single_channel_convs_take_the_epilogue_too(gpu, vkml_env):
     """The direct route (one input channel per group: depthwise convs, and mnist's first conv
     on a 1-channel image) applies residual Add and Relu in its own dispatch, bit for bit."""
     rng = np.random.default_rng(11)
@@ -199,9 +199,9 @@ def test_depthwise_and_single_channel_convs_take_the_epilogue_too(gpu, monkeypat
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
     feeds = {"x": rng.standard_normal((1, 4, 7, 7)).astype(np.float32),
              "x1": rng.standard_normal((1, 1, 8, 8)).astype(np.float32)}
-    monkeypatch.setenv("VKML_FUSE", "0")
+    vkml_env(VKML_FUSE="0")
     ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)
-    monkeypatch.setenv("VKML_FUSE", "1")
+    vkml_env(VKML_FUSE="1")
     s = vkml.InferenceSession(model, devices=[gpu])
     fused = {r["node"] for r in s.placement() if "fused into" in r["reason"]}
     assert {"res", "relu", "relu1"} <= fused, s.placement()
@@ -209,7 +209,7 @@ def test_depthwise_and_single_channel_convs_take_the_epilogue_too(gpu, monkeypat
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-def test_clip_rides_on_every_conv_route(gpu, monkeypatch):
+def test_clip_rides_on_every_conv_route(gpu, vkml_env):
     """ReLU6 as torch exports it (Clip with constant min/max inputs; and the opset-6 attribute
     form): one dispatch on the implicit-GEMM, pointwise and depthwise routes, bit for bit, NaN
     kept as Clip keeps it."""
@@ -231,9 +231,9 @@ def test_clip_rides_on_every_conv_route(gpu, monkeypatch):
         model = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=8).SerializeToString()
         x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
         x[0, 1, 2, 2] = np.nan
-        monkeypatch.setenv("VKML_FUSE", "0")
+        vkml_env(VKML_FUSE="0")
         ref = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})[0]
-        monkeypatch.setenv("VKML_FUSE", "1")
+        vkml_env(VKML_FUSE="1")
         s = vkml.InferenceSession(model, devices=[gpu])
         fused = {r["node"] for r in s.placement() if "fused into" in r["reason"]}
         assert {"k3", "k1", "kd"} <= fused, s.placement()
@@ -244,7 +244,7 @@ def test_clip_rides_on_every_conv_route(gpu, monkeypatch):
         np.testing.assert_allclose(got, cpu, rtol=1e-5, atol=1e-5)
 
 
-def test_silu_rides_on_its_conv(gpu, monkeypatch):
+def test_silu_rides_on_its_conv(gpu, vkml_env):
     """SiLU as exporters write it (Sigmoid, then Mul of x with it; either operand order) fuses
     into the conv on the GEMM and depthwise routes, bit for bit; with a third reader of the
     conv output it must not."""
@@ -265,9 +265,9 @@ def test_silu_rides_on_its_conv(gpu, monkeypatch):
                      [arr("w3", 8, 4, 3, 3), arr("b3", 8), arr("wd", 8, 1, 3, 3), arr("w1", 8, 8, 1, 1)])
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
     x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32) * 3
-    monkeypatch.setenv("VKML_FUSE", "0")
+    vkml_env(VKML_FUSE="0")
     ref = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})[0]
-    monkeypatch.setenv("VKML_FUSE", "1")
+    vkml_env(VKML_FUSE="1")
     s = vkml.InferenceSession(model, devices=[gpu])
     rows = {r["node"]: r["reason"] for r in s.placement()}
     assert all("fused into c3+s3+m3" in rows[n] for n in ("s3", "m3")), rows

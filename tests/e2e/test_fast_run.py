@@ -53,11 +53,11 @@ def test_non_contiguous_and_resident_feeds(gpu):
     assert sum(p.runs for p in _programs(sess) if p is not None) >= 1
 
 
-def test_switched_off_gives_the_same_answers(gpu, monkeypatch):
+def test_switched_off_gives_the_same_answers(gpu, vkml_env):
     model = cnn()
     x = np.random.default_rng(2).standard_normal((2, 3, 12, 12)).astype(np.float32)
     on = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})[0]
-    monkeypatch.setenv("VKML_FAST_RUN", "0")  # read when a plan is made
+    vkml_env(VKML_FAST_RUN="0")  # read when a plan is made
     sess = vkml.InferenceSession(model, devices=[gpu])
     off = sess.run(None, {"x": x})[0]
     assert all(p is None for p in _programs(sess))

@@ -2,8 +2,6 @@
 run as one dispatch on the GPU and give what the unfused ops give, on the GPU and on the CPU."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import onnx
 import pytest
@@ -43,23 +41,17 @@ def chain_model(steps, shape, extra_outputs=(), twice=None, opset=17) -> bytes:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
 
 
-def run(blob, x, devices, fuse=True, placement=None):
-    old = os.environ.get("VKML_FUSE")
-    os.environ["VKML_FUSE"] = "1" if fuse else "0"  # read when the session is made
-    try:
-        s = vkml.InferenceSession(blob, devices=devices, placement=placement)
-        return s.run(None, {"x": x}), s
-    finally:
-        if old is None:
-            os.environ.pop("VKML_FUSE")
-        else:
-            os.environ["VKML_FUSE"] = old
+def run(env, blob, x, devices, fuse=True, placement=None):
+    """Runs blob on devices with fusion on or off; env: the vkml_env fixture."""
+    env(VKML_FUSE="1" if fuse else "0")  # read when the session is made
+    s = vkml.InferenceSession(blob, devices=devices, placement=placement)
+    return s.run(None, {"x": x}), s
 
 
-def test_a_chain_of_adds_is_one_dispatch(gpu):
+def test_a_chain_of_adds_is_one_dispatch(gpu, vkml_env):
     blob = chain_model([("Add", np.zeros(1), False)] * 200, (1,))
     x = np.array([1.5], np.float32)
-    (y,), s = run(blob, x, [gpu])
+    (y,), s = run(vkml_env, blob, x, [gpu])
     assert y.tolist() == [1.5]
     rows = s.placement()
     assert len(rows) == 200 and all(r["device"] == gpu and r["reason"].startswith("fused into n0..n199")
@@ -68,18 +60,18 @@ def test_a_chain_of_adds_is_one_dispatch(gpu):
     assert [n.op_type for n in gpu_nodes] == ["FusedElementwise"]
 
 
-def test_chain_breaks_at_outputs_shared_values_and_forced_nodes(gpu):
+def test_chain_breaks_at_outputs_shared_values_and_forced_nodes(gpu, vkml_env):
     steps = [("Mul", np.float32(2), False), ("Add", np.float32(1), True), ("Relu", None, False),
              ("Sub", np.float32(3), True), ("Tanh", None, False), ("Div", np.float32(4), False)]
     x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
     want = vkml.InferenceSession(chain_model(steps, (3, 5), extra_outputs=[1], twice=3),
                                  devices=["cpu"]).run(None, {"x": x})
-    got, s = run(chain_model(steps, (3, 5), extra_outputs=[1], twice=3), x, [gpu])
+    got, s = run(vkml_env, chain_model(steps, (3, 5), extra_outputs=[1], twice=3), x, [gpu])
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
     fused = sorted(s._gpu.last.concrete.fused)
     assert fused == ["n0..n1", "n2..n3", "n4..n5"], fused  # v1 is an output, v3 has two readers
-    _, s2 = run(chain_model(steps, (3, 5)), x, [gpu], placement={"n2": gpu})
+    _, s2 = run(vkml_env, chain_model(steps, (3, 5)), x, [gpu], placement={"n2": gpu})
     assert sorted(s2._gpu.last.concrete.fused) == ["n0..n1", "n3..n5"]  # the user's node stays itself
 
 
@@ -107,15 +99,15 @@ _step = st.one_of(
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=st.lists(_step, min_size=2, max_size=12), shape=st.sampled_from([(1,), (4,), (2, 3), (3, 1, 5)]),
        seed=st.integers(0, 2**31))
-def test_fused_matches_unfused(gpu, steps, shape, seed):
+def test_fused_matches_unfused(gpu, vkml_env, steps, shape, seed):
     if any(isinstance(c, np.ndarray) and c.ndim > len(shape) for _, c, _ in steps):
         return  # a rank-2 constant would change a rank-1 chain's shape: not this test's subject
     x = (np.random.default_rng(seed).standard_normal(shape) * 2).astype(np.float32)
     blob = chain_model(steps, shape)
     with np.errstate(all="ignore"):
         want, = vkml.InferenceSession(blob, devices=["cpu"]).run(None, {"x": x})
-        unfused, = run(blob, x, [gpu], fuse=False)[0]
-        fused, s = run(blob, x, [gpu])
+        unfused, = run(vkml_env, blob, x, [gpu], fuse=False)[0]
+        fused, s = run(vkml_env, blob, x, [gpu])
     assert s._gpu.last.concrete.fused, "expected a fused chain"
     # The same formulas as the separate kernels, each step rounded to float32.
     np.testing.assert_allclose(fused[0], unfused, rtol=2e-6, atol=1e-6, equal_nan=True)
@@ -127,7 +119,7 @@ def test_fused_matches_unfused(gpu, steps, shape, seed):
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=st.lists(_step, min_size=2, max_size=12), shape=st.sampled_from([(1,), (), (1, 1), (4,), (2, 3)]),
        seed=st.integers(0, 2**31), special=st.sampled_from([None, 0.0, -0.0, np.nan, np.inf, -np.inf]))
-def test_cpu_fused_is_bit_identical(steps, shape, seed, special):
+def test_cpu_fused_is_bit_identical(vkml_env, steps, shape, seed, special):
     """The CPU's shortcuts (in-place ufuncs, float32 scalars for one element) change nothing."""
     if any(isinstance(c, np.ndarray) and c.ndim > len(shape) for _, c, _ in steps):
         return
@@ -136,8 +128,8 @@ def test_cpu_fused_is_bit_identical(steps, shape, seed, special):
         x.reshape(-1)[0] = special
     blob = chain_model(steps, shape)
     with np.errstate(all="ignore"):
-        (want,), _ = run(blob, x, ["cpu"], fuse=False)
-        (got,), s = run(blob, x, ["cpu"])
+        (want,), _ = run(vkml_env, blob, x, ["cpu"], fuse=False)
+        (got,), s = run(vkml_env, blob, x, ["cpu"])
     assert [st.node.op_type for st in s._plan.steps] == ["FusedElementwise"]
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)

@@ -239,19 +239,19 @@ def _device_used(gpu) -> int:
 
 
 @pytest.mark.parametrize("text", ["nan", "-1", "inf", "-inf", "abc", "1e400"])
-def test_invalid_gpu_timeouts_are_errors(monkeypatch, text):
+def test_invalid_gpu_timeouts_are_errors(vkml_env, text):
     from vkml.config import gpu_timeout
 
-    monkeypatch.setenv("VKML_GPU_TIMEOUT", text)
+    vkml_env(VKML_GPU_TIMEOUT=text)
     with pytest.raises(ValueError, match="VKML_GPU_TIMEOUT must be a finite number of seconds"):
         gpu_timeout()
 
 
-def test_valid_gpu_timeouts(monkeypatch):
+def test_valid_gpu_timeouts(vkml_env):
     from vkml.config import DEFAULT_GPU_TIMEOUT, gpu_timeout
 
     for text, want in (("0", None), ("2.5", 2.5), (" 1e-3 ", 1e-3), ("", DEFAULT_GPU_TIMEOUT)):
-        monkeypatch.setenv("VKML_GPU_TIMEOUT", text)
+        vkml_env(VKML_GPU_TIMEOUT=text)
         assert gpu_timeout() == want
 
 

@@ -127,9 +127,8 @@ def test_parse_whole_and_ints():
 
 # ------------------------------------------------------------------ readers, through the environment
 
-def test_readers_follow_the_environment(monkeypatch):
-    for name in config.SETTINGS:
-        monkeypatch.delenv(name, raising=False)
+def test_readers_follow_the_environment(monkeypatch, vkml_env):
+    vkml_env(**dict.fromkeys(config.SETTINGS))  # every setting unset
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
     assert config.fuse() and config.async_waits() and config.fast_runs() and config.coop()
     assert not config.validation() and not config.no_subgroups()
@@ -142,23 +141,18 @@ def test_readers_follow_the_environment(monkeypatch):
     assert config.num_threads(64) == 0 and config.budget_setting() is None and config.readback_mode() == "auto"
     assert config.disabled_features() == frozenset()
 
-    monkeypatch.setenv("VKML_FUSE", "OFF")
-    monkeypatch.setenv("VKML_VULKAN", " 0")
-    monkeypatch.setenv("VKML_COOP_TILE", "128,128,32,64,64")
-    monkeypatch.setenv("VKML_CACHE_DIR", "/caches")
-    monkeypatch.setenv("VKML_DISABLE", "push_descriptor, int64")
-    monkeypatch.setenv("VKML_VALIDATION", "1")
-    monkeypatch.setenv("VKML_SPLIT_DEVICE", "2")
-    monkeypatch.setenv("VKML_NUM_THREADS", "3")
+    vkml_env(VKML_FUSE="OFF", VKML_VULKAN=" 0", VKML_COOP_TILE="128,128,32,64,64", VKML_CACHE_DIR="/caches",
+             VKML_DISABLE="push_descriptor, int64", VKML_VALIDATION="1", VKML_SPLIT_DEVICE="2",
+             VKML_NUM_THREADS="3")
     assert not config.fuse()
     assert config.vulkan_disabled_by() == " 0"
     assert config.coop_tile() == (128, 128, 32, 64, 64)
     assert config.cache_dir() == "/caches"
     assert config.disabled_features() == {"push_descriptor", "int64", "cooperative_matrix"}
-    monkeypatch.setenv("VKML_VALIDATION_COOPMAT", "1")
+    vkml_env(VKML_VALIDATION_COOPMAT="1")
     assert config.disabled_features() == {"push_descriptor", "int64"}
     assert config.split_device() == 2 and config.num_threads(64) == 3
-    monkeypatch.setenv("VKML_PIPELINE_CACHE", "off")
+    vkml_env(VKML_PIPELINE_CACHE="off")
     assert config.cache_dir() is None
 
 
@@ -174,13 +168,13 @@ def test_readers_follow_the_environment(monkeypatch):
     ("VKML_COOP_TILE", "a", "VKML_COOP_TILE='a': expected five integers BM,BN,BK,WM,WN"),
     ("VKML_CPU_RUNS", "many", "VKML_CPU_RUNS='many': expected 'auto', 'off' or a run count >= 1"),
 ])
-def test_reader_errors(monkeypatch, name, value, message):
+def test_reader_errors(vkml_env, name, value, message):
     readers = {"VKML_NUM_THREADS": lambda: config.num_threads(64), "VKML_SPLIT_DEVICE": config.split_device,
                "VKML_QUEUES": config.queues, "VKML_WAIT_SPIN_US": lambda: config.wait_spin_us("cpu"),
                "VKML_READBACK": config.readback_mode, "VKML_PIPELINE_CACHE_MAX": config.pipeline_cache_max,
                "VKML_MATMUL_TILE": config.matmul_tile, "VKML_COOP_TILE": config.coop_tile,
                "VKML_CPU_RUNS": config.cpu_runs}
-    monkeypatch.setenv(name, value)
+    vkml_env(**{name: value})
     with pytest.raises(ValueError) as e:
         readers[name]()
     assert str(e.value) == message

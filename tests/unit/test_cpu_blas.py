@@ -79,13 +79,13 @@ def test_fixed_and_off_policies():
     assert off.calls == []
 
 
-def test_config_parses(monkeypatch):
+def test_config_parses(vkml_env):
     from vkml import config
 
     for raw, want in (("", "auto"), ("auto", "auto"), ("off", None), ("0", None), ("3", 3)):
-        monkeypatch.setenv("VKML_CPU_BLAS_THREADS", raw)
+        vkml_env(VKML_CPU_BLAS_THREADS=raw)
         assert config.cpu_blas_threads() == want
-    monkeypatch.setenv("VKML_CPU_BLAS_THREADS", "-2")
+    vkml_env(VKML_CPU_BLAS_THREADS="-2")
     with pytest.raises(ValueError, match="VKML_CPU_BLAS_THREADS"):
         config.cpu_blas_threads()
 
@@ -100,12 +100,12 @@ def matmul_model(k: int):
 
 
 @pytest.fixture
-def real_blas(monkeypatch):
+def real_blas(vkml_env):
     """NumPy's OpenBLAS at 2 threads and a fresh limiter with the default policy."""
     found = blas.find_blas()
     if found is None:
         pytest.skip("NumPy's BLAS is not an OpenBLAS vkml can reach")
-    monkeypatch.delenv("VKML_CPU_BLAS_THREADS", raising=False)
+    vkml_env(VKML_CPU_BLAS_THREADS=None)
     saved = found.get()
     found.set(2)
     blas.reset()
@@ -150,13 +150,13 @@ def test_runs_in_flight_cap_blas_threads(monkeypatch, real_blas):
     np.testing.assert_allclose(y, np.full((1, k), 0.5 * k, np.float32))
 
 
-def test_cpu_runs_config_parses(monkeypatch):
+def test_cpu_runs_config_parses(vkml_env):
     from vkml import config
 
     for raw, want in (("", "auto"), ("auto", "auto"), ("off", None), ("0", None), ("3", 3)):
-        monkeypatch.setenv("VKML_CPU_RUNS", raw)
+        vkml_env(VKML_CPU_RUNS=raw)
         assert config.cpu_runs() == want
-    monkeypatch.setenv("VKML_CPU_RUNS", "many")
+    vkml_env(VKML_CPU_RUNS="many")
     with pytest.raises(ValueError, match="VKML_CPU_RUNS"):
         config.cpu_runs()
 
@@ -185,18 +185,18 @@ def _most_in_flight(monkeypatch, sess, k: int, threads: int) -> int:
     return most[0]
 
 
-def test_small_gemm_runs_go_one_at_a_time(monkeypatch, real_blas):
+def test_small_gemm_runs_go_one_at_a_time(monkeypatch, vkml_env, real_blas):
     """A session of small GEMMs lets one run in at a time (VKML_CPU_RUNS=auto); big GEMMs overlap,
     and VKML_CPU_RUNS=off lifts the gate."""
-    monkeypatch.delenv("VKML_CPU_RUNS", raising=False)
+    vkml_env(VKML_CPU_RUNS=None)
     small = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
     assert _most_in_flight(monkeypatch, small, 64, 4) == 1
     big = vkml.InferenceSession(matmul_model(4096), devices=["cpu"], executor="sequential")
     assert big._gate is None
-    monkeypatch.setenv("VKML_CPU_RUNS", "off")
+    vkml_env(VKML_CPU_RUNS="off")
     ungated = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
     assert ungated._gate is None and _most_in_flight(monkeypatch, ungated, 64, 4) > 1
-    monkeypatch.setenv("VKML_CPU_RUNS", "2")
+    vkml_env(VKML_CPU_RUNS="2")
     two = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
     assert _most_in_flight(monkeypatch, two, 64, 4) <= 2
     assert real_blas.get() == 2

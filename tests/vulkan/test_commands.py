@@ -173,12 +173,12 @@ def test_concurrent_recording_and_submission(dev):
     assert not errors, errors
 
 
-def test_descriptor_set_fallback_and_close(dev, monkeypatch):
+def test_descriptor_set_fallback_and_close(dev, vkml_env):
     """Without push descriptors the recorder allocates sets (and new pools when full)."""
     from vkml.vulkan import _instance
     from vkml.vulkan._device import Device
 
-    monkeypatch.setenv("VKML_DISABLE", "push_descriptor")
+    vkml_env(VKML_DISABLE="push_descriptor")
     other = Device(_instance.instance(), dev.index)
     try:
         assert not other.push_descriptors

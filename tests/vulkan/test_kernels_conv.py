@@ -139,9 +139,9 @@ def test_routes(dev, dtype, route, x_shape, w_shape, attrs):
 
 
 @pytest.mark.parametrize("tile", ["128,128,8,8,8", "64,64,16,4,4", "32,32,16,4,4"])
-def test_conv_tilings(dev, tile, monkeypatch):
+def test_conv_tilings(dev, tile, vkml_env):
     """The tilings the kernel picks from, with K running over several double-buffered tiles."""
-    monkeypatch.setenv("VKML_MATMUL_TILE", tile)
+    vkml_env(VKML_MATMUL_TILE=tile)
     rng = np.random.default_rng(6)
     for op, xs, ws, attrs in (("Conv", (2, 20, 13, 11), (70, 20, 3, 3), {"pads": [1, 1, 1, 1]}),
                               ("ConvTranspose", (1, 24, 6, 5), (24, 33, 3, 3), {"strides": [2, 2]})):

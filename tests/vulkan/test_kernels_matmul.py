@@ -201,14 +201,14 @@ def _coop_or_skip(dev):
                                  (136, 264, 88)])
 @pytest.mark.parametrize("tile", ["128,256,16,64,64", "128,128,32,64,32", "64,64,32,32,32", ""])
 @pytest.mark.parametrize("vecs", [(8, 4), (4,)])
-def test_coop_matches_simt(dev, trans, mnk, tile, vecs, monkeypatch):
+def test_coop_matches_simt(dev, trans, mnk, tile, vecs, monkeypatch, vkml_env):
     _coop_or_skip(dev)
     monkeypatch.setattr(matmul_coop, "VECS", vecs)
     from vkml.vulkan._commands import CommandRecorder
     from vkml.vulkan.tensor import DeviceTensor
 
     if tile:
-        monkeypatch.setenv("VKML_COOP_TILE", tile)
+        vkml_env(VKML_COOP_TILE=tile)
     m, n, k = mnk
     rng = np.random.default_rng(3)
     a = _arr(rng, (k, m) if trans[0] else (m, k), "float16")
@@ -269,9 +269,9 @@ def test_coop_batched_and_fallback(dev):
         assert_close(got, cpu("MatMul", {}, a, b), _abs_product(a, b))
 
 
-def test_coop_selection_without_support(dev, monkeypatch):
+def test_coop_selection_without_support(dev, vkml_env):
     """VKML_COOP=0 (or a device without the feature) always gives the SIMT path."""
-    monkeypatch.setenv("VKML_COOP", "0")
+    vkml_env(VKML_COOP="0")
     assert matmul_coop.device_shape(dev) is None
 
 

@@ -76,11 +76,11 @@ def test_pipeline_errors(dev):
         dev.pipeline("relu_f32", "rw", 16, (1 << 20,))
 
 
-def test_pipeline_cache_file(dev, tmp_path, monkeypatch):
+def test_pipeline_cache_file(dev, tmp_path, vkml_env):
     from vkml.vulkan import _instance
     from vkml.vulkan._device import Device
 
-    monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path))
+    vkml_env(VKML_CACHE_DIR=tmp_path)
     first = Device(_instance.instance(), dev.index)
     try:
         assert first.loaded_cache_bytes == 0
@@ -109,11 +109,11 @@ def test_pipeline_cache_file(dev, tmp_path, monkeypatch):
         third.close()
 
 
-def test_pipeline_cache_off(dev, monkeypatch):
+def test_pipeline_cache_off(dev, vkml_env):
     from vkml.vulkan import _instance
     from vkml.vulkan._device import Device
 
-    monkeypatch.setenv("VKML_PIPELINE_CACHE", "0")
+    vkml_env(VKML_PIPELINE_CACHE="0")
     d = Device(_instance.instance(), dev.index)
     try:
         assert d.pipeline_cache_path is None and d.save_pipeline_cache() is None
@@ -121,13 +121,13 @@ def test_pipeline_cache_off(dev, monkeypatch):
         d.close()
 
 
-def test_pipeline_cache_saves_merge_between_processes(dev, tmp_path, monkeypatch):
+def test_pipeline_cache_saves_merge_between_processes(dev, tmp_path, vkml_env):
     """Two devices (as two processes would) on one cache file: the second save merges what the
     first wrote (vkMergePipelineCaches under the lock file) instead of overwriting it."""
     from vkml.vulkan import _instance
     from vkml.vulkan._device import Device
 
-    monkeypatch.setenv("VKML_CACHE_DIR", str(tmp_path))
+    vkml_env(VKML_CACHE_DIR=tmp_path)
     a = Device(_instance.instance(), dev.index)
     b = Device(_instance.instance(), dev.index)  # opened before a saved: knows nothing of a's save
     try:
