@@ -265,3 +265,32 @@ def test_shared_memory_limit_reason(gpu):
     specs = [TensorSpec((3, 1, 4), f32), TensorSpec((1, 4 * 200, 4), f32), TensorSpec((1, 800, 200), f32)]
     reason = get_kernel("LSTM").supports(Small(), "LSTM", {"hidden_size": 200}, specs)
     assert reason and "shared memory" in reason and "200" in reason
+
+
+def test_shared_memory_check_counts_the_partial_sums():
+    """check() admits a hidden size only where the shader's shared arrays fit with the plan it
+    then gets: sh_h[2 x HMAX], sh_c[HMAX] and sh_part[NPART] (shaders/lstm.comp; NPART = 4 with
+    one slice). On a 48 KiB device HMAX 4096 (hidden 2049-4096) needs 49152 + 16 bytes: refused,
+    so the node runs on the CPU. GRU's one-slice shader has no partial sums and takes them."""
+    class Dev48:
+        limits = {"max_compute_shared_memory_size": 49152, "max_compute_work_group_count": (65535, 65535, 65535),
+                  "max_compute_work_group_invocations": 1024}
+        features = frozenset()
+        max_storage_buffer_range = 1 << 31
+        name = "48 KiB"
+
+    f32 = np.dtype(np.float32)
+
+    def specs(gates, hidden):
+        return [TensorSpec((3, 1, 4), f32), TensorSpec((1, gates * hidden, 4), f32),
+                TensorSpec((1, gates * hidden, hidden), f32)]
+
+    for hidden, fits in ((2048, True), (2049, False), (3000, False), (4096, False)):
+        reason = get_kernel("LSTM").supports(Dev48(), "LSTM", {"hidden_size": hidden}, specs(4, hidden))
+        _, _, hm, npart = lstm_kernel.plan(Dev48(), hidden)
+        need = (2 * hm + hm + npart) * 4  # the shader's sh_h, sh_c and sh_part
+        assert (reason is None) == fits == (need <= 49152), (hidden, need, reason)
+        if not fits:
+            assert "shared memory" in reason and "49168" in reason and str(hidden) in reason, reason
+    for hidden in (3000, 4096):
+        assert get_kernel("GRU").supports(Dev48(), "GRU", {"hidden_size": hidden}, specs(3, hidden)) is None

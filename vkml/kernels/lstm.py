@@ -22,9 +22,10 @@ initial_h, initial_c and P present or not; any of Y, Y_h, Y_c; clip; input_forge
 activation the CPU operator knows (Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu,
 ScaledTanh, HardSigmoid, Elu, Softsign, Softplus) with activation_alpha/beta consumed as the CPU
 operator consumes them; float32 and float16. On the CPU instead (check() says why): other dtypes,
-hidden sizes whose state does not fit the device's shared memory, and what the CPU operator
-rejects (it reports the error). A length in sequence_lens outside [0, seq] faults
-(vkml/runtime/faults.py), so the GPU run raises as the CPU's does.
+hidden sizes whose state (and the 4 floats of partial sums of one slice) does not fit the device's
+shared memory, and what the CPU operator rejects (it reports the error). A length in
+sequence_lens outside [0, seq] faults (vkml/runtime/faults.py), so the GPU run raises as the
+CPU's does.
 
 What GRU's kernel does the same (the node's reading, the projection, R's transposition, the
 plan) is in vkml/kernels/rnn_common.py.
@@ -51,6 +52,10 @@ K_PER_SLICE = rnn.K_PER_SLICE
 L1_BYTES = rnn.L1_BYTES
 SLICE_CPU_DEVICES = rnn.SLICE_CPU_DEVICES
 MAX_WG = rnn.MAX_WG
+# shaders/lstm.comp declares sh_part[NPART] beside its 3 x HMAX floats of state whatever the plan;
+# plan()'s one slice sets NPART = GATES (16 bytes: at HMAX 4096 the need is 49168 bytes, over a
+# 48 KiB device's 49152), so check() counts it
+ONE_SLICE_PART = GATES
 
 
 def plan(device, hidden: int) -> tuple[int, int, int, int]:
@@ -83,7 +88,8 @@ class LSTMKernel(Kernel):
     def check(self, device, op_type, attrs, inputs):
         geom = geometry(attrs, inputs)
         activations(attrs, geom[1])
-        rnn.check_node("LSTM", device, attrs, inputs, geom, GATES, 3, self.infer(op_type, attrs, inputs))
+        rnn.check_node("LSTM", device, attrs, inputs, geom, GATES, 3, self.infer(op_type, attrs, inputs),
+                       ONE_SLICE_PART)
 
     def infer(self, op_type, attrs, inputs):
         return rnn.out_specs(geometry(attrs, inputs), inputs[0].dtype, rnn.num_outputs(attrs), 3)

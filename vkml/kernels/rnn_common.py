@@ -69,7 +69,9 @@ def hmax(hidden: int) -> int:
 
 def shared_bytes(hmax: int, npart: int = 0) -> int:
     """Shared memory of a recurrence: 3 x HMAX floats of state (LSTM: h twice, swapped each step,
-    and c; GRU: h, and r ⊙ h and z or h' swapped with h) and the slices' partial sums."""
+    and c; GRU: h, and r ⊙ h and z or h' swapped with h) and the slices' partial sums (npart
+    floats; shaders/lstm.comp declares its sh_part[NPART] with one slice too, where plan() gives
+    NPART = gates: its kernel passes that as check_node()'s one_slice_part)."""
     return (3 * hmax + npart) * 4
 
 
@@ -188,8 +190,11 @@ def out_specs(geom: tuple[int, int, int, int, int, int], dtype, n: int, max_outp
 
 def check_node(op: str, device, attrs: Mapping[str, Any], inputs: Sequence[TensorSpec | None],
                geom: tuple[int, int, int, int, int, int], gates: int, max_outputs: int,
-               outputs: Sequence[TensorSpec]) -> None:
-    """Kernel.check's part common to the recurrences, after geometry() and activations()."""
+               outputs: Sequence[TensorSpec], one_slice_part: int = 0) -> None:
+    """Kernel.check's part common to the recurrences, after geometry() and activations().
+    one_slice_part: the floats of partial sums the shader declares with plan()'s one-slice plan
+    (the plan every admitted hidden size can fall back to; sliced plans fit by construction),
+    beyond its 3 x HMAX of state: LSTM's `gates`, GRU's 0."""
     layout, dirs, seq, batch, n_in, hidden = geom
     clip = attrs.get("clip")
     if clip is not None and not float(clip) > 0:
@@ -208,7 +213,7 @@ def check_node(op: str, device, attrs: Mapping[str, Any], inputs: Sequence[Tenso
         raise Unsupported(f"{op} with {num_outputs(attrs)} outputs")
     require_dtypes(device, dt)
     lim = device.limits
-    shared = shared_bytes(hmax(hidden))
+    shared = shared_bytes(hmax(hidden), one_slice_part)
     if shared > lim["max_compute_shared_memory_size"]:
         raise Unsupported(f"{op} hidden size {hidden}: its state needs {shared} bytes of shared memory, "
                           f"the device has {lim['max_compute_shared_memory_size']}")
