@@ -7,16 +7,22 @@ first bad value per site (shaders/include/vkml_fault.glsl). The run reads word 0
 wait that ends it (mapped memory: no submit, no extra round trip) and, when it is set,
 raises the CPU operator's own error for the first failing site, then clears the buffer for
 the slot's next run. Where several values of one node are bad, the one named is the first a
-GPU thread found, not necessarily the one the CPU would name.
+GPU thread found, not necessarily the one the CPU would name (RoiAlign's shader scans its
+batch indices in order, so it names the CPU's).
+
+The error is ops.gather.norm_index's for the value and the site's dimension, unless the site
+carries its own `error` (an operator whose message is not an index's: RoiAlign names the roi,
+which its shader writes into the site's fourth word, `aux`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 HEADER_WORDS = 4  # word 0: any fault (the rest unused)
-SITE_WORDS = 4    # per site: flag, low and high 32 bits of the bad value, unused
+SITE_WORDS = 4    # per site: flag, low and high 32 bits of the bad value, aux (0 unless the shader sets it)
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,9 @@ class Site:
     node: object  # the graph Node (name, op_type) the error names
     what: str     # the CPU operator's prefix, e.g. "Gather indices"
     dim: int      # the dimension the value was checked against
+    # The CPU operator's exception for (node, bad value, aux word) where it is not an index
+    # error (RoiAlign's batch indices); None: norm_index's.
+    error: Callable[[object, int, int], Exception] | None = None
 
 
 class NodeFault:
@@ -39,9 +48,10 @@ class NodeFault:
     def view(self):
         return self.buffer.view
 
-    def site(self, what: str, dim: int) -> int:
-        """A new site for this node; its number goes into the shader's push constants."""
-        return self.buffer.add(Site(self.node, what, int(dim)))
+    def site(self, what: str, dim: int, error: Callable[[object, int, int], Exception] | None = None) -> int:
+        """A new site for this node; its number goes into the shader's push constants.
+        `error`: see Site."""
+        return self.buffer.add(Site(self.node, what, int(dim), error))
 
 
 class FaultBuffer:
@@ -75,19 +85,25 @@ class FaultBuffer:
         self.view.read_mapped(words)
         self.view.write(bytes(self.view.size))
         for k, site in enumerate(self.sites):
-            flag, lo, hi = words[HEADER_WORDS + SITE_WORDS * k:HEADER_WORDS + SITE_WORDS * k + 3]
+            flag, lo, hi, aux = words[HEADER_WORDS + SITE_WORDS * k:HEADER_WORDS + SITE_WORDS * (k + 1)]
             if flag:
                 bad = int(np.array([lo, hi], np.uint32).view(np.int64)[0])
-                return _cpu_error(site, bad)
+                return _cpu_error(site, bad, int(aux))
         return RuntimeError("a GPU kernel reported a fault without naming its node (a vkml bug)")
 
 
-def _cpu_error(site: Site, bad: int) -> Exception:
+def _cpu_error(site: Site, bad: int, aux: int = 0) -> Exception:
     """The exception the CPU run raises for this node and value: the operator's own check
-    (ops.gather.norm_index) fails, wrapped as executor failures are."""
+    (ops.gather.norm_index, or the site's `error`) fails, wrapped as executor failures are."""
     from .executor import _failure
     from ..ops.gather import norm_index
 
+    if site.error is not None:
+        e = site.error(site.node, bad, aux)
+        err = _failure(site.node, e)
+        err.__cause__ = e
+        err.add_note("(reported by the node's GPU kernel)")
+        return err
     try:
         norm_index(np.array([bad], np.int64), site.dim, site.what)
     except ValueError as e:
