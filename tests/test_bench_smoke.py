@@ -34,7 +34,7 @@ def test_suite_smoke(tmp_path):
     assert [r["status"] for r in vk] == ["ok"] * 3
     for r in vk:
         assert 0 < r["p05"] <= r["median"] <= r["p95"]
-        assert r["runs"] == 10 and r["dropped"] == 2
+        assert r["runs"] == 10 and r["dropped"] >= 2 and r["warmup_s"] > 0
     fit = [r for r in recs if r["benchmark"] == "chain_add_fit" and r["runtime"] == "vkml/cpu"]
     assert len(fit) == 1 and fit[0]["points"] == 3
     thr = [r for r in recs if r["benchmark"] == "threaded" and r["runtime"] == "vkml/cpu"]

@@ -35,29 +35,45 @@ def stats(samples: list[float]) -> dict[str, float]:
             "min": float(a.min())}
 
 
-def measure(fn: Callable[[], Any], runs: int, drop: int, max_s: float, deadline: Deadline | None = None
-            ) -> dict[str, Any]:
-    """Time `runs` calls and drop the first `drop`; stop early past `max_s` (or the deadline),
-    keeping proportionally fewer dropped runs (and at least 3 timed runs). The very first call
-    is reported on its own."""
+def measure(fn: Callable[[], Any], runs: int, drop: int, max_s: float, deadline: Deadline | None = None,
+            warm_s: float | None = None) -> dict[str, Any]:
+    """Time `runs - drop` calls after a warm-up; stop early past `max_s` (or the deadline),
+    keeping at least 3 timed runs. The very first call is reported on its own.
+
+    The warm-up is at least `drop` calls and `warm_s` seconds (default: a quarter of `max_s`, at
+    most 0.5 s), cut short only for calls so slow that a quarter of the budget is spent: a GPU
+    lowers its clocks within a second of idling (H100: SM 1980 -> 345 MHz) and a few short runs
+    do not raise them again, so a warm-up counted in runs alone timed mnist at three times its
+    steady latency (bench/results/checks/h100-2026-11-25-gpu-clocks.txt)."""
     t0 = time.perf_counter()
     fn()
     first = time.perf_counter() - t0
+    warm_s = min(0.5, max_s / 4) if warm_s is None else warm_s
+    warm = 0
+    w0 = time.perf_counter()
+    while True:
+        spent = time.perf_counter() - w0
+        if (warm >= drop and spent >= warm_s) or spent >= max(warm_s, max_s / 4):
+            break
+        if deadline is not None and deadline.expired():
+            break
+        fn()
+        warm += 1
+    warm_spent = time.perf_counter() - w0
     samples: list[float] = []
     start = time.perf_counter()
     cut = ""
-    for _ in range(runs):
+    timed = max(min(3, runs), runs - drop)
+    for _ in range(timed):
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
         spent = time.perf_counter() - start
-        if min(3, runs) <= len(samples) < runs and (spent > max_s or (deadline is not None and deadline.expired())):
-            cut = f"stopped after {len(samples)} of {runs} runs ({spent:.1f} s budget)"
+        if min(3, timed) <= len(samples) < timed and (spent > max_s or (deadline is not None and deadline.expired())):
+            cut = f"stopped after {len(samples)} of {timed} runs ({spent:.1f} s budget)"
             break
-    keep_drop = drop if len(samples) >= runs else min(drop, len(samples) // 6)
-    kept = samples[keep_drop:] or samples
-    out = stats(kept)
-    out.update(runs=len(kept), dropped=keep_drop, first_run_s=first, unit="s")
+    out = stats(samples)
+    out.update(runs=len(samples), dropped=warm, warmup_s=round(warm_spent, 3), first_run_s=first, unit="s")
     if cut:
         out["note"] = cut
     return out
@@ -70,9 +86,12 @@ def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 def batched(fn: Callable[[], Any], per_call: int, seconds: float) -> dict[str, Any]:
-    """fn() handles `per_call` runs at once (run_batch): calls in a loop for `seconds`; runs/s
-    and per-call latency."""
+    """fn() handles `per_call` runs at once (run_batch): calls in a loop for `seconds` after a
+    warm-up (see measure); runs/s and per-call latency."""
     fn()
+    w0 = time.perf_counter()
+    while time.perf_counter() - w0 < min(0.5, seconds / 4):
+        fn()
     lat: list[float] = []
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds or len(lat) < 3:
@@ -85,8 +104,10 @@ def batched(fn: Callable[[], Any], per_call: int, seconds: float) -> dict[str, A
 
 
 def threaded(fn: Callable[[], Any], threads: int, seconds: float) -> dict[str, Any]:
-    """`threads` threads call fn in a loop for `seconds`; runs/s over all and per-call latency."""
+    """`threads` threads call fn in a loop for `seconds` after a warm-up of the same threads
+    (see measure; min(0.5 s, seconds / 4), not counted); runs/s over all and per-call latency."""
     stop = threading.Event()
+    counting = threading.Event()
     go = threading.Barrier(threads + 1)
     lat: list[list[float]] = [[] for _ in range(threads)]
     errors: list[BaseException] = []
@@ -96,9 +117,11 @@ def threaded(fn: Callable[[], Any], threads: int, seconds: float) -> dict[str, A
         go.wait()
         try:
             while not stop.is_set():
+                counted = counting.is_set()
                 t0 = time.perf_counter()
                 fn()
-                mine.append(time.perf_counter() - t0)
+                if counted:
+                    mine.append(time.perf_counter() - t0)
         except BaseException as e:  # reported, never swallowed
             errors.append(e)
 
@@ -106,6 +129,8 @@ def threaded(fn: Callable[[], Any], threads: int, seconds: float) -> dict[str, A
     for t in ts:
         t.start()
     go.wait()
+    time.sleep(min(0.5, seconds / 4))
+    counting.set()
     t0 = time.perf_counter()
     time.sleep(seconds)
     stop.set()
