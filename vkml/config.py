@@ -223,6 +223,23 @@ def fast_runs() -> bool:
     return parse_switch(_raw("VKML_FAST_RUN"), True)
 
 
+GPU_RUNS_HOST_US = 50.0  # VKML_GPU_RUNS=auto: a run in flight per this many microseconds of a lone run
+
+_setting("VKML_GPU_RUNS", "auto", "auto/off/count", f"""
+    How many runs of one GPU plan on the native path (VKML_FAST_RUN) execute at once; the others
+    wait without the GIL. Many threads each running a short model hand the GIL and the cores
+    back and forth until they do less together than one thread alone (H100, mnist, 16 threads:
+    7-10k runs/s against 13-14k from one; 13-19k with 2-4 runs at once). auto: one run in flight
+    per {GPU_RUNS_HOST_US:g} us of the plan's fastest run among its first runs, at least 2, at most
+    the session's max_slots (resnet18 at batch 1, ~0.7 ms: no gate; mnist, ~70 us: 2). N: at most
+    N. off: no limit beyond max_slots. Read when a plan is made.""")
+
+
+def gpu_runs() -> str | int | None:
+    """"auto", a cap on one GPU plan's concurrent native runs, or None (no cap), from VKML_GPU_RUNS."""
+    return parse_auto_off_count("VKML_GPU_RUNS", _raw("VKML_GPU_RUNS"), "run count")
+
+
 _setting("VKML_ASYNC_WAIT", "1", "on/off", """
     Readbacks wait for the GPU on a waiter thread (vkml/runtime/_gpuwait.pyx) instead of a blocked pool
     worker. 0 turns that off, for comparisons. Read when a plan is made (a session's first run of an

@@ -23,6 +23,7 @@ from ..runtime.batch import RunPool
 from ..runtime.devices import cpu_only, resolve_devices, vulkan_device
 from ..runtime.devices import devices as all_devices
 from ..runtime.executor import ParallelPlan, parallel_width, run_plan
+from ..runtime.gate import RunGate
 from ..runtime.plan import Plan, Runtime
 from ..runtime.tensor import Tensor
 from .feeds import check_output_device, check_value, signature
@@ -202,10 +203,7 @@ class InferenceSession:
             self._blas_big = blas.plan_is_big(self._plan)
             # Runs of this session that execute at once (VKML_CPU_RUNS); the rest wait without the GIL.
             self._cpu_runs = _cpu_runs(self._blas_big)
-            # One at a time: a plain lock (waiting on it is C code without the GIL; the Python-level
-            # Semaphore takes the GIL again to hand over, once per run).
-            self._gate = (None if not self._cpu_runs else threading.Lock() if self._cpu_runs == 1
-                          else threading.BoundedSemaphore(self._cpu_runs))
+            self._gate = RunGate(self._cpu_runs) if self._cpu_runs else None
 
     # ------------------------------------------------------------ description
     def get_inputs(self) -> list[NodeArg]:

@@ -23,6 +23,7 @@ from .. import config
 from ..ir.graph import UNKNOWN, TensorDesc, _graphs_in, condition_inputs
 from .devices import gpu_facts, vulkan_device
 from .executor import NodeFailure, Scope
+from .gate import RunGate
 from .plan import Runtime
 from .slots import ConstCache, RecordError, Slot, SlotMemoryError, SlotPool
 from .tensor import Tensor
@@ -124,6 +125,16 @@ class ConcretePlan:
         self.fast = self._fast_layout(graph)  # (feed names, output sources, readbacks) or None
         self.feeds = self._fast_feeds()  # its feed checks and outputs, in C
         self.pool = SlotPool(self._make_slot, runner.max_slots)
+        # Runs on the native path pass a gate (VKML_GPU_RUNS); under "auto" its width comes from
+        # the fastest of the first CALIBRATE_RUNS native runs (_calibrate).
+        self.gate: RunGate | None = None
+        self._calib: list[int] | None = None
+        if self.fast is not None:
+            policy = config.gpu_runs()
+            if policy == "auto":
+                self._calib = []
+            elif policy is not None and policy < runner.max_slots:
+                self.gate = RunGate(policy)
         self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
         self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
         self.sched = None
@@ -392,7 +403,10 @@ class ConcretePlan:
         if arrays is None:
             return None
         try:
+            t0 = time.perf_counter_ns()
             result = self.feeds.run(p, arrays, feeds, timeout)
+            if self._calib is not None:
+                self._calibrate(time.perf_counter_ns() - t0)
             RUN_INFO.free_ns = p.last_free_ns
         except BaseException as e:
             # Interrupted or timed out: the GPU may still use the slot, so it is retired until
@@ -435,6 +449,38 @@ class ConcretePlan:
         # Seconds this run waits for its GPU work (VKML_GPU_TIMEOUT), read per run: tests and
         # tools/soak.py change it while sessions run.
         timeout = config.gpu_timeout()
+        gate = self.gate
+        if gate is None:
+            return self._run(feeds, timeout)
+        if not gate.acquire(timeout):
+            raise TimeoutError(f"this run waited {timeout} s for its turn among the {gate.width} runs of this "
+                               f"input shape that may run at once (VKML_GPU_RUNS), and the runs ahead of it did "
+                               f"not end (a hung GPU or driver?); VKML_GPU_TIMEOUT sets the limit")
+        try:
+            return self._run(feeds, timeout)
+        finally:
+            gate.release()
+
+    CALIBRATE_RUNS = 32  # native runs whose fastest sets the gate's width under VKML_GPU_RUNS=auto
+
+    def _calibrate(self, ns: int) -> None:
+        """Under VKML_GPU_RUNS=auto: record a native run's wall time; after CALIBRATE_RUNS, gate the
+        plan's runs to one in flight per config.GPU_RUNS_HOST_US of the fastest (at least 2): beyond
+        that, threads running a short model only trade the GIL and the cores (see config)."""
+        calib = self._calib
+        if calib is None:
+            return
+        calib.append(ns)
+        if len(calib) < self.CALIBRATE_RUNS:
+            return
+        self._calib = None
+        width = max(2, -(-int(min(calib)) // int(config.GPU_RUNS_HOST_US * 1000)))
+        if width < self.runner.max_slots:
+            self.gate = RunGate(width)  # (runs already past the old gate, if any, end ungated)
+        log.debug("vkml: GPU runs of this plan at once: %s (fastest of %d runs: %.1f us)",
+                  width if width < self.runner.max_slots else "no gate", len(calib), min(calib) / 1e3)
+
+    def _run(self, feeds: Mapping[str, Any], timeout: float | None) -> list[Any]:
         slot = self.pool.acquire(timeout) if self.needs_slot else None
         if slot is not None and slot.program is not None:
             try:
