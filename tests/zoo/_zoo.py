@@ -1348,8 +1348,7 @@ ZOO: dict[str, Entry] = {
                                 "RoiAlign (half_pixel) over symbolic num_rois, batch_indices by ConstantOfShape, "
                                 "box head + ConvTranspose mask head", {
                                     "Shape_0": FOLD, "Gather_0": FOLD + " (number of RoIs)", "Unsqueeze_0": FOLD,
-                                    "ConstantOfShape_0": FOLD + " (batch_indices: zeros)",
-                                    "RoiAlign_0": "no GPU kernel for RoiAlign"}),
+                                    "ConstantOfShape_0": FOLD + " (batch_indices: zeros)"}),
     "detr_decoder": Entry(detr_decoder, 17, "vision: detection",
                           "learned queries Expand'ed over the batch, sine position embedding from pixel_mask "
                           "(CumSum, step-2 Slice), cross-attention with key padding mask", {
