@@ -202,10 +202,32 @@ def test_split(dev, data):
         same(dev, "Split", {"x": x}, {"axis": axis, "split": sizes}, 11, len(sizes))
 
 
+@HYP
+@given(data=st.data())
+def test_split_equal_parts_before_opset_18(dev, data):
+    """No split and no num_outputs: as many equal parts as the node has outputs (the kernel
+    sees that count as `_num_outputs`, as vkml.kernels.registry.node_attrs passes it)."""
+    n = data.draw(st.integers(1, 4))
+    base = list(shape(data, 1, 4, 5))
+    axis = data.draw(st.integers(-len(base), len(base) - 1))
+    base[axis] *= n
+    x = array(data, tuple(base))
+    opset = data.draw(st.sampled_from([2, 11, 13]))
+    want = cpu("Split", {"x": x}, {"axis": axis}, opset, n)
+    got = gpu(dev, "Split", {"x": x}, {"axis": axis, "_opset": opset, "_num_outputs": n}, n)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
 def test_split_equal_parts_unsupported(dev):
+    """Without the node's output count (or from opset 18, where num_outputs is required) the
+    part count is unknown: the kernel refuses rather than guess."""
     x = np.zeros((4, 6), np.float32)
     with pytest.raises(Unsupported, match="num_outputs"):
         get_kernel("Split").check(dev, "Split", {"axis": 1}, [TensorSpec.of(x)])
+    with pytest.raises(Unsupported, match="num_outputs"):
+        get_kernel("Split").check(dev, "Split", {"axis": 1, "_opset": 18, "_num_outputs": 2}, [TensorSpec.of(x)])
 
 
 # ---------------------------------------------------------------- Expand, Tile

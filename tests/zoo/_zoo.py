@@ -1300,9 +1300,7 @@ ZOO: dict[str, Entry] = {
                               "Conv1d stack, GroupNorm as Reshape/InstanceNormalization/Reshape, "
                               "positional conv + Slice", {"Shape_0": FOLD + " (GroupNorm's Reshape back)"}),
     "conformer_block": Entry(conformer_block, 15, "speech: encoder",
-                             "macaron FFN, GLU as Split + Sigmoid * x, depthwise Conv1d, BatchNorm, Swish", {
-                                 "Split_0": "the GLU halves: the GPU Split needs split sizes or num_outputs, and "
-                                            "opset 15's equal Split into two outputs has neither"}),
+                             "macaron FFN, GLU as Split + Sigmoid * x, depthwise Conv1d, BatchNorm, Swish"),
     "gpt2_like": Entry(gpt2_like, 18, "NLP: decoder",
                        "torch dynamo: dim_param batch/seq, Shape/Range positions, Trilu causal mask, "
                        "ReduceMean axes input, Split num_outputs", {

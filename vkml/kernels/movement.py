@@ -290,8 +290,9 @@ class ConcatKernel(_MoveKernel):
 
 @register
 class SplitKernel(_MoveKernel):
-    """Split by `split` (attribute or host input) or num_outputs. Equal parts with neither
-    are Unsupported: their count is the node's output count, which infer() cannot see."""
+    """Split by `split` (attribute or host input) or num_outputs; before opset 18 a Split with
+    neither makes equal parts, as many as the node has outputs (`_num_outputs`, see
+    registry.node_attrs), e.g. the GLU halves of a Conformer export."""
     op_types = ("Split",)
     host_inputs = {"Split": (1,)}
 
@@ -301,6 +302,8 @@ class SplitKernel(_MoveKernel):
         split = attrs.get("split")
         split = [int(s) for s in split] if split else hi.ints(1, "Split's split")
         num = attrs.get("num_outputs")
+        if not split and num is None and int(attrs.get("_opset", 18)) < 18 and attrs.get("_num_outputs"):
+            num = int(attrs["_num_outputs"])
         if not split and num is None:
             raise Unsupported("Split into equal parts without num_outputs: the part count is unknown to the kernel")
         n_out = len(split) if split else int(num)
