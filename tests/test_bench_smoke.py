@@ -72,7 +72,7 @@ def test_models_match_onnxruntime():
 
     for bm in (M.mnist(1), M.resnet18(1, 32), M.mobilenet_v2(1, 32), M.chain_add(5)):
         want = ort.InferenceSession(bm.bytes(), providers=["CPUExecutionProvider"]).run(None, bm.feed)[0]
-        got = vkml.InferenceSession(bm.bytes()).run(None, bm.feed)[0]
+        got = vkml.InferenceSession(bm.bytes(), devices=["cpu"]).run(None, bm.feed)[0]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
 
 

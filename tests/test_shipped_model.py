@@ -68,7 +68,7 @@ def _vkml_session():
                       if lookup(n.domain, n.op_type, 17) is None})
     if missing:
         pytest.skip(f"vkml has no NumPy operator yet for {missing}")
-    return vkml.InferenceSession(MODEL_PATH)
+    return vkml.InferenceSession(MODEL_PATH, devices=["cpu"])
 
 
 def test_vkml_matches_onnxruntime(test_set, ort_outputs):

@@ -46,7 +46,7 @@ def _error(sess, feeds, **kw) -> str:
 @pytest.mark.parametrize("executor", ["parallel", "sequential"])
 def test_gather_probes_raise_what_the_cpu_raises(gpu, executor):
     model = gather_model([50, 4], [3])
-    cpu = vkml.InferenceSession(model)
+    cpu = vkml.InferenceSession(model, devices=["cpu"])
     sess = vkml.InferenceSession(model, devices=[gpu, "cpu"], executor=executor)
     x = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
     good = np.array([0, 49, -50], np.int64)
@@ -84,7 +84,7 @@ def test_the_first_faulting_node_is_named(gpu):
 
 def test_gather_elements_probe(gpu):
     model = gather_model([5, 3], [5, 2], op="GatherElements", axis=1)
-    cpu = vkml.InferenceSession(model)
+    cpu = vkml.InferenceSession(model, devices=["cpu"])
     sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
     x = np.arange(15, dtype=np.float32).reshape(5, 3)
     for bad in (3, -4, 2**40):
@@ -171,7 +171,7 @@ def _big_value_goes_to_the_cpu(gpu, limit: int) -> None:
     x = np.linspace(-1, 1, cols, dtype=np.float32).reshape(1, cols)
     sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
     got = sess.run(None, {"x": x})[0]
-    np.testing.assert_array_equal(got, vkml.InferenceSession(model).run(None, {"x": x})[0])
+    np.testing.assert_array_equal(got, vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0])
     where = {r["node"]: r for r in sess.placement()}
     for name in ("expand", "relu", "sum"):
         assert where[name]["device"] == "cpu" and "binds as one buffer" in where[name]["reason"], where[name]
@@ -264,7 +264,7 @@ def test_timed_out_runs_do_not_pile_up_and_their_memory_comes_back(gpu, gpu_on_c
     model = matmul_chain(3, d)
     sess = vkml.InferenceSession(model, devices=[gpu], executor=executor, max_slots=2)
     x = np.ones((d, d), np.float32)
-    want = vkml.InferenceSession(model).run(None, {"x": x})[0]
+    want = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0]
     sess.run(None, {"x": x})
     pool = sess._gpu.last.pool
     before = _device_used(gpu)
@@ -334,7 +334,7 @@ def test_a_plan_squeezed_off_the_gpu_comes_back_when_memory_frees(gpu):
                      [nh.from_array(np.full((512, 512), 0.01, np.float32), "w")])
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
     x = np.linspace(-1, 1, 512 * 512, dtype=np.float32).reshape(512, 512)
-    want = vkml.InferenceSession(model).run(None, {"x": x})[0]
+    want = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0]
     # Earlier tests' sessions must give their memory back now, not in the middle of the test
     # (a collected session's slots freed while the hog holds the rest let the plan fit).
     gc.collect()

@@ -19,7 +19,7 @@ def test_threads_share_one_session(gpu, executor):
     names = node_names(model)
     sess = vkml.InferenceSession(model, devices=[gpu], placement={names[2]: "cpu"}, max_slots=3,
                                  executor=executor)
-    ref = vkml.InferenceSession(model)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
     rng = np.random.default_rng(0)
     cases = []
     for k in range(8):

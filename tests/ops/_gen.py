@@ -59,7 +59,7 @@ def run_node(op_type: str, inputs: dict, attrs: dict, opset: int) -> list[np.nda
 
     model = make_model(op_type, inputs, attrs, opset)
     feed = {k: v for k, v in inputs.items() if v is not None}
-    return vkml.InferenceSession(model.SerializeToString()).run(None, feed)
+    return vkml.InferenceSession(model.SerializeToString(), devices=["cpu"]).run(None, feed)
 
 
 def check_with_ort(op_type: str, inputs: dict, attrs: dict, opset: int, rtol: float, atol: float) -> None:

@@ -58,7 +58,7 @@ def check_node(op_type: str, inputs: Mapping[str, np.ndarray | None], attrs: Map
     feed = {k: np.asarray(v) for k, v in inputs.items() if v is not None and k not in consts}
     names = [o.name for o in model.graph.output]
     ref = ReferenceEvaluator(model).run(None, feed)
-    sess = vkml.InferenceSession(model.SerializeToString())
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
     got = sess.run(None, feed)
     assert len(got) == len(ref)
     for name, g, r in zip(names, got, ref):

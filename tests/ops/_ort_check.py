@@ -36,7 +36,7 @@ def check_ort(op_type: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapp
         want = run_ort(model, feed)
     except OrtCannot:
         return None
-    got = vkml.InferenceSession(model).run(None, feed)
+    got = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype, f"output {k}: dtype {g.dtype} != onnxruntime {w.dtype}"
         assert g.shape == w.shape, f"output {k}: shape {g.shape} != onnxruntime {w.shape}"

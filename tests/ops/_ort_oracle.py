@@ -24,7 +24,8 @@ def vs_ort(op, ins, attrs, opset, rtol=1e-5, atol=1e-6, outputs=1, consts=()):
     m32 = make_model(op, {k: f32.get(k) for k in ins}, attrs, opset, outputs, consts=consts).SerializeToString()
     want = ort.InferenceSession(m32, providers=["CPUExecutionProvider"]).run(
         None, {k: v for k, v in f32.items() if k not in consts})
-    sess = vkml.InferenceSession(make_model(op, ins, attrs, opset, outputs, consts=consts).SerializeToString())
+    sess = vkml.InferenceSession(make_model(op, ins, attrs, opset, outputs, consts=consts).SerializeToString(),
+                                 devices=["cpu"])
     got = sess.run(None, {k: v for k, v in feed.items() if k not in consts})
     first = next(iter(feed.values()))
     for g, w, arg in zip(got, want, sess.get_outputs()):

@@ -106,7 +106,7 @@ def test_attention_fully_masked_row_is_zero():
     mask = np.array([[False, False], [True, True]])
     feed = {"Q": q, "K": k, "V": v, "mask": mask}
     m = make_model("Attention", feed, {"qk_matmul_output_mode": 3}, 24, outputs=["y", "", "", "qk"])
-    y, qk = vkml.InferenceSession(m.SerializeToString()).run(None, feed)
+    y, qk = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, feed)
     assert np.array_equal(y[0, 0, 0], np.zeros(4)) and np.array_equal(qk[0, 0, 0], np.zeros(2))
     assert np.isfinite(y).all()
 
@@ -116,7 +116,7 @@ def test_attention_mode0_is_raw_qk():
     q, k, v = (rng.standard_normal((1, 2, 3, 4)).astype(np.float32) for _ in range(3))
     feed = {"Q": q, "K": k, "V": v}
     m = make_model("Attention", feed, {"softcap": 0.5, "scale": 0.25}, 23, outputs=["y", "", "", "qk"])
-    qk = vkml.InferenceSession(m.SerializeToString()).run(None, feed)[1]
+    qk = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, feed)[1]
     np.testing.assert_allclose(qk, 0.25 * q @ k.transpose(0, 1, 3, 2), rtol=1e-5)
 
 
@@ -125,7 +125,7 @@ def test_attention_mask_shape_error_is_clear():
     feed = {"Q": q, "K": q, "V": q, "mask": np.zeros((5, 3), np.float32)}
     m = make_model("Attention", feed, {}, 23)
     with pytest.raises(Exception, match="does not broadcast"):
-        vkml.InferenceSession(m.SerializeToString()).run(None, feed)
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, feed)
 
 
 def test_attention_heads_must_divide():
@@ -134,7 +134,7 @@ def test_attention_heads_must_divide():
     feed = {"Q": q, "K": k, "V": k}
     m = make_model("Attention", feed, {}, 23)
     with pytest.raises(Exception, match="multiple"):
-        vkml.InferenceSession(m.SerializeToString()).run(None, feed)
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, feed)
 
 
 @settings(deadline=None, max_examples=40)
@@ -230,6 +230,6 @@ def test_flex_attention(seed, kvh, group, bias, pscale, scale):
     m = _flex_model(q, k, v, attrs, bias, pscale)
     feed = {"Q": q, "K": k, "V": v}
     want = ReferenceEvaluator(m).run(None, feed)[0]
-    got = vkml.InferenceSession(m.SerializeToString()).run(None, feed)[0]
+    got = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, feed)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

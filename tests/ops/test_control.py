@@ -21,7 +21,7 @@ F = TensorProto.FLOAT
 def check_ort(m, feed):
     ort = pytest.importorskip("onnxruntime")
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
-    got = vkml.InferenceSession(m).run(None, feed)
+    got = vkml.InferenceSession(m, devices=["cpu"]).run(None, feed)
     assert len(got) == len(want)
     for k, (g, w) in enumerate(zip(got, want)):
         if isinstance(w, np.ndarray) and w.dtype.kind == "f":
@@ -103,7 +103,7 @@ def test_loop_zero_iterations_scan_shape():
     ins = [vi("x", F, [3]), vi("limit", F, []), vi("acc0", F, [3]), vi("M", TensorProto.INT64, [])]
     feed = {"x": np.ones(3, np.float32), "limit": np.array(9, np.float32), "acc0": np.zeros(3, np.float32),
             "M": np.array(0, np.int64)}
-    got = vkml.InferenceSession(model(nodes, ins, ["acc_out", "scans", "iters"])).run(None, feed)
+    got = vkml.InferenceSession(model(nodes, ins, ["acc_out", "scans", "iters"]), devices=["cpu"]).run(None, feed)
     assert_same(got[0], feed["acc0"])
     assert got[1].shape[0] == 0 and got[2].shape == (0,) and got[2].dtype == np.int64
 
@@ -117,7 +117,7 @@ def test_loop_sequence_carried():
         [vi("c2", TensorProto.BOOL, []), helper.make_tensor_sequence_value_info("s2", TensorProto.INT64, None)])
     nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=TensorProto.INT64),
              helper.make_node("Loop", ["M", "", "s0"], ["out"], body=body)]
-    got = vkml.InferenceSession(model(nodes, [vi("M", TensorProto.INT64, [])], ["out"])).run(
+    got = vkml.InferenceSession(model(nodes, [vi("M", TensorProto.INT64, [])], ["out"]), devices=["cpu"]).run(
         None, {"M": np.array(4, np.int64)})
     assert_same(got[0], [np.array(i, np.int64) for i in range(4)])
 
@@ -175,7 +175,7 @@ def test_scan8_batched_with_lengths():
         m.graph.output[k].CopyFrom(vi(m.graph.output[k].name, F, None))
     feed = {"lens": lens, "s0": s0, "x": x}
     want = ort.InferenceSession(m.SerializeToString()).run(None, feed)
-    got = vkml.InferenceSession(m).run(None, feed)
+    got = vkml.InferenceSession(m, devices=["cpu"]).run(None, feed)
     for g, w_ in zip(got, want):
         assert g.shape == w_.shape
         np.testing.assert_allclose(g[0], w_[0], rtol=1e-6)  # full-length item
@@ -198,7 +198,7 @@ def test_sequence_map(n, with_tensor, seed):
     ins = [seq("xs", F, None), tensor_in("t", t) if with_tensor else seq("ys", F, None)]
     feed = {"xs": xs, second: t if with_tensor else ys}
     if n == 0:  # the reference cannot type an empty result; vkml returns empty sequences
-        got = vkml.InferenceSession(model([node], ins, ["sum", "shapes"], opset=17)).run(None, feed)
+        got = vkml.InferenceSession(model([node], ins, ["sum", "shapes"], opset=17), devices=["cpu"]).run(None, feed)
         assert got == [[], []]
         return
     check(model([node], ins, ["sum", "shapes"], opset=17), feed)
@@ -209,4 +209,4 @@ def test_if_condition_must_be_scalar():
     m = model([helper.make_node("If", ["c"], ["o"], then_branch=g, else_branch=g)],
               [vi("c", TensorProto.BOOL, [2])], ["o"])
     with pytest.raises(Exception, match="one value"):
-        vkml.InferenceSession(m).run(None, {"c": np.array([True, False])})
+        vkml.InferenceSession(m, devices=["cpu"]).run(None, {"c": np.array([True, False])})

@@ -39,7 +39,7 @@ def test_nms_without_limit_selects_nothing():
     boxes = np.array([[[0, 0, 1, 1]]], np.float32)
     scores = np.array([[[0.9]]], np.float32)
     m = make_model("NonMaxSuppression", {"b": boxes, "s": scores}, {}, 11)
-    out = vkml.InferenceSession(m.SerializeToString()).run(None, {"b": boxes, "s": scores})[0]
+    out = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, {"b": boxes, "s": scores})[0]
     assert out.shape == (0, 3) and out.dtype == np.int64
 
 
@@ -88,7 +88,7 @@ def test_grid_sample_16(case, mode, padding, align):
     feed = {"x": x, "grid": grid}
     old = make_model("GridSample", feed, {"mode": mode, "padding_mode": padding, "align_corners": align}, 16)
     ref = make_model("GridSample", feed, {"mode": new_mode, "padding_mode": padding, "align_corners": align}, 20)
-    got = vkml.InferenceSession(old.SerializeToString()).run(None, feed)[0]
+    got = vkml.InferenceSession(old.SerializeToString(), devices=["cpu"]).run(None, feed)[0]
     want = ReferenceEvaluator(ref).run(None, feed)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -105,7 +105,7 @@ def test_grid_sample_bad_grid_shape():
     grid = np.zeros((1, 2, 5, 3), np.float32)
     m = make_model("GridSample", {"x": x, "grid": grid}, {}, 20)
     with pytest.raises(Exception, match="grid shape"):
-        vkml.InferenceSession(m.SerializeToString()).run(None, {"x": x, "grid": grid})
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, {"x": x, "grid": grid})
 
 
 @settings(deadline=None, max_examples=30)
@@ -123,7 +123,7 @@ def test_affine_grid(n, r, align, seed, dtype):
     from onnx.reference import ReferenceEvaluator
     m = make_model("AffineGrid", {"theta": theta, "size": size}, {"align_corners": align}, 20)
     want = ReferenceEvaluator(m).run(None, {"theta": theta, "size": size})[0]
-    got = vkml.InferenceSession(m.SerializeToString()).run(None, {"theta": theta, "size": size})[0]
+    got = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, {"theta": theta, "size": size})[0]
     assert got.dtype == np.float64 and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -135,6 +135,6 @@ def test_grid_sample_complex_is_per_component():
     outs = []
     for x in (re + 1j * im, re, im):
         m = make_model("GridSample", {"x": x, "grid": grid}, {"mode": "cubic", "padding_mode": "border"}, 20)
-        outs.append(vkml.InferenceSession(m.SerializeToString()).run(None, {"x": x, "grid": grid})[0])
+        outs.append(vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, {"x": x, "grid": grid})[0])
     assert outs[0].dtype == np.complex128
     np.testing.assert_allclose(outs[0], outs[1] + 1j * outs[2], rtol=1e-12)

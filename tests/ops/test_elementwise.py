@@ -190,7 +190,7 @@ def test_prelu_legacy_per_channel():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 4)).astype(np.float32)
     slope = np.array([0.1, 0.2, 0.3], np.float32)
-    sess = vkml.InferenceSession(make_model("PRelu", {"x": x, "s": slope}, {}, 6).SerializeToString())
+    sess = vkml.InferenceSession(make_model("PRelu", {"x": x, "s": slope}, {}, 6).SerializeToString(), devices=["cpu"])
     (got,) = sess.run(None, {"x": x, "s": slope})
     np.testing.assert_allclose(got, np.where(x < 0, x * slope[:, None], x))
 
@@ -227,14 +227,14 @@ def test_legacy_broadcast_axis(opset):
     a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     b = rng.standard_normal((3, 4)).astype(np.float32)
     model = make_model("Add", {"a": a, "b": b}, {"broadcast": 1, "axis": 1}, opset)
-    (got,) = vkml.InferenceSession(model.SerializeToString()).run(None, {"a": a, "b": b})
+    (got,) = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"]).run(None, {"a": a, "b": b})
     np.testing.assert_allclose(got, a + b[None, :, :, None])
     model = make_model("Mul", {"a": a, "b": a[0, 0]}, {"broadcast": 1}, opset)
-    (got,) = vkml.InferenceSession(model.SerializeToString()).run(None, {"a": a, "b": a[0, 0]})
+    (got,) = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"]).run(None, {"a": a, "b": a[0, 0]})
     np.testing.assert_allclose(got, a * a[0, 0])
     model = make_model("Sub", {"a": a, "b": b}, {}, opset)  # broadcast=0 needs equal shapes
     with pytest.raises(Exception, match="broadcast is 0"):
-        vkml.InferenceSession(model.SerializeToString()).run(None, {"a": a, "b": b})
+        vkml.InferenceSession(model.SerializeToString(), devices=["cpu"]).run(None, {"a": a, "b": b})
 
 
 def test_mod_float_floor_opset28():
@@ -253,11 +253,12 @@ def test_bad_attributes_fail_at_load(op, attrs):
     x = np.ones(3, np.float32)
     ins = {"a": x, "b": x} if op == "Mod" else {"x": x}
     with pytest.raises(vkml.ModelError, match=op):
-        vkml.InferenceSession(make_model(op, ins, attrs, 22 if op != "Mod" else 13).SerializeToString())
+        vkml.InferenceSession(make_model(op, ins, attrs, 22 if op != "Mod" else 13).SerializeToString(),
+                              devices=["cpu"])
 
 
 def test_variadic_rejects_mixed_dtypes():
     sess = vkml.InferenceSession(make_model("Max", {"a": np.ones(2, np.float32), "b": np.ones(2, np.float64)},
-                                            {}, 13).SerializeToString())
+                                            {}, 13).SerializeToString(), devices=["cpu"])
     with pytest.raises(Exception, match="different dtypes"):
         sess.run(None, {"a": np.ones(2, np.float32), "b": np.ones(2, np.float64)})

@@ -50,7 +50,8 @@ def test_gather(data):
     eshape = tuple(d if k != axis % len(shape) else data.draw(st.integers(1, 4)) for k, d in enumerate(shape))
     ins = {"x": x, "i": _indices(data.draw, eshape, shape[axis])}
     want = check_node("GatherElements", ins, {"axis": axis % len(shape)}, opset=13)
-    got = vkml.InferenceSession(make_model("GatherElements", ins, {"axis": axis}, opset=13)).run(None, ins)
+    got = vkml.InferenceSession(make_model("GatherElements", ins, {"axis": axis}, opset=13),
+                                devices=["cpu"]).run(None, ins)
     np.testing.assert_array_equal(got[0], want[0])
 
 
@@ -92,7 +93,8 @@ def test_scatter_elements(data):
                       opset=18, rtol=1e-2)
     if reduction == "none":  # the reference lacks the deprecated Scatter: it is ScatterElements
         feed = {"x": x, "i": idx, "u": upd}
-        got = vkml.InferenceSession(make_model("Scatter", feed, {"axis": axis}, opset=10)).run(None, feed)
+        got = vkml.InferenceSession(make_model("Scatter", feed, {"axis": axis}, opset=10),
+                                    devices=["cpu"]).run(None, feed)
         np.testing.assert_array_equal(got[0], want[0])
 
 
@@ -182,7 +184,7 @@ def test_unique(data):
 
 def test_unique_strings():
     x = np.array(["b", "a", "b", "c", "a"], dtype=object)
-    sess = vkml.InferenceSession(make_model("Unique", {"x": x}, {"sorted": 0}, opset=11, outputs=4))
+    sess = vkml.InferenceSession(make_model("Unique", {"x": x}, {"sorted": 0}, opset=11, outputs=4), devices=["cpu"])
     y, first, inv, counts = sess.run(None, {"x": x})
     assert y.tolist() == ["b", "a", "c"] and first.tolist() == [0, 1, 3]
     assert inv.tolist() == [0, 1, 0, 2, 1] and counts.tolist() == [2, 2, 1]
@@ -281,10 +283,10 @@ def test_center_crop_pad(data):
 
 def test_bad_indices_raise():
     x = np.zeros((3, 2), np.float32)
-    sess = vkml.InferenceSession(make_model("Gather", {"x": x, "i": np.array([3])}, {}, opset=13))
+    sess = vkml.InferenceSession(make_model("Gather", {"x": x, "i": np.array([3])}, {}, opset=13), devices=["cpu"])
     with pytest.raises(Exception, match="out of range"):
         sess.run(None, {"x": x, "i": np.array([3])})
     sess = vkml.InferenceSession(make_model("ScatterND", {"x": x, "i": np.array([[0, 5]]), "u": np.zeros(1, np.float32)},
-                                            {}, opset=13))
+                                            {}, opset=13), devices=["cpu"])
     with pytest.raises(Exception, match="out of range"):
         sess.run(None, {"x": x, "i": np.array([[0, 5]]), "u": np.zeros(1, np.float32)})

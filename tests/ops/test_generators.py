@@ -34,7 +34,7 @@ def test_range(data):
 def test_range_half_types():
     for dt in (np.float16, ml_dtypes.bfloat16):
         ins = {"s": np.array(1, dt), "l": np.array(300, dt), "d": np.array(0.5, dt)}
-        sess = vkml.InferenceSession(make_model("Range", ins, {}, opset=27))
+        sess = vkml.InferenceSession(make_model("Range", ins, {}, opset=27), devices=["cpu"])
         y = sess.run(None, ins)[0]
         assert y.dtype == dt and y.shape == (598,)
         np.testing.assert_array_equal(y, (1 + np.arange(598) * 0.5).astype(dt))
@@ -42,7 +42,7 @@ def test_range_half_types():
 
 def test_range_zero_delta_raises():
     ins = {"s": np.array(1, np.int64), "l": np.array(3, np.int64), "d": np.array(0, np.int64)}
-    sess = vkml.InferenceSession(make_model("Range", ins, {}, opset=11))
+    sess = vkml.InferenceSession(make_model("Range", ins, {}, opset=11), devices=["cpu"])
     with pytest.raises(Exception, match="delta"):
         sess.run(None, ins)
 
@@ -61,7 +61,8 @@ def test_constant_of_shape(data):
 
 def _run(op, inputs, attrs, opset=22):
     model = make_model(op, inputs, attrs, opset=opset)
-    return vkml.InferenceSession(model).run(None, {k: v for k, v in inputs.items() if v is not None})[0]
+    return vkml.InferenceSession(model, devices=["cpu"]).run(
+        None, {k: v for k, v in inputs.items() if v is not None})[0]
 
 
 @pytest.mark.parametrize("op,attrs,check", [
@@ -97,5 +98,5 @@ def test_random_nondeterministic_not_folded():
     # A RandomUniform feeding nothing but the output must still draw anew on every run.
     node = helper.make_node("RandomUniform", [], ["y"], shape=[4])
     g = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", 1, [4])])
-    sess = vkml.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]))
+    sess = vkml.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), devices=["cpu"])
     assert not np.array_equal(sess.run(None, {})[0], sess.run(None, {})[0])

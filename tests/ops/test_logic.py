@@ -52,7 +52,7 @@ def test_legacy_comparison_broadcast_axis():
     a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     b = np.array([1, 5, 9], np.float32)
     model = make_model("Greater", {"a": a, "b": b}, {"broadcast": 1, "axis": 1}, 1)
-    (got,) = vkml.InferenceSession(model.SerializeToString()).run(None, {"a": a, "b": b})
+    (got,) = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"]).run(None, {"a": a, "b": b})
     np.testing.assert_array_equal(got, a > b[:, None])
 
 
@@ -92,11 +92,11 @@ def test_bitshift_signed_and_out_of_range(dtype):
     x = np.array([-8, -8, 5, -1, 5, -5, -5, 3], dtype)
     y = np.array([1, bits, 1, bits - 1, -1, bits + 3, -2, 2], dtype)
     sess = vkml.InferenceSession(make_model("BitShift", {"x": x, "y": y}, {"direction": "RIGHT"}, 28)
-                                 .SerializeToString())
+                                 .SerializeToString(), devices=["cpu"])
     (got,) = sess.run(None, {"x": x, "y": y})
     np.testing.assert_array_equal(got, np.array([-4, -1, 2, -1, 0, -1, -1, 0], dtype))
     sess = vkml.InferenceSession(make_model("BitShift", {"x": x, "y": y}, {"direction": "LEFT"}, 28)
-                                 .SerializeToString())
+                                 .SerializeToString(), devices=["cpu"])
     (got,) = sess.run(None, {"x": x, "y": y})
     want = [int(np.array(v, dtype) << np.array(s, dtype)) if 0 <= s < bits else 0 for v, s in zip(x, y)]
     np.testing.assert_array_equal(got, np.array(want, dtype))

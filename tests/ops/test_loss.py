@@ -66,7 +66,7 @@ def test_ignore_minus_one_mean_counts_only_kept_samples():
     x = np.log(np.array([[0.2, 0.8], [0.5, 0.5], [0.9, 0.1]], np.float32))
     t = np.array([1, -1, 0], np.int64)
     m = make_model("NegativeLogLikelihoodLoss", {"x": x, "t": t}, {"ignore_index": -1}, 22)
-    out = vkml.InferenceSession(m.SerializeToString()).run(None, {"x": x, "t": t})[0]
+    out = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, {"x": x, "t": t})[0]
     np.testing.assert_allclose(out, -(x[0, 1] + x[2, 0]) / 2, rtol=1e-6)
 
 
@@ -78,7 +78,8 @@ def test_bfloat16_runs_in_float32():
     from _oracle import make_model
     m = make_model("NegativeLogLikelihoodLoss", {"x": x.astype(ml_dtypes.bfloat16), "t": t},
                    {"reduction": "none"}, 22)
-    out = vkml.InferenceSession(m.SerializeToString()).run(None, {"x": x.astype(ml_dtypes.bfloat16), "t": t})[0]
+    out = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(
+        None, {"x": x.astype(ml_dtypes.bfloat16), "t": t})[0]
     assert out.dtype == ml_dtypes.bfloat16
     np.testing.assert_allclose(out.astype(np.float32), got, rtol=1e-2)
 
@@ -89,7 +90,7 @@ def test_label_out_of_range_is_a_clear_error():
     t = np.array([0, 7], np.int64)
     m = make_model("NegativeLogLikelihoodLoss", {"x": x, "t": t}, {}, 22)
     with pytest.raises(Exception, match="outside"):
-        vkml.InferenceSession(m.SerializeToString()).run(None, {"x": x, "t": t})
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, {"x": x, "t": t})
 
 
 def test_bad_reduction_rejected_at_load():
@@ -98,4 +99,4 @@ def test_bad_reduction_rejected_at_load():
     t = np.array([0, 1], np.int64)
     m = make_model("NegativeLogLikelihoodLoss", {"x": x, "t": t}, {"reduction": "avg"}, 22)
     with pytest.raises(vkml.ModelError, match="reduction"):
-        vkml.InferenceSession(m.SerializeToString())
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"])

@@ -28,7 +28,7 @@ def _vs_float32(op, ins, attrs, opset, dtype, t):
 
     f32 = {k: (v.astype(np.float32) if v is not None and v.dtype == BF16 else v) for k, v in ins.items()}
     want = ReferenceEvaluator(make_model(op, f32, attrs, opset)).run(None, {k: v for k, v in f32.items() if v is not None})
-    got = vkml.InferenceSession(make_model(op, ins, attrs, opset).SerializeToString()).run(
+    got = vkml.InferenceSession(make_model(op, ins, attrs, opset).SerializeToString(), devices=["cpu"]).run(
         None, {k: v for k, v in ins.items() if v is not None})
     assert got[0].dtype == dtype and got[0].shape == want[0].shape
     np.testing.assert_allclose(got[0].astype(np.float32), want[0], **t)
@@ -96,7 +96,7 @@ def test_gemm_bad_c_is_a_clear_error():
     c = np.ones((3, 3), np.float32)
     model = make_model("Gemm", {"a": a, "b": b, "c": c}, {}, 13).SerializeToString()
     with pytest.raises(RuntimeError, match="does not broadcast"):
-        vkml.InferenceSession(model).run(None, {"a": a, "b": b, "c": c})
+        vkml.InferenceSession(model, devices=["cpu"]).run(None, {"a": a, "b": b, "c": c})
 
 
 EINSUM = [
@@ -136,7 +136,7 @@ def test_einsum_bad_equation_is_rejected(eq, n):
     ins = {f"x{i}": np.ones((2, 2), np.float32) for i in range(n)}
     model = make_model("Einsum", ins, {"equation": eq}, 12).SerializeToString()
     with pytest.raises(vkml.ModelError):
-        vkml.InferenceSession(model)
+        vkml.InferenceSession(model, devices=["cpu"])
 
 
 @settings(deadline=None, max_examples=30)
@@ -159,7 +159,7 @@ def test_matmul_integer(shapes, seed, adt, bdt, zp):
         bz = rng.integers(info_b.min, info_b.max, sb[1]).astype(bdt)
         ins.update(az=az, bz=bz)
         model = make_model("MatMulInteger", ins, {}, 10).SerializeToString()
-        (got,) = vkml.InferenceSession(model).run(None, ins)
+        (got,) = vkml.InferenceSession(model, devices=["cpu"]).run(None, ins)
         want = (a.astype(np.int64) - az[:, None]) @ (b.astype(np.int64) - bz[None, :])
         assert got.dtype == np.int32
         np.testing.assert_array_equal(got, want)
@@ -183,7 +183,7 @@ def test_qlinear_matmul(seed, m, k, n, batch, dt, scale_dt):
     model = make_model("QLinearMatMul", ins, {}, opset)
     from onnx.reference import ReferenceEvaluator
     want = ReferenceEvaluator(model).run(None, ins)[0]
-    got = vkml.InferenceSession(model.SerializeToString()).run(None, ins)[0]
+    got = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"]).run(None, ins)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     # A value on a rounding boundary may land either side depending on the scale's precision.
     assert np.max(np.abs(got.astype(np.int32) - want.astype(np.int32)), initial=0) <= 1
@@ -199,7 +199,8 @@ def test_det(seed, n, batch, dtype):
 
 def test_det_float16():
     x = np.array([[[1, 2], [3, 4]], [[2, 0], [0, 3]]], np.float16)
-    (got,) = vkml.InferenceSession(make_model("Det", {"x": x}, {}, 22).SerializeToString()).run(None, {"x": x})
+    (got,) = vkml.InferenceSession(make_model("Det", {"x": x}, {}, 22).SerializeToString(),
+                                   devices=["cpu"]).run(None, {"x": x})
     assert got.dtype == np.float16
     np.testing.assert_allclose(got, [-2, 6], rtol=1e-3)
 
@@ -209,8 +210,8 @@ def test_matmul_large_float32_matches_numpy():
     rng = np.random.default_rng(5)
     a = rng.standard_normal((4, 64, 96)).astype(np.float32)
     b = rng.standard_normal((96, 48)).astype(np.float32)
-    (got,) = vkml.InferenceSession(make_model("MatMul", {"a": a, "b": b}, {}, 13).SerializeToString()).run(
-        None, {"a": a, "b": b})
+    (got,) = vkml.InferenceSession(make_model("MatMul", {"a": a, "b": b}, {}, 13).SerializeToString(),
+                                   devices=["cpu"]).run(None, {"a": a, "b": b})
     np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-4, atol=1e-4)
 
 
@@ -218,4 +219,4 @@ def test_matmul_inner_mismatch_is_a_clear_error():
     a, b = np.ones((2, 3), np.float32), np.ones((4, 2), np.float32)
     model = make_model("MatMul", {"a": a, "b": b}, {}, 13).SerializeToString()
     with pytest.raises(RuntimeError, match="inner dimensions"):
-        vkml.InferenceSession(model).run(None, {"a": a, "b": b})
+        vkml.InferenceSession(model, devices=["cpu"]).run(None, {"a": a, "b": b})

@@ -33,7 +33,7 @@ def _check(op, ins, attrs, opset, dtype, outputs=1, **t):
     f32 = {k: None if v is None else v.astype(np.float32) for k, v in ins.items()}
     feed = {k: v for k, v in f32.items() if v is not None}
     want = ReferenceEvaluator(make_model(op, f32, attrs, opset, outputs)).run(None, feed)
-    got = vkml.InferenceSession(make_model(op, ins, attrs, opset, outputs).SerializeToString()).run(
+    got = vkml.InferenceSession(make_model(op, ins, attrs, opset, outputs).SerializeToString(), devices=["cpu"]).run(
         None, {k: v for k, v in ins.items() if v is not None})
     assert got[0].dtype == np.float16 and got[0].shape == want[0].shape
     np.testing.assert_allclose(got[0].astype(np.float32), want[0], rtol=1e-2, atol=1e-2)
@@ -74,7 +74,7 @@ def test_batchnorm_v1_needs_consumed_inputs():
     p = np.ones(2, np.float32)
     ins = {"x": x, "s": p, "b": p, "m": p, "v": p}
     with pytest.raises(vkml.ModelError, match="consumed_inputs"):
-        vkml.InferenceSession(make_model("BatchNormalization", ins, {}, 1).SerializeToString())
+        vkml.InferenceSession(make_model("BatchNormalization", ins, {}, 1).SerializeToString(), devices=["cpu"])
 
 
 @settings(deadline=None, max_examples=30)
@@ -121,7 +121,8 @@ def test_layernorm(shape, dtype, seed, data, bias, outputs):
 def test_layernorm_float16_statistics_are_float32():
     x = _rand(np.random.default_rng(0), (3, 8), np.float16)
     ins = {"x": x, "s": np.ones(8, np.float16)}
-    sess = vkml.InferenceSession(make_model("LayerNormalization", ins, {}, 17, outputs=3).SerializeToString())
+    sess = vkml.InferenceSession(make_model("LayerNormalization", ins, {}, 17, outputs=3).SerializeToString(),
+                                 devices=["cpu"])
     y, mean, inv = sess.run(None, ins)
     xf = x.astype(np.float64)
     assert y.dtype == np.float16 and mean.dtype == np.float32 and inv.dtype == np.float32
@@ -156,7 +157,8 @@ def test_lrn_5d_and_even_sizes(size):
     """The spec's window: channels c - floor((size-1)/2) .. c + ceil((size-1)/2)."""
     x = _rand(np.random.default_rng(0), (2, 5, 2, 3, 2), np.float32)
     attrs = {"size": size, "alpha": 0.3}
-    (got,) = vkml.InferenceSession(make_model("LRN", {"x": x}, attrs, 13).SerializeToString()).run(None, {"x": x})
+    (got,) = vkml.InferenceSession(make_model("LRN", {"x": x}, attrs, 13).SerializeToString(),
+                                   devices=["cpu"]).run(None, {"x": x})
     sq = x.astype(np.float64) ** 2
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
     window = np.stack([sq[:, max(0, c - lo):c + hi + 1].sum(axis=1) for c in range(5)], axis=1)
@@ -201,7 +203,8 @@ def test_dropout_old_mask_has_the_input_type(opset):
     """Before opset 10 the mask's type is T (onnx.reference returns bool there)."""
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float64)
     attrs = {"ratio": 0.3, "is_test": 1} if opset == 6 else {"ratio": 0.3}
-    sess = vkml.InferenceSession(make_model("Dropout", {"x": x}, attrs, opset, outputs=2).SerializeToString())
+    sess = vkml.InferenceSession(make_model("Dropout", {"x": x}, attrs, opset, outputs=2).SerializeToString(),
+                                 devices=["cpu"])
     y, mask = sess.run(None, {"x": x})
     np.testing.assert_array_equal(y, x)
     assert mask.dtype == np.float64 and np.all(mask == 1)
@@ -211,7 +214,7 @@ def test_dropout_old_mask_has_the_input_type(opset):
 def test_dropout_training_mask_and_scale():
     x = np.random.default_rng(1).uniform(1, 2, (50, 40)).astype(np.float32)
     ins = {"x": x, "r": np.array(0.25, np.float32), "t": np.array(True)}
-    sess = vkml.InferenceSession(make_model("Dropout", ins, {}, 13, outputs=2).SerializeToString())
+    sess = vkml.InferenceSession(make_model("Dropout", ins, {}, 13, outputs=2).SerializeToString(), devices=["cpu"])
     y, mask = sess.run(None, ins)
     assert y.dtype == np.float32 and mask.dtype == np.bool_
     np.testing.assert_allclose(y[mask], x[mask] / 0.75, rtol=1e-6)
@@ -223,8 +226,8 @@ def test_dropout_seed_is_reproducible():
     x = np.ones((20, 20), np.float32)
     ins = {"x": x, "r": np.array(0.5, np.float32), "t": np.array(True)}
     model = make_model("Dropout", ins, {"seed": 7}, 13, outputs=2).SerializeToString()
-    a = vkml.InferenceSession(model).run(None, ins)[1]
-    b = vkml.InferenceSession(model).run(None, ins)[1]
+    a = vkml.InferenceSession(model, devices=["cpu"]).run(None, ins)[1]
+    b = vkml.InferenceSession(model, devices=["cpu"]).run(None, ins)[1]
     np.testing.assert_array_equal(a, b)
 
 
@@ -232,4 +235,4 @@ def test_dropout_bad_ratio_is_a_clear_error():
     ins = {"x": np.ones(3, np.float32), "r": np.array(1.5, np.float32), "t": np.array(True)}
     model = make_model("Dropout", ins, {}, 13).SerializeToString()
     with pytest.raises(RuntimeError, match="ratio"):
-        vkml.InferenceSession(model).run(None, ins)
+        vkml.InferenceSession(model, devices=["cpu"]).run(None, ins)

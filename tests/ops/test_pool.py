@@ -116,7 +116,8 @@ def test_lppool(c, dtype, seed, p):
 
 def test_lppool_v1_whole_extent():
     x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
-    (got,) = vkml.InferenceSession(make_model("LpPool", {"x": x}, {"p": 3.0}, 1).SerializeToString()).run(None, {"x": x})
+    (got,) = vkml.InferenceSession(make_model("LpPool", {"x": x}, {"p": 3.0}, 1).SerializeToString(),
+                                   devices=["cpu"]).run(None, {"x": x})
     np.testing.assert_allclose(got, np.sum(np.abs(x) ** 3, axis=(2, 3), keepdims=True) ** (1 / 3), rtol=1e-5)
 
 
@@ -140,8 +141,8 @@ def test_maxunpool_inverts_maxpool(seed, k, s, h, w, extra):
     assume(h >= k and w >= k and (h - k) % s == 0 and (w - k) % s == 0)
     x = np.random.default_rng(seed).permutation(2 * 3 * h * w).astype(np.float32).reshape(2, 3, h, w)
     attrs = {"kernel_shape": [k, k], "strides": [s, s]}
-    y, idx = vkml.InferenceSession(make_model("MaxPool", {"x": x}, attrs, 12, outputs=2).SerializeToString()).run(
-        None, {"x": x})
+    y, idx = vkml.InferenceSession(make_model("MaxPool", {"x": x}, attrs, 12, outputs=2).SerializeToString(),
+                                   devices=["cpu"]).run(None, {"x": x})
     ins = {"y": y, "i": idx}
     if extra:
         default = [(d - 1) * s + k for d in y.shape[2:]]
@@ -165,7 +166,7 @@ def test_roialign(seed, mode, ratio, ctm, scale, oh, ow):
     model = make_model("RoiAlign", {"x": x, "rois": rois, "bi": bi}, attrs, 16).SerializeToString()
     feed = {"x": x, "rois": rois, "bi": bi}
     want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)[0]
-    got = vkml.InferenceSession(model).run(None, feed)[0]
+    got = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
@@ -200,7 +201,7 @@ def test_pool_cnn_shapes_vs_onnxruntime():
                                        "pads": [3, 3, 3, 3]})]:
         model = make_model(op, {"x": x}, attrs, 19).SerializeToString()
         want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-        got = vkml.InferenceSession(model).run(None, {"x": x})[0]
+        got = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})[0]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -208,4 +209,4 @@ def test_pool_rank_error_is_clear():
     x = np.zeros((2, 3), np.float32)
     model = make_model("MaxPool", {"x": x}, {"kernel_shape": [2]}, 12).SerializeToString()
     with pytest.raises(RuntimeError, match="rank"):
-        vkml.InferenceSession(model).run(None, {"x": x})
+        vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})

@@ -86,7 +86,8 @@ def test_quantize_older_opsets(opset):
     q = np.clip(np.rint(x / col(scale)) + col(zp), 0, 255).astype(np.uint8)
     ins = {"x": q, "s": scale, "z": zp}
     attrs = {"axis": 1} if per_axis else {}
-    (got,) = vkml.InferenceSession(make_model("DequantizeLinear", ins, attrs, opset).SerializeToString()).run(None, ins)
+    (got,) = vkml.InferenceSession(make_model("DequantizeLinear", ins, attrs, opset).SerializeToString(),
+                                   devices=["cpu"]).run(None, ins)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, (q.astype(np.float32) - col(zp)) * col(scale), rtol=1e-6)
 
@@ -105,7 +106,7 @@ def test_quantize_float16_scale_divides_in_float16():
     s = np.array(1.0, np.float16)
     z = np.array(0, np.int16)
     (got,) = vkml.InferenceSession(make_model("QuantizeLinear", {"x": x, "s": s, "z": z}, {}, 21)
-                                   .SerializeToString()).run(None, {"x": x, "s": s, "z": z})
+                                   .SerializeToString(), devices=["cpu"]).run(None, {"x": x, "s": s, "z": z})
     np.testing.assert_array_equal(got, [2048, 1, -3])  # 2049 rounds to 2048 in float16
 
 
@@ -135,7 +136,8 @@ def test_dequantize(g, source, seed, scale_dt, with_zp):
 def test_dequantize_output_dtype():
     x = np.array([0, 3, 128, 255], np.uint8)
     ins = {"x": x, "s": np.array(2.0, np.float32), "z": np.array(128, np.uint8)}
-    sess = vkml.InferenceSession(make_model("DequantizeLinear", ins, {"output_dtype": 10}, 23).SerializeToString())
+    sess = vkml.InferenceSession(make_model("DequantizeLinear", ins, {"output_dtype": 10}, 23).SerializeToString(),
+                                 devices=["cpu"])
     (got,) = sess.run(None, ins)
     assert got.dtype == np.float16 and sess.get_outputs()[0].type == "tensor(float16)"
     np.testing.assert_array_equal(got, [-256, -250, 0, 254])
@@ -152,7 +154,7 @@ def test_dynamic_quantize(shape, seed, lo, hi):
     model = make_model("DynamicQuantizeLinear", {"x": x}, {}, 11, outputs=3)
     from onnx.reference import ReferenceEvaluator
     want = ReferenceEvaluator(model).run(None, {"x": x})
-    sess = vkml.InferenceSession(model.SerializeToString())
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
     got = sess.run(None, {"x": x})
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -168,18 +170,18 @@ def test_blocked_scale_shape_mismatch_is_a_clear_error():
     ins = {"x": x, "s": np.ones((2, 4), np.float32)}
     model = make_model("QuantizeLinear", ins, {"axis": 1, "block_size": 2}, 21).SerializeToString()
     with pytest.raises(RuntimeError, match="block_size"):
-        vkml.InferenceSession(model).run(None, ins)
+        vkml.InferenceSession(model, devices=["cpu"]).run(None, ins)
 
 
 def test_zero_point_dtype_conflict_is_a_clear_error():
     ins = {"x": np.ones(3, np.float32), "s": np.array(1.0, np.float32), "z": np.array(0, np.int8)}
     model = make_model("QuantizeLinear", ins, {"output_dtype": 2}, 21).SerializeToString()
     with pytest.raises(Exception, match="output_dtype"):
-        vkml.InferenceSession(model).run(None, ins)
+        vkml.InferenceSession(model, devices=["cpu"]).run(None, ins)
 
 
 def test_dynamic_quantize_zeros():
     x = np.zeros((2, 3), np.float32)
     y, scale, zp = vkml.InferenceSession(make_model("DynamicQuantizeLinear", {"x": x}, {}, 11, outputs=3)
-                                         .SerializeToString()).run(None, {"x": x})
+                                         .SerializeToString(), devices=["cpu"]).run(None, {"x": x})
     assert not np.any(y) and zp == 0 and np.isfinite(scale) and scale > 0

@@ -107,7 +107,7 @@ def test_pytorch_half_pixel_single_output():
 
 def _run(ins, attrs, opset=19):
     feed = {k: v for k, v in ins.items() if v is not None}
-    return vkml.InferenceSession(make_model("Resize", ins, attrs, opset=opset)).run(None, feed)[0]
+    return vkml.InferenceSession(make_model("Resize", ins, attrs, opset=opset), devices=["cpu"]).run(None, feed)[0]
 
 
 def test_resize_integer_output_rounds_and_saturates():
@@ -131,10 +131,10 @@ def test_resize_negative_axes():
 def test_resize_bfloat16():
     x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
     ins = {"x": x.astype(ml_dtypes.bfloat16), "roi": None, "scales": np.array([1, 2, 0.5], np.float32)}
-    y = vkml.InferenceSession(make_model("Resize", ins, {"mode": "linear"}, opset=19)).run(
+    y = vkml.InferenceSession(make_model("Resize", ins, {"mode": "linear"}, opset=19), devices=["cpu"]).run(
         None, {"x": ins["x"], "scales": ins["scales"]})[0]
-    ref = vkml.InferenceSession(make_model("Resize", dict(ins, x=x), {"mode": "linear"}, opset=19)).run(
-        None, {"x": x, "scales": ins["scales"]})[0]
+    ref = vkml.InferenceSession(make_model("Resize", dict(ins, x=x), {"mode": "linear"}, opset=19),
+                                devices=["cpu"]).run(None, {"x": x, "scales": ins["scales"]})[0]
     assert y.dtype == ml_dtypes.bfloat16
     np.testing.assert_allclose(y.astype(np.float32), ref, rtol=1e-2)
 
@@ -161,17 +161,17 @@ def test_resize_10_and_upsample_match_onnxruntime(mode):
         check_ort("Resize", {"x": x, "s": s}, {"mode": mode}, opset=10)
         check_ort("Upsample", {"x": x, "s": s}, {"mode": mode}, opset=9) if min(scales) >= 1 else None
     got = vkml.InferenceSession(make_model("Upsample", {"x": x}, {"mode": mode, "scales": [1.0, 1.0, 2.0, 2.0]},
-                                           opset=7)).run(None, {"x": x})[0]
+                                           opset=7), devices=["cpu"]).run(None, {"x": x})[0]
     want = vkml.InferenceSession(make_model("Upsample", {"x": x, "s": np.array([1, 1, 2, 2], np.float32)},
-                                            {"mode": mode}, opset=9)).run(None, {"x": x, "s": np.array(
-                                                [1, 1, 2, 2], np.float32)})[0]
+                                            {"mode": mode}, opset=9), devices=["cpu"]).run(
+        None, {"x": x, "s": np.array([1, 1, 2, 2], np.float32)})[0]
     np.testing.assert_array_equal(got, want)
 
 
 def test_resize_needs_scales_or_sizes():
     x = np.zeros((2, 2), np.float32)
     ins = {"x": x, "roi": None, "scales": np.array([2, 2], np.float32), "sizes": np.array([4, 4], np.int64)}
-    sess = vkml.InferenceSession(make_model("Resize", ins, {}, opset=19))
+    sess = vkml.InferenceSession(make_model("Resize", ins, {}, opset=19), devices=["cpu"])
     with pytest.raises(Exception, match="exactly one"):
         sess.run(None, {k: v for k, v in ins.items() if v is not None})
 
@@ -180,4 +180,4 @@ def test_resize_infers_static_shape():
     x = np.zeros((1, 3, 8, 8), np.float32)
     m = make_model("Resize", {"x": x, "roi": None, "scales": np.array([1, 1, 0.5, 2], np.float32)}, {}, opset=19,
                    consts=("scales",))
-    assert vkml.InferenceSession(m).get_outputs()[0].shape == [1, 3, 4, 16]
+    assert vkml.InferenceSession(m, devices=["cpu"]).get_outputs()[0].shape == [1, 3, 4, 16]

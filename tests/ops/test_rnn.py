@@ -72,7 +72,7 @@ def _check_ort(op, inputs, attrs, n_out, opset=14, tol=1e-4):
     feed = {k: v for k, v in inputs.items() if v is not None}
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
     assume(all(np.abs(w).max(initial=0) < 1e4 for w in want))  # unbounded activations can blow up
-    sess = vkml.InferenceSession(model.SerializeToString())
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
     got = sess.run(None, feed)
     for name, g, w, arg in zip(["Y", "Y_h", "Y_c"], got, want, sess.get_outputs()):
         assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, g.shape, w.dtype, w.shape)
@@ -118,8 +118,8 @@ def test_layout1_matches_layout0(op, seq, batch, seed):
     outs = []
     for inputs, layout in ((base, 0), (flip, 1)):
         m = make_model(op, inputs, {"direction": "bidirectional", "layout": layout}, 22, outputs=n_out)
-        outs.append(vkml.InferenceSession(m.SerializeToString()).run(None, {k: v for k, v in inputs.items()
-                                                                              if v is not None}))
+        outs.append(vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(
+            None, {k: v for k, v in inputs.items() if v is not None}))
     np.testing.assert_allclose(outs[1][0], outs[0][0].transpose(2, 0, 1, 3), rtol=1e-6)
     for a, b in zip(outs[1][1:], outs[0][1:]):
         np.testing.assert_allclose(a, b.transpose(1, 0, 2), rtol=1e-6)
@@ -141,7 +141,7 @@ def test_opset1_gru_default_direction_typo():
               "W": rng.standard_normal((1, 6, 2)).astype(np.float32),
               "R": rng.standard_normal((1, 6, 2)).astype(np.float32)}
     m = make_model("GRU", inputs, {"hidden_size": 2}, 1, outputs=2)
-    out = vkml.InferenceSession(m.SerializeToString()).run(None, inputs)
+    out = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, inputs)
     assert out[0].shape == (2, 1, 1, 2)
 
 
@@ -151,7 +151,7 @@ def test_bad_shapes_and_attributes():
     r = np.zeros((1, 3, 2), np.float32)
     m = make_model("RNN", {"X": x, "W": w, "R": r}, {"hidden_size": 3}, 14, outputs=1)
     with pytest.raises(Exception, match="R must have shape"):
-        vkml.InferenceSession(m.SerializeToString()).run(None, {"X": x, "W": w, "R": r})
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, {"X": x, "W": w, "R": r})
     m = make_model("RNN", {"X": x, "W": w, "R": r}, {"activations": ["Swish"]}, 14, outputs=1)
     with pytest.raises(vkml.ModelError, match="unknown activation"):
-        vkml.InferenceSession(m.SerializeToString())
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"])

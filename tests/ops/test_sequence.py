@@ -38,7 +38,7 @@ def assert_same(got, want, where="output"):
 
 def check(m, feed):
     want = ReferenceEvaluator(m).run(None, feed)
-    got = vkml.InferenceSession(m.SerializeToString()).run(None, feed)
+    got = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, feed)
     assert len(got) == len(want)
     for k, (g, w) in enumerate(zip(got, want)):
         assert_same(g, w, f"output {k}")
@@ -120,7 +120,7 @@ def test_insert_at_end():
     nodes = [helper.make_node("Constant", [], ["p"], value=helper.make_tensor("p", TensorProto.INT64, [], [1])),
              helper.make_node("SequenceConstruct", ["x"], ["s"]),
              helper.make_node("SequenceInsert", ["s", "y", "p"], ["s1"])]
-    got = vkml.InferenceSession(model(nodes, [tensor_in("x", x), tensor_in("y", y)], ["s1"])).run(
+    got = vkml.InferenceSession(model(nodes, [tensor_in("x", x), tensor_in("y", y)], ["s1"]), devices=["cpu"]).run(
         None, {"x": x, "y": y})[0]
     assert_same(got, [x, y])
 
@@ -134,7 +134,7 @@ def test_sequence_graph_input_and_empty():
     got = check(m, {"s": [np.zeros(2, np.float32), np.ones((3, 1), np.float32)]})
     assert got[0] == 2 and got[1] == [] and got[2] == 0
     with pytest.raises(ValueError, match="sequence"):
-        vkml.InferenceSession(m).run(None, {"s": np.zeros(2, np.float32)})
+        vkml.InferenceSession(m, devices=["cpu"]).run(None, {"s": np.zeros(2, np.float32)})
 
 
 def test_sequence_position_out_of_range():
@@ -142,7 +142,7 @@ def test_sequence_position_out_of_range():
     nodes = [helper.make_node("Constant", [], ["p"], value=helper.make_tensor("p", TensorProto.INT64, [], [3])),
              helper.make_node("SequenceConstruct", ["x", "x"], ["s"]),
              helper.make_node("SequenceAt", ["s", "p"], ["y"])]
-    sess = vkml.InferenceSession(model(nodes, [tensor_in("x", x)], ["y"]))
+    sess = vkml.InferenceSession(model(nodes, [tensor_in("x", x)], ["y"]), devices=["cpu"])
     with pytest.raises(Exception, match="out of range"):
         sess.run(None, {"x": x})
 
@@ -167,7 +167,7 @@ def test_optional(xs, full):
     if full:
         nodes.append(helper.make_node("OptionalGetElement", ["o"], ["y"]))
         outs.append("y")
-    got = vkml.InferenceSession(model(nodes, [tensor_in("x", x)], outs, opset=18)).run(None, {"x": x})
+    got = vkml.InferenceSession(model(nodes, [tensor_in("x", x)], outs, opset=18), devices=["cpu"]).run(None, {"x": x})
     assert got[0].dtype == np.bool_ and bool(got[0]) == full
     assert_same(got[1], [x, x])
     assert_same(got[2], x)
@@ -179,12 +179,12 @@ def test_optional(xs, full):
 def test_optional_get_element_empty_raises():
     tp = helper.make_tensor_type_proto(TensorProto.FLOAT, [2])
     nodes = [helper.make_node("Optional", [], ["o"], type=tp), helper.make_node("OptionalGetElement", ["o"], ["y"])]
-    sess = vkml.InferenceSession(model(nodes, [], ["y"], opset=18))
+    sess = vkml.InferenceSession(model(nodes, [], ["y"], opset=18), devices=["cpu"])
     with pytest.raises(Exception, match="empty"):
         sess.run(None, {})
 
 
 def test_optional_has_element_no_input():
     node = helper.make_node("OptionalHasElement", [""], ["h"])
-    got = vkml.InferenceSession(model([node], [], ["h"], opset=18)).run(None, {})
+    got = vkml.InferenceSession(model([node], [], ["h"], opset=18), devices=["cpu"]).run(None, {})
     assert got[0].dtype == np.bool_ and not got[0]

@@ -60,7 +60,7 @@ def test_identity_shape_size(data):
 
 def test_shape_clamps_end():
     x = np.zeros((1, 1), np.float32)
-    sess = vkml.InferenceSession(make_model("Shape", {"x": x}, {"end": -3}, opset=21))
+    sess = vkml.InferenceSession(make_model("Shape", {"x": x}, {"end": -3}, opset=21), devices=["cpu"])
     assert sess.run(None, {"x": x})[0].shape == (0,)
 
 
@@ -95,7 +95,7 @@ def test_reshape_allowzero():
     x = np.zeros((0, 3, 4), np.float32)
     check_node("Reshape", {"x": x, "s": np.array([3, 4, 0], np.int64)}, {"allowzero": 1}, opset=14)
     sess = vkml.InferenceSession(make_model("Reshape", {"x": x, "s": np.array([0, -1], np.int64)},
-                                            {"allowzero": 1}, opset=14, consts=("s",)))
+                                            {"allowzero": 1}, opset=14, consts=("s",)), devices=["cpu"])
     with pytest.raises(Exception, match="allowzero"):
         sess.run(None, {"x": x})
 
@@ -153,7 +153,7 @@ def test_squeeze_errors():
     x = np.zeros((2, 1), np.float32)
     for op, axes, msg in (("Squeeze", [0], "squeeze axis 0"), ("Unsqueeze", [1, 1], "repeat")):
         sess = vkml.InferenceSession(make_model(op, {"x": x, "axes": np.array(axes, np.int64)}, {}, 13,
-                                                consts=("axes",)))
+                                                consts=("axes",)), devices=["cpu"])
         with pytest.raises(Exception, match=msg):
             sess.run(None, {"x": x})
 
@@ -257,7 +257,7 @@ def _check_ort(op, ins, consts):
     model = make_model(op, ins, {}, opset=13, consts=consts)
     feed = {k: v for k, v in ins.items() if v is not None and k not in consts}
     want = ort.InferenceSession(model.SerializeToString()).run(None, feed)[0]
-    got = vkml.InferenceSession(model).run(None, feed)[0]
+    got = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
 
@@ -269,7 +269,8 @@ def x_dtype_unsupported_by_ort(dtype):
 def test_slice_negative_step_clamps_start_to_first():
     x = np.array([35.0], np.float32)
     ins = {"x": x, "s": np.array([-2]), "e": np.array([-2]), "a": np.array([0]), "p": np.array([-1])}
-    got = vkml.InferenceSession(make_model("Slice", ins, {}, opset=13)).run(None, {k: v for k, v in ins.items()})
+    got = vkml.InferenceSession(make_model("Slice", ins, {}, opset=13), devices=["cpu"]).run(
+        None, {k: v for k, v in ins.items()})
     np.testing.assert_array_equal(got[0], x)
 
 
@@ -306,20 +307,22 @@ def test_depth_space(data):
     check_node("SpaceToDepth", {"x": y}, {"blocksize": k}, opset=13)
     check_node("SpaceToDepth", {"x": y}, {"blocksize": k, "mode": mode}, opset=28)
     # SpaceToDepth inverts DepthToSpace in the same mode.
-    z = vkml.InferenceSession(make_model("DepthToSpace", {"x": x}, {"blocksize": k, "mode": mode}, 28)).run(
-        None, {"x": x})[0]
-    back = vkml.InferenceSession(make_model("SpaceToDepth", {"x": z}, {"blocksize": k, "mode": mode}, 28)).run(
-        None, {"x": z})[0]
+    z = vkml.InferenceSession(make_model("DepthToSpace", {"x": x}, {"blocksize": k, "mode": mode}, 28),
+                              devices=["cpu"]).run(None, {"x": x})[0]
+    back = vkml.InferenceSession(make_model("SpaceToDepth", {"x": z}, {"blocksize": k, "mode": mode}, 28),
+                                 devices=["cpu"]).run(None, {"x": z})[0]
     np.testing.assert_array_equal(back, x)
 
 
 def test_bad_inputs_raise():
     x = np.zeros((2, 3), np.float32)
-    sess = vkml.InferenceSession(make_model("Reshape", {"x": x, "s": np.array([4, 2], np.int64)}, {}, opset=13))
+    sess = vkml.InferenceSession(make_model("Reshape", {"x": x, "s": np.array([4, 2], np.int64)}, {}, opset=13),
+                                 devices=["cpu"])
     with pytest.raises(Exception, match="reshape"):
         sess.run(None, {"x": x, "s": np.array([4, 2], np.int64)})
     sess = vkml.InferenceSession(make_model("Slice", {"x": x, "a": np.array([0]), "b": np.array([1]),
-                                                      "c": np.array([0]), "d": np.array([0])}, {}, opset=13))
+                                                      "c": np.array([0]), "d": np.array([0])}, {}, opset=13),
+                                 devices=["cpu"])
     with pytest.raises(Exception, match="step"):
         sess.run(None, {"x": x, "a": np.array([0]), "b": np.array([1]), "c": np.array([0]), "d": np.array([0])})
 

@@ -14,7 +14,7 @@ import vkml  # noqa: E402
 
 
 def _run(model, feed):
-    return vkml.InferenceSession(model.SerializeToString()).run(None, feed)
+    return vkml.InferenceSession(model.SerializeToString(), devices=["cpu"]).run(None, feed)
 
 
 @st.composite

@@ -53,7 +53,7 @@ def test_adam(alpha, beta, norm, post, n_vars, t, seed, dtype):
     inputs.update(_vars(rng, n_vars, 4, dtype))
     m = make_model("Adam", inputs, attrs, 1, outputs=3 * n_vars, domain=DOMAIN)
     ref = ReferenceEvaluator(m).run(None, inputs)
-    got = vkml.InferenceSession(m.SerializeToString()).run(None, inputs)
+    got = vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, inputs)
     for g, r in zip(got, ref):
         assert g.dtype == dtype and g.shape == np.shape(r)
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
@@ -73,7 +73,7 @@ def test_momentum_bad_mode_fails_at_load():
     m = make_model("Momentum", inputs, {"alpha": 0.9, "beta": 1.0, "norm_coefficient": 0.0, "mode": "heavy"},
                    1, outputs=2, domain=DOMAIN)
     with pytest.raises(vkml.ModelError, match="mode"):
-        vkml.InferenceSession(m.SerializeToString())
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"])
 
 
 def test_mismatched_state_count_is_an_error():
@@ -82,4 +82,4 @@ def test_mismatched_state_count_is_an_error():
     m = make_model("Adagrad", inputs, {}, 1, outputs=2, domain=DOMAIN)
     feed = {k: v for k, v in inputs.items()}
     with pytest.raises(Exception, match="per optimized variable"):
-        vkml.InferenceSession(m.SerializeToString()).run(None, feed)
+        vkml.InferenceSession(m.SerializeToString(), devices=["cpu"]).run(None, feed)

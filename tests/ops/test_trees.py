@@ -97,13 +97,13 @@ def test_tree_ensemble_matches_reference(case, post_transform):
 
     attrs, x = case
     raw_model = make_model("TreeEnsemble", {"x": x}, {**attrs, "post_transform": 0}, 5, domain="ai.onnx.ml")
-    (raw,) = vkml.InferenceSession(raw_model).run(None, {"x": x})
+    (raw,) = vkml.InferenceSession(raw_model, devices=["cpu"]).run(None, {"x": x})
     (ref,) = ort.InferenceSession(raw_model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(raw, ref, rtol=1e-5, atol=1e-5)
     if post_transform:
         model = make_model("TreeEnsemble", {"x": x}, {**attrs, "post_transform": post_transform}, 5,
                            domain="ai.onnx.ml")
-        (got,) = vkml.InferenceSession(model).run(None, {"x": x})
+        (got,) = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})
         want = SPEC_TRANSFORMS[post_transform](raw.astype(np.float64))
         np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-5, atol=1e-6)
 
@@ -119,4 +119,4 @@ def test_probit_is_refused_at_load():
                  post_transform=4)
     with pytest.raises(vkml.ModelError, match="PROBIT"):
         vkml.InferenceSession(make_model("TreeEnsemble", {"x": np.zeros((1, 1), np.float32)}, attrs, 5,
-                                         domain="ai.onnx.ml"))
+                                         domain="ai.onnx.ml"), devices=["cpu"])

@@ -21,7 +21,7 @@ def test_an_input_without_a_type_is_a_model_error(case):
                      [h.make_tensor_value_info("y", T.FLOAT, None)])
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
     with pytest.raises(ModelError, match="graph input 'x' has no type"):
-        vkml.InferenceSession(model)
+        vkml.InferenceSession(model, devices=["cpu"])
 
 
 def test_typed_inputs_and_initializers_without_a_graph_input_type_load():
@@ -31,7 +31,7 @@ def test_typed_inputs_and_initializers_without_a_graph_input_type_load():
                      [h.make_tensor_value_info("x", T.FLOAT, [2]), onnx.ValueInfoProto(name="w")],
                      [h.make_value_info("y", onnx.TypeProto())], [w])
     model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
-    out = vkml.InferenceSession(model).run(None, {"x": np.zeros(2, np.float32)})[0]
+    out = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": np.zeros(2, np.float32)})[0]
     np.testing.assert_array_equal(out, [1, 1])
 
 

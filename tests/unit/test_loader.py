@@ -70,7 +70,7 @@ def test_constant_nodes_are_folded():
 def test_overridable_initializer_defaults_and_can_be_fed():
     w = numpy_helper.from_array(np.float32([1, 1, 1]), "w")
     winfo = h.make_tensor_value_info("w", T.FLOAT, [3])
-    s = vkml.InferenceSession(model([h.make_node("Add", ["x", "w"], ["y"])], [X, winfo], [Y], [w]))
+    s = vkml.InferenceSession(model([h.make_node("Add", ["x", "w"], ["y"])], [X, winfo], [Y], [w]), devices=["cpu"])
     assert [a.name for a in s.get_inputs()] == ["x"]
     assert [a.name for a in s.get_overridable_initializers()] == ["w"]
     x = np.zeros((2, 3), np.float32)
@@ -97,18 +97,19 @@ def test_nodes_out_of_order_are_sorted():
 )
 def test_invalid_graphs_name_the_node(nodes, match):
     with pytest.raises(vkml.ModelError, match=match):
-        vkml.InferenceSession(model(nodes, [X], [Y]))
+        vkml.InferenceSession(model(nodes, [X], [Y]), devices=["cpu"])
 
 
 def test_output_produced_by_nobody():
     with pytest.raises(vkml.ModelError, match="'y'"):
-        vkml.InferenceSession(model([h.make_node("Add", ["x", "x"], ["z"])], [X], [Y]))
+        vkml.InferenceSession(model([h.make_node("Add", ["x", "x"], ["z"])], [X], [Y]), devices=["cpu"])
 
 
 @pytest.mark.parametrize("ir, opset, match", [(99, 17, "IR version 99"), (8, 999, "opset 999")])
 def test_versions_out_of_range(ir, opset, match):
     with pytest.raises(vkml.ModelError, match=match):
-        vkml.InferenceSession(model([h.make_node("Add", ["x", "x"], ["y"])], [X], [Y], opset=opset, ir=ir))
+        vkml.InferenceSession(model([h.make_node("Add", ["x", "x"], ["y"])], [X], [Y], opset=opset, ir=ir),
+                              devices=["cpu"])
 
 
 def test_every_unsupported_op_is_listed_with_node_names():
@@ -118,7 +119,7 @@ def test_every_unsupported_op_is_listed_with_node_names():
         h.make_node("NoSuchOpA", ["b"], ["y"], name="second_a"),
     ]
     with pytest.raises(vkml.UnsupportedOpsError) as e:
-        vkml.InferenceSession(model(nodes, [X], [Y]))
+        vkml.InferenceSession(model(nodes, [X], [Y]), devices=["cpu"])
     msg = str(e.value)
     assert "NoSuchOpA" in msg and "NoSuchOpB" in msg
     assert all(n in msg for n in ("first_a", "second_a", "only_b"))
@@ -155,7 +156,8 @@ def test_the_loader_reads_unbound_and_bind_gives_operators_and_types():
 def test_missing_required_attribute_and_unknown_attribute():
     # Gemm has no required attributes; use an invented attribute on Add instead.
     with pytest.raises(vkml.ModelError, match="unknown attribute"):
-        vkml.InferenceSession(model([h.make_node("Add", ["x", "x"], ["y"], name="n", bogus=1)], [X], [Y]))
+        vkml.InferenceSession(model([h.make_node("Add", ["x", "x"], ["y"], name="n", bogus=1)], [X], [Y]),
+                              devices=["cpu"])
 
 
 def test_model_from_path_bytes_and_proto(tmp_path):
@@ -163,21 +165,22 @@ def test_model_from_path_bytes_and_proto(tmp_path):
     p = tmp_path / "m.onnx"
     p.write_bytes(m.SerializeToString())
     x = np.ones((1, 3), np.float32)
-    outs = [vkml.InferenceSession(src).run(None, {"x": x})[0] for src in (m, m.SerializeToString(), str(p), p)]
+    outs = [vkml.InferenceSession(src, devices=["cpu"]).run(None, {"x": x})[0]
+            for src in (m, m.SerializeToString(), str(p), p)]
     for o in outs:
         np.testing.assert_array_equal(o, [[1, 2, 3]])
 
 
 def test_missing_file():
     with pytest.raises(vkml.ModelError, match="cannot read"):
-        vkml.InferenceSession("/nonexistent/model.onnx")
+        vkml.InferenceSession("/nonexistent/model.onnx", devices=["cpu"])
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=2000))
 def test_random_bytes_are_a_model_error(data):
     try:
-        vkml.InferenceSession(data)
+        vkml.InferenceSession(data, devices=["cpu"])
     except vkml.ModelError:
         pass
 
@@ -193,7 +196,7 @@ def test_truncated_or_corrupted_model_is_a_model_error(data):
             i = data.draw(st.integers(0, len(raw) - 1))
             raw[i] = data.draw(st.integers(0, 255))
     try:
-        s = vkml.InferenceSession(bytes(raw))
+        s = vkml.InferenceSession(bytes(raw), devices=["cpu"])
     except vkml.ModelError:
         return
     # It parsed into something valid: it must then run or fail with a clean Python error.
@@ -236,6 +239,6 @@ def test_sibling_subgraphs_may_reuse_an_initializer_name():
 
     cond = h.make_tensor_value_info("c", T.BOOL, [])
     node = h.make_node("If", ["c"], ["y"], then_branch=branch(1), else_branch=branch(2))
-    s = vkml.InferenceSession(model([node], [cond], [Y]))
+    s = vkml.InferenceSession(model([node], [cond], [Y]), devices=["cpu"])
     assert s.run(None, {"c": np.array(True)})[0].tolist() == [1]
     assert s.run(None, {"c": np.array(False)})[0].tolist() == [2]

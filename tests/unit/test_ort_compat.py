@@ -115,6 +115,8 @@ def test_vulkan_provider_with_device_id(gpu):
 
 
 def test_run_options_terminate_and_onnxruntimes_own_run_options():
+    # Default devices on purpose: SessionOptions positionally, as onnxruntime code passes it
+    # (it fills the devices slot, so devices= cannot be added to it).
     s = vkml.InferenceSession(_model(), vkml.SessionOptions())
     x = np.ones((1, 4), np.float32)
     ro = vkml.RunOptions()

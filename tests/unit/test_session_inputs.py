@@ -13,7 +13,7 @@ def sess():
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("a", T.FLOAT, ["N", 3]),
                                   h.make_tensor_value_info("b", T.FLOAT, ["N", 3])],
                      [h.make_tensor_value_info("y", T.FLOAT, ["N", 3])])
-    return vkml.InferenceSession(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    return vkml.InferenceSession(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), devices=["cpu"])
 
 
 def good():

@@ -37,7 +37,7 @@ import pytest
 
 @pytest.mark.parametrize("executor", ["parallel", "sequential"])
 def test_sixteen_threads_two_hundred_runs_each(executor):
-    sess = vkml.InferenceSession(branchy_model(), executor=executor)
+    sess = vkml.InferenceSession(branchy_model(), devices=["cpu"], executor=executor)
     rng = np.random.default_rng(2)
     xs = [rng.standard_normal((int(rng.integers(1, 5)), 16)).astype(np.float32) for _ in range(32)]
     expected = [sess.run(None, {"x": x})[0] for x in xs]

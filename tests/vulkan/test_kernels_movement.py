@@ -44,7 +44,7 @@ def cpu(op: str, inputs: dict, attrs: dict, opset: int, n_out: int = 1) -> list[
     gout = [helper.make_value_info(f"y{i}", onnx.TypeProto()) for i in range(n_out)]
     model = helper.make_model(helper.make_graph([node], "g", gin, gout),
                               opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-    sess = vkml.InferenceSession(model.SerializeToString())
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
     return sess.run(None, {n: v for n, v in inputs.items() if v is not None})
 
 
