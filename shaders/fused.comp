@@ -23,18 +23,24 @@ layout(std430, binding = 2) writeonly buffer BO { float o[]; };
 
 float step_op(uint op, float v, float c) {
     precise float r;
-    // Divisions: correctly rounded (vkml_div) in the FUSED_DIV variant, which the host picks for
-    // programs that divide; vkml_div is long, and in every chain it slowed each instruction by
-    // half on lavapipe. Without FUSED_DIV the program has no division (cases 4, 5, 14 unused).
+#ifdef FUSED_DIV
+    // Divisions correctly rounded (vkml_div), inlined once after the switch: the host picks this
+    // variant for programs that divide. vkml_div is long: in every case of the switch it slowed
+    // each instruction by half on lavapipe, and even the deferred form below cost long Add chains
+    // ~7% on the H100, so the plain variant keeps the one-line cases.
     float dn = 1.0, dd = 1.0;
     bool div = false;
+#define DIV(n, d) { dn = (n); dd = (d); div = true; }
+#else
+#define DIV(n, d) r = (n) / (d);
+#endif
     switch (op) {
     case 0u: r = v + c; break;                 // Add
     case 1u: r = v - c; break;                 // Sub, constant second
     case 2u: r = c - v; break;                 // Sub, constant first
     case 3u: r = v * c; break;                 // Mul
-    case 4u: dn = v; dd = c; div = true; break; // Div, constant second
-    case 5u: dn = c; dd = v; div = true; break; // Div, constant first
+    case 4u: DIV(v, c) break;                  // Div, constant second
+    case 5u: DIV(c, v) break;                  // Div, constant first
     case 6u: {                                 // Relu, on the bits as in unary.comp
         uint b = floatBitsToUint(v);
         r = (b > 0x80000000u && b <= 0xFF800000u) ? 0.0 : v;
@@ -47,13 +53,11 @@ float step_op(uint op, float v, float c) {
     case 11u: r = sqrt(v); break;              // Sqrt
     case 12u: r = 1.0 / (1.0 + exp(-v)); break; // Sigmoid
     case 13u: r = vkml_tanh(v); break;         // Tanh
-    case 14u: dn = 1.0; dd = v; div = true; break; // Reciprocal
+    case 14u: DIV(1.0, v) break;               // Reciprocal
     default: r = v; break;
     }
 #ifdef FUSED_DIV
     if (div) r = vkml_div(dn, dd);
-#else
-    if (div) r = dn / dd;
 #endif
     return r;
 }
