@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -98,6 +98,36 @@ def _write_piece(view, data: np.ndarray, offset: int) -> None:
 PARALLEL_UPLOAD_BYTES = 8 << 20
 UPLOAD_PIECE = 4 << 20
 UPLOAD_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
+def _refs(holder: dict, name: str) -> int:
+    """References to holder[name] (one expression, so that counts taken at different times compare)."""
+    return sys.getrefcount(holder[name])
+
+
+class KeptGeneration:
+    """Buffers that one run's kept outputs (output_device=) are handed out in, copied there by the
+    chunk that makes them. A later run of the slot reuses them once the caller holds nothing of
+    the last hand-out: each hand-out wraps a fresh sub-view, and its reference count says whether
+    any Tensor, DeviceTensor or reshape of it is still alive."""
+
+    __slots__ = ("views", "subs", "base")
+
+    def __init__(self, views: dict[str, Any]):
+        self.views = views  # output name -> BufferView of its own
+        self.subs: dict[str, Any] = {}
+        self.base: dict[str, int] = {}
+
+    def free(self) -> bool:
+        return all(_refs(self.subs, n) <= self.base[n] for n in self.subs)
+
+    def hand_out(self, name: str, shape, dtype):
+        from ..vulkan.tensor import DeviceTensor
+
+        view = self.views[name]
+        self.subs[name] = view.sub(0, view.size)
+        self.base[name] = _refs(self.subs, name)
+        return DeviceTensor(self.subs[name], shape, dtype)
 
 
 class Slot:
@@ -195,6 +225,7 @@ class Slot:
         # node -> how many GPU commands it records (dispatches, buffer copies and fills; a
         # view records none): copies are GPU work too (Concat, Slice, Split as copies)
         self.node_commands: dict[str, int] = {}
+        self._record_ctx = (concrete, up, views, arenas, copy_after)  # for variant()
         for u in up.units:
             if u.kind != "gpu":
                 continue
@@ -202,14 +233,56 @@ class Slot:
             rec = recs[u.index] = CommandRecorder(dev, defer=True)
             for node in u.nodes:
                 n0 = len(rec.deferred)
-                _record_node(rec, node, u.device, t, concrete, up, views, arenas, self.faults.get(u.device))
+                self._record_node(rec, node, u.device)
                 self.node_pipelines[node.name] = rec.dispatch_pipelines(n0)
                 self.node_commands[node.name] = gpu_commands(rec, n0)
-                for src, stage, n in copy_after.get(id(node), ()):
-                    rec.copy(src, stage, n)
+                self._record_readbacks(rec, node)
         self.pipelines = compile_ahead(recs.values())
         self.cbs: dict[int, Any] = {i: rec.finish() for i, rec in recs.items()}
         self.arenas = arenas  # keep the memory alive (views hold it too)
+        # Chunks recorded again with copies folded in (gpurun: resident feeds copied in at the
+        # start, kept outputs copied out at the end): (unit, sources, generation) -> command buffer
+        self.variants: dict[tuple, Any] = {}
+        # Buffers kept outputs are handed out in, reused once no caller holds them (gpurun._fold_kept)
+        self.kept_gens: list[KeptGeneration] = []
+
+    def _record_node(self, rec, node, where: str) -> None:
+        concrete, up, views, arenas, copy_after = self._record_ctx
+        _record_node(rec, node, where, self.tensors, concrete, up, views, arenas, self.faults.get(where))
+
+    def _record_readbacks(self, rec, node) -> None:
+        """The copies of `node`'s outputs into readback staging, right behind it."""
+        for src, stage, n in self._record_ctx[4].get(id(node), ()):
+            rec.copy(src, stage, n)
+
+    VARIANTS = 16  # recorded variants kept per slot (oldest dropped first)
+
+    def variant(self, u, key, before: Sequence[tuple], after: Sequence[tuple]):
+        """Unit `u`'s chunk with `before` copies ((source view, destination view, bytes)) ahead of
+        its nodes and `after` copies behind them, recorded once per `key` and kept (the command
+        buffer holds its views, so ids in the key stay theirs). None for a unit whose kernels
+        check data (their fault sites are registered once, by the slot's own recording)."""
+        cb = self.variants.get(key)
+        if cb is not None:
+            return cb
+        from ..vulkan._commands import CommandRecorder
+
+        _, up, _, _, _ = self._record_ctx
+        if any(up.kernels[id(n)].kernel.faults for n in u.nodes):
+            return None
+        rec = CommandRecorder(self.devices[u.device])
+        for src, dst, n in before:
+            rec.copy(src, dst, n)
+        for node in u.nodes:
+            self._record_node(rec, node, u.device)
+            self._record_readbacks(rec, node)
+        for src, dst, n in after:
+            rec.copy(src, dst, n)
+        cb = rec.finish()
+        if len(self.variants) >= self.VARIANTS:
+            self.variants.pop(next(iter(self.variants)))
+        self.variants[key] = cb
+        return cb
 
     def take_fault(self) -> Exception | None:
         """The error a GPU kernel reported in the run that just ended (None if none), the

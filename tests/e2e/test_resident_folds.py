@@ -1,0 +1,113 @@
+"""Device-resident runs fold their copies into the GPU chunks (vkml/runtime/gpurun.py _folds):
+a feed already on the GPU is copied in by the chunk that reads it, a kept output
+(output_device=) copied out by the chunk that makes it, into buffers reused once the caller
+holds nothing of them. Checked against the CPU device: outputs a caller still holds are never
+overwritten, reshapes of them neither, many threads, the fallback when every buffer is held."""
+import threading
+
+import numpy as np
+import pytest
+
+import vkml
+from _models import cnn, mlp
+
+
+def _plan(sess):
+    (plan,) = sess._gpu._plans.values()
+    return plan
+
+
+def _slots(plan):
+    return list(plan.pool._free)
+
+
+def test_resident_runs_fold_and_match(gpu):
+    model = mlp()
+    sess = vkml.InferenceSession(model, devices=[gpu], max_slots=1)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        x = rng.standard_normal((5, 16)).astype(np.float32)
+        t = vkml.Tensor.from_numpy(x, gpu)
+        (y,) = sess.run(None, {"x": t}, output_device=gpu)
+        assert isinstance(y, vkml.Tensor) and y.device == gpu
+        np.testing.assert_allclose(y.numpy(), ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+        del y
+    plan = _plan(sess)
+    assert plan.fold_in and plan.fold_out, (plan.fold_in, plan.fold_out)
+    (slot,) = _slots(plan)
+    assert slot.variants, "the resident runs did not take the folded chunk"
+    assert len(slot.kept_gens) == 1  # every output was dropped before the next run: one set reused
+    assert not slot.copy_in  # no separate copy-in submissions
+
+
+def test_held_outputs_are_never_overwritten(gpu):
+    model = mlp()
+    sess = vkml.InferenceSession(model, devices=[gpu], max_slots=1)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    rng = np.random.default_rng(1)
+    held, want = [], []
+    for k in range(8):  # more than the slot's buffer sets: the later runs take the plain copy
+        x = rng.standard_normal((3, 16)).astype(np.float32)
+        (y,) = sess.run(None, {"x": vkml.Tensor.from_numpy(x, gpu)}, output_device=gpu)
+        if k % 2:
+            held.append(y.device_tensor.reshape((24,)))  # only a reshape of it is kept
+        else:
+            held.append(y)
+        want.append(ref.run(None, {"x": x})[0])
+        del y
+    for h, w in zip(held, want, strict=True):
+        np.testing.assert_allclose(np.asarray(h.numpy()).reshape(w.shape), w, rtol=1e-4, atol=1e-5)
+    (slot,) = _slots(_plan(sess))
+    assert len(slot.kept_gens) == _plan(sess).KEPT_GENERATIONS
+    held.clear()
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    (y,) = sess.run(None, {"x": vkml.Tensor.from_numpy(x, gpu)}, output_device=gpu)
+    np.testing.assert_allclose(y.numpy(), ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert len(slot.kept_gens) == _plan(sess).KEPT_GENERATIONS  # released sets reused, no more made
+
+
+def test_host_feeds_with_kept_outputs_and_resident_feeds_with_host_outputs(gpu):
+    model = cnn()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    x = np.random.default_rng(2).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    want = ref.run(None, {"x": x})[0]
+    for _ in range(3):
+        (a,) = sess.run(None, {"x": x}, output_device=gpu)
+        np.testing.assert_allclose(a.numpy(), want, rtol=1e-4, atol=1e-5)
+        (b,) = sess.run(None, {"x": vkml.Tensor.from_numpy(x, gpu)})
+        np.testing.assert_allclose(b, want, rtol=1e-4, atol=1e-5)
+
+
+def test_many_threads_resident(gpu):
+    model = mlp()
+    sess = vkml.InferenceSession(model, devices=[gpu], max_slots=3)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    rng = np.random.default_rng(3)
+    cases = []
+    for _ in range(6):
+        x = rng.standard_normal((4, 16)).astype(np.float32)
+        cases.append((vkml.Tensor.from_numpy(x, gpu), ref.run(None, {"x": x})[0]))
+    errors: list[str] = []
+    keep: list = []
+
+    def worker(seed: int) -> None:
+        r = np.random.default_rng(seed)
+        for i in range(25):
+            t, want = cases[int(r.integers(len(cases)))]
+            (y,) = sess.run(None, {"x": t}, output_device=gpu)
+            if i % 5 == 0:
+                keep.append((y, want))  # some outputs outlive their run
+            got = y.numpy()
+            if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+                errors.append(f"thread {seed} run {i}: max diff {np.abs(got - want).max()}")
+
+    ts = [threading.Thread(target=worker, args=(s,)) for s in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[:3]
+    for y, want in keep:
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
