@@ -149,6 +149,8 @@ def _variants_movement(add) -> None:
         add(f"resize_linear_{t}", "resize.comp", TX=T[t], TO=T[t])
     for t in ("f32", "f16"):  # ---- RoiAlign (shaders/roialign.comp)
         add(f"roialign_{t}", "roialign.comp", TX=T[t], TO=T[t])
+    for t in ("f32", "f16"):  # ---- LRN (shaders/lrn.comp)
+        add(f"lrn_{t}", "lrn.comp", TX=T[t], TO=T[t])
     # ---- casts to and from float64, bfloat16, float8, float4, int4, int2 (shaders/cast_ext.comp)
     for si in (1, 2, 4, 8):
         for so in (1, 2, 4, 8):

@@ -151,6 +151,24 @@ def test_exact_betas(gpu, beta):
     np.testing.assert_array_equal(got, x if beta == 0 else run_cpu(model, feed))
 
 
+@pytest.mark.parametrize("attrs", [
+    dict(size=3, alpha=1e4, beta=30.0, bias=1.0),      # powers beyond float32: y = 0
+    dict(size=2, alpha=1e30, beta=4.0, bias=1.0),
+    dict(size=3, alpha=1e-4, beta=3.0, bias=3e38),
+    dict(size=3, alpha=1e-4, beta=-20.0, bias=1e-2),   # negative beta: powers up to 1e40 (y = x / inf)
+    dict(size=3, alpha=1e-4, beta=-5.5, bias=1e-37),
+    dict(size=3, alpha=1e-4, beta=0.75, bias=1e-38),   # bases near float32's smallest normal
+    dict(size=9, alpha=1e5, beta=9.0, bias=1e-3),      # powers near float32's largest
+])
+def test_extreme_powers(gpu, attrs):
+    """The shader's power against powf (the CPU operator) where it over- or underflows or its
+    log2 is large, within the same 4 ulps."""
+    x = (np.random.default_rng(0).standard_normal((1, 9, 4, 4)) * 3).astype(np.float32)
+    feed = {"x": x}
+    model = make_model("LRN", feed, attrs, 13)
+    assert_ulps(run_gpu(gpu, model, feed), run_cpu(model, feed), CPU_ULPS[F32])
+
+
 def test_nonpositive_bases(gpu):
     """A negative bias: bases zero or negative follow powf as the CPU operator (NaN for a
     negative base under a fractional beta, the quotient's infinities for a zero base)."""

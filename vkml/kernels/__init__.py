@@ -16,6 +16,7 @@ from . import cumulative  # noqa: F401  (CumSum, CumProd)
 from . import attention  # noqa: F401  (Attention)
 from . import gru, lstm, topk  # noqa: F401  (GRU, LSTM, TopK)
 from . import roialign  # noqa: F401  (RoiAlign)
+from . import lrn  # noqa: F401  (LRN)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 
