@@ -6,7 +6,7 @@
 //   y = x / (bias + k * square_sum) ^ beta,   k = float32(alpha) / float32(size) (host).
 // As vkml's CPU operator computes it (vkml/ops/normalization.py): in float32 (float16 data
 // widened, the result rounded once), the squares summed in channel order, without fma
-// contraction (`precise`), the quotient correctly rounded (vkml_div); the power is lrn_pow
+// contraction (`precise`), the quotient correctly rounded (vkml_div, lrn_quotient); the power is lrn_pow
 // below, within a few float32 ulps of powf on any driver (it uses neither GLSL's pow, exp2
 // nor log2, which Vulkan lets drivers approximate: 2^-21 absolute or 3 + 2|x| ulps).
 // Offsets are uint32: the host keeps x below 2^31 elements and clamps before/after to C.
@@ -129,6 +129,23 @@ float lrn_pow(float v, float beta) {
     return vkml_pow(v, beta);  // 0, negative or infinite bases
 }
 
+// x / d, correctly rounded where vkml_div promises it. Vulkan leaves division by |d| > 2^126
+// to the driver (NVIDIA's reciprocal of such a divisor is subnormal and flushes to zero, so
+// the quotient came out 0): those divisors are scaled by 2^-64 first and the quotient scaled
+// back once (exact unless the result is subnormal); an infinite divisor gives the signed zero.
+float lrn_quotient(float a, float d) {
+    float ad = abs(d);
+    if (ad == VKML_INF && !vkml_isnan(a) && abs(a) < VKML_INF) {
+        return a * (d > 0.0 ? 0.0 : uintBitsToFloat(0x80000000u));
+    }
+    if (ad > 8.5070592e37 && ad < VKML_INF) {  // 2^126
+        precise float q = vkml_div(a, d * 5.421010862e-20);  // 2^-64
+        precise float y = q * 5.421010862e-20;
+        return y;
+    }
+    return vkml_div(a, d);
+}
+
 void main() {
     for (uint e = gl_GlobalInvocationID.x; e < pc.n; e += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
         uint t = e / pc.inner;
@@ -145,6 +162,6 @@ void main() {
         }
         precise float kv = pc.k * sum;
         precise float base = pc.bias + kv;
-        o[e] = SO(vkml_div(float(x[e]), lrn_pow(base, pc.beta)));
+        o[e] = SO(lrn_quotient(float(x[e]), lrn_pow(base, pc.beta)));
     }
 }

@@ -159,6 +159,8 @@ def test_exact_betas(gpu, beta):
     dict(size=3, alpha=1e-4, beta=-5.5, bias=1e-37),
     dict(size=3, alpha=1e-4, beta=0.75, bias=1e-38),   # bases near float32's smallest normal
     dict(size=9, alpha=1e5, beta=9.0, bias=1e-3),      # powers near float32's largest
+    dict(size=1, alpha=1e-4, beta=1.0, bias=2e38),     # divisors past 2^126, normal quotients
+    dict(size=1, alpha=1e-4, beta=1.25, bias=1e31),    # (NVIDIA flushed those quotients to 0)
 ])
 def test_extreme_powers(gpu, attrs):
     """The shader's power against powf (the CPU operator) where it over- or underflows or its
