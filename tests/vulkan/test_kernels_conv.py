@@ -104,10 +104,19 @@ def _run_case(dev, op, case, dtype, seed):
     check(dev, op, attrs, x, w, b)
 
 
+@pytest.fixture(params=["auto", "no_direct"])
+def routes(request, monkeypatch):
+    """Small drawn convolutions take the direct route; "no_direct" sends them through the
+    implicit GEMM (and its split K) instead, so that both stay covered."""
+    if request.param == "no_direct":
+        monkeypatch.setattr(kc, "DIRECT_MAX_MACS", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @HYP
 @given(case=conv_case(), seed=st.integers(0, 2**31))
-def test_conv(dev, dtype, case, seed):
+def test_conv(dev, dtype, case, seed, routes):
     _run_case(dev, "Conv", case, dtype, seed)
 
 
@@ -120,14 +129,19 @@ def test_conv_transpose(dev, dtype, case, seed):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("route, x_shape, w_shape, attrs", [
-    ("gemm", (2, 16, 12, 10), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
-    ("gemm", (1, 12, 9, 9), (9, 4, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("gemm", (2, 16, 24, 20), (48, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ("gemm", (2, 24, 48, 48), (36, 8, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("gemm", (1, 8, 14, 14), (16, 8, 33, 5), {"pads": [16, 2, 16, 2]}),  # K = 1320: past DIRECT_MAX_K
+    ("direct", (1, 8, 14, 14), (16, 8, 5, 5), {"pads": [2, 2, 2, 2]}),  # mnist-12's second conv
+    ("direct", (2, 12, 9, 7), (9, 4, 3, 2), {"group": 3, "strides": [2, 1], "dilations": [1, 2],
+                                             "pads": [1, 0, 1, 2]}),
+    ("direct", (1, 6, 21), (4, 6, 3), {"auto_pad": "SAME_UPPER", "strides": [2]}),
     ("dw", (2, 8, 11, 9), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
     ("dw", (1, 4, 10, 10), (12, 1, 5, 5), {"group": 4, "strides": [2, 2], "dilations": [2, 1], "pads": [2, 2, 2, 2]}),
     ("dw", (1, 3, 17), (3, 1, 4), {"group": 3, "auto_pad": "SAME_LOWER", "strides": [3]}),
     ("pointwise", (2, 12, 7, 5), (20, 12, 1, 1), {}),
     ("pointwise", (3, 8, 33), (4, 8, 1), {}),
-    ("gemm", (2, 12, 7, 5), (20, 12, 1, 1), {"strides": [2, 1]}),
+    ("gemm", (8, 12, 70, 50), (20, 12, 1, 1), {"strides": [2, 1]}),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_routes(dev, dtype, route, x_shape, w_shape, attrs):
     geo = kc.geometry("Conv", attrs, x_shape, w_shape)

@@ -1,10 +1,13 @@
 """GPU kernels for Conv and ConvTranspose (1-3 spatial dims, float32 and float16).
 
-Three routes, picked per node:
+Four routes, picked per node:
   * pointwise Conv (1x1 kernel, unit strides, no padding, one group): a batched MatMul
     W (M, C) @ X[n] (C, S) on matmul.py's shader, bias added as Gemm's C;
   * one input channel per group (depthwise, with or without a channel multiplier):
     conv_dw_<t> (shaders/conv_dw.comp), a direct window loop per output element;
+  * "direct": the same shader over several input channels per group, for convolutions too
+    small to fill the GPU through GEMM tiles (at most DIRECT_MAX_MACS multiply-adds, K =
+    channels x taps at most DIRECT_MAX_K): one dispatch, no split-K reduction pass;
   * everything else, ConvTranspose included: conv_<t> (shaders/conv.comp), an implicit GEMM
     whose load stage gathers input columns through a per-k table built here. ConvTranspose
     runs in gather form: output o takes input (o + pad - tap * dilation) / stride where
@@ -31,8 +34,12 @@ MAX_INDEX = (1 << 31) - 1
 # Mg, N*P, K, G, P, C*S, Cg*S, wg, wm, Mtot, OD, OH, OW, D, H, W, strides, pads, KS, S, EPI, ELO,
 # EHI: 108 bytes
 CONV_PUSH = PushBlock("IIIIIIIIIIIII3i3i3iIIIff", "conv")
-# total, M, mult, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations, EPI, ELO, EHI: 100 bytes
-DW_PUSH = PushBlock("IIIIIII3i3i3i3i3iIff", "conv_dw")
+# total, M, mg, cg, P, OD, OH, OW, D, H, W, kernel, strides, pads, dilations, EPI, ELO, EHI: 104 bytes
+DW_PUSH = PushBlock("IIIIIIII3i3i3i3i3iIff", "conv_dw")
+# The direct route's bounds: mnist-12's second convolution (3136 outputs x K 200 = 0.63 M) took
+# 15.5 us as an implicit GEMM plus 3.9 us of split-K reduction on the H100.
+DIRECT_MAX_MACS = 1 << 21
+DIRECT_MAX_K = 1024
 
 
 @dataclass(frozen=True)
@@ -177,6 +184,9 @@ def _route(geo: Geometry) -> str:
         if (geo.group == 1 and geo.taps == 1 and geo.strides == (1, 1, 1) and geo.pads == (0, 0, 0)
                 and geo.in_sp == geo.out_sp):
             return "pointwise"
+        k = geo.cg * geo.taps
+        if k <= DIRECT_MAX_K and geo.n * geo.m * math.prod(geo.out_sp) * k <= DIRECT_MAX_MACS:
+            return "direct"
     return "gemm"
 
 
@@ -200,7 +210,7 @@ def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=ge
     p = math.prod(geo.out_sp)
     total = geo.n * geo.m * p
     pipe = dev.pipeline(f"conv_dw_{dtype_name(out.dtype)}", "rrrwr", DW_PUSH.size, (256, b is not None))
-    push = DW_PUSH.pack(total, geo.m, geo.mg, p, *geo.out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
+    push = DW_PUSH.pack(total, geo.m, geo.mg, geo.cg, p, *geo.out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
                         *geo.pads, *geo.dil, epi, *clip)
     rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view,
                         gemm.residual_view(epi, res, out)], push, pipe.groups_for(total))
@@ -281,7 +291,7 @@ class ConvKernel(Kernel):
         route = _route(geo)
         if route == "pointwise":
             _record_pointwise(rec, geo, x, w, b, out)
-        elif route == "dw":
+        elif route in ("dw", "direct"):
             _record_dw(rec, geo, x, w, b, out)
         else:
             _record_gemm(rec, geo, x, w, b, out)
@@ -329,7 +339,7 @@ class FusedConvKernel(ConvKernel):
         route = _route(geo)
         if route == "pointwise":
             _record_pointwise(rec, geo, x, w, b, out, epi, res, clip)
-        elif route == "dw":
+        elif route in ("dw", "direct"):
             _record_dw(rec, geo, x, w, b, out, epi, res, clip)
         else:
             _record_gemm(rec, geo, x, w, b, out, epi, res, clip)
