@@ -1,11 +1,11 @@
 #version 450
-// Direct convolution, each invocation an output element walking its kernel window over the
-// input channels of its group: for one input channel per group (depthwise, and depthwise with
-// a channel multiplier), where a GEMM would have K = taps, and for small convolutions whose
-// whole work is below what fills the GPU through an implicit GEMM's tiles (kernels/conv.py's
-// "direct" route: mnist's 5x5 convolution on 14x14). 1-3 spatial dims (missing ones are 1),
-// fp32 accumulation, channels outer and taps inner (the GEMM's k order). The epilogue
-// (include/vkml_epilogue.glsl: residual Add, Relu) follows the bias, as in conv.comp.
+// Direct convolution for one input channel per group (depthwise, and depthwise with a
+// channel multiplier): output channel m reads input channel m / mult only, so a GEMM would
+// have K = taps; instead each invocation computes output elements by walking the kernel
+// window (over the cg input channels of its group: 1 on the depthwise route; small
+// convolutions with more channels take shaders/conv_small.comp). 1-3 spatial dims (missing
+// ones are 1), fp32 accumulation. The epilogue (include/vkml_epilogue.glsl: residual Add,
+// Relu) follows the bias, as in conv.comp.
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"

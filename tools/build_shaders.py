@@ -177,6 +177,7 @@ def _variants_matmul(add) -> None:
     for t in ("f32", "f16"):
         add(f"conv_{t}", "conv.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"conv_dw_{t}", "conv_dw.comp", TX=T[t], TY=T[t], TO=T[t])
+        add(f"conv_small_{t}", "conv_small.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"splitk_reduce_{t}", "splitk_reduce.comp", TO=T[t])
 
 

@@ -5,9 +5,10 @@ Four routes, picked per node:
     W (M, C) @ X[n] (C, S) on matmul.py's shader, bias added as Gemm's C;
   * one input channel per group (depthwise, with or without a channel multiplier):
     conv_dw_<t> (shaders/conv_dw.comp), a direct window loop per output element;
-  * "direct": the same shader over several input channels per group, for convolutions too
-    small to fill the GPU through GEMM tiles (at most DIRECT_MAX_MACS multiply-adds, K =
-    channels x taps at most DIRECT_MAX_K): one dispatch, no split-K reduction pass;
+  * "direct": conv_small_<t> (shaders/conv_small.comp), for convolutions too small to fill
+    the GPU through GEMM tiles (at most DIRECT_MAX_MACS multiply-adds, K = channels x taps
+    at most DIRECT_MAX_K): 32 invocations share each output's K, their sums added in shared
+    memory; one dispatch, no split-K reduction pass;
   * everything else, ConvTranspose included: conv_<t> (shaders/conv.comp), an implicit GEMM
     whose load stage gathers input columns through a per-k table built here. ConvTranspose
     runs in gather form: output o takes input (o + pad - tap * dilation) / stride where
@@ -40,6 +41,7 @@ DW_PUSH = PushBlock("IIIIIIII3i3i3i3i3iIff", "conv_dw")
 # 15.5 us as an implicit GEMM plus 3.9 us of split-K reduction on the H100.
 DIRECT_MAX_MACS = 1 << 21
 DIRECT_MAX_K = 1024
+SMALL_PER_GROUP = 8  # outputs per workgroup in shaders/conv_small.comp (256 / 32 lanes)
 
 
 @dataclass(frozen=True)
@@ -205,15 +207,24 @@ def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, 
     mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res, clip=clip)
 
 
-def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
+def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP,
+               small: bool = False) -> None:
+    """The depthwise route, or with `small` the direct route (shaders/conv_small.comp: one
+    workgroup of 256 per SMALL_PER_GROUP outputs)."""
     dev = rec.device
     p = math.prod(geo.out_sp)
     total = geo.n * geo.m * p
-    pipe = dev.pipeline(f"conv_dw_{dtype_name(out.dtype)}", "rrrwr", DW_PUSH.size, (256, b is not None))
+    t = dtype_name(out.dtype)
+    if small:
+        pipe = dev.pipeline(f"conv_small_{t}", "rrrwr", DW_PUSH.size, (256, b is not None))
+        groups = pipe.groups_for(total * 256 // SMALL_PER_GROUP)  # 256 invocations per SMALL_PER_GROUP outputs
+    else:
+        pipe = dev.pipeline(f"conv_dw_{t}", "rrrwr", DW_PUSH.size, (256, b is not None))
+        groups = pipe.groups_for(total)
     push = DW_PUSH.pack(total, geo.m, geo.mg, geo.cg, p, *geo.out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
                         *geo.pads, *geo.dil, epi, *clip)
     rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view,
-                        gemm.residual_view(epi, res, out)], push, pipe.groups_for(total))
+                        gemm.residual_view(epi, res, out)], push, groups)
 
 
 def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
@@ -292,7 +303,7 @@ class ConvKernel(Kernel):
         if route == "pointwise":
             _record_pointwise(rec, geo, x, w, b, out)
         elif route in ("dw", "direct"):
-            _record_dw(rec, geo, x, w, b, out)
+            _record_dw(rec, geo, x, w, b, out, small=route == "direct")
         else:
             _record_gemm(rec, geo, x, w, b, out)
 
@@ -340,6 +351,6 @@ class FusedConvKernel(ConvKernel):
         if route == "pointwise":
             _record_pointwise(rec, geo, x, w, b, out, epi, res, clip)
         elif route in ("dw", "direct"):
-            _record_dw(rec, geo, x, w, b, out, epi, res, clip)
+            _record_dw(rec, geo, x, w, b, out, epi, res, clip, small=route == "direct")
         else:
             _record_gemm(rec, geo, x, w, b, out, epi, res, clip)
