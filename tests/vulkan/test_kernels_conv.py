@@ -136,9 +136,12 @@ def test_conv_transpose(dev, dtype, case, seed):
     ("direct", (2, 12, 9, 7), (9, 4, 3, 2), {"group": 3, "strides": [2, 1], "dilations": [1, 2],
                                              "pads": [1, 0, 1, 2]}),
     ("direct", (1, 6, 21), (4, 6, 3), {"auto_pad": "SAME_UPPER", "strides": [2]}),
-    ("dw", (2, 8, 11, 9), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
-    ("dw", (1, 4, 10, 10), (12, 1, 5, 5), {"group": 4, "strides": [2, 2], "dilations": [2, 1], "pads": [2, 2, 2, 2]}),
-    ("dw", (1, 3, 17), (3, 1, 4), {"group": 3, "auto_pad": "SAME_LOWER", "strides": [3]}),
+    ("dw", (2, 32, 80, 80), (32, 1, 3, 3), {"group": 32, "pads": [1, 1, 1, 1]}),
+    ("dw", (1, 16, 90, 90), (48, 1, 5, 5), {"group": 16, "strides": [2, 2], "dilations": [2, 1],
+                                            "pads": [2, 2, 2, 2]}),
+    ("dw", (1, 64, 40000), (64, 1, 4), {"group": 64, "auto_pad": "SAME_LOWER", "strides": [3]}),
+    ("direct", (2, 8, 11, 9), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),  # small depthwise
+    ("direct", (1, 1, 28, 28), (8, 1, 5, 5), {"pads": [2, 2, 2, 2]}),  # mnist-12's first conv
     ("pointwise", (2, 12, 7, 5), (20, 12, 1, 1), {}),
     ("pointwise", (3, 8, 33), (4, 8, 1), {}),
     ("gemm", (8, 12, 70, 50), (20, 12, 1, 1), {"strides": [2, 1]}),
