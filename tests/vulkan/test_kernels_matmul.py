@@ -73,10 +73,22 @@ def matmul_shapes(draw):
     return a, b
 
 
+@pytest.fixture(params=["tiled", "small"])
+def path(request, monkeypatch):
+    """Every drawn GEMM through the tiled shader, then through matmul_small.comp (the bounds
+    of the small path moved so that each takes it)."""
+    if request.param == "tiled":
+        monkeypatch.setattr(mm, "SMALL_MAX_MACS", 0)
+    else:
+        monkeypatch.setattr(mm, "SMALL_MAX_MACS", 1 << 40)
+        monkeypatch.setattr(mm, "SMALL_MIN_K", 1)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @HYP
 @given(shapes=matmul_shapes(), seed=st.integers(0, 2**31))
-def test_matmul(dev, dtype, shapes, seed):
+def test_matmul(dev, dtype, shapes, seed, path):
     rng = np.random.default_rng(seed)
     a, b = _arr(rng, shapes[0], dtype), _arr(rng, shapes[1], dtype)
     got = run_ops(dev, [("MatMul", {}, ["a", "b"], ["y"])], {"a": a, "b": b})["y"]
@@ -148,6 +160,34 @@ def test_tilings_with_c_and_epilogue(dev, tiling):
         np.testing.assert_allclose(O.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
+def test_small_path_with_c_and_epilogue(dev):
+    """The small GEMM shader: alpha * A @ B + beta * C, a residual and Relu, batched operands,
+    and the bounds that pick it."""
+    from vkml.vulkan._commands import CommandRecorder
+    from vkml.vulkan.tensor import DeviceTensor
+
+    rng = np.random.default_rng(7)
+    for m, n, k in ((1, 10, 256), (3, 33, 97)):
+        a, b = _arr(rng, (m, k), "float32"), _arr(rng, (k, n), "float32")
+        c, r = _arr(rng, (n,), "float32"), _arr(rng, (m, n), "float32")
+        g, _ = mm.gemm_problem({"alpha": 0.5, "beta": 2.0}, a.shape, b.shape, c.shape)
+        assert mm.is_small(g)
+        A, B, C, R = (DeviceTensor.from_numpy(dev, x) for x in (a, b, c, r))
+        O = DeviceTensor.empty(dev, (m, n), np.float32)
+        rec = CommandRecorder(dev)
+        mm.record_gemm(rec, g, A, B, C, O, epi=gemm.EPI_RESIDUAL | gemm.EPI_RELU, res=R)
+        rec.finish().run()
+        want = np.maximum(0.5 * (a.astype(np.float64) @ b) + 2.0 * c + r, 0.0)
+        np.testing.assert_allclose(O.numpy(), want, rtol=1e-5, atol=1e-5)
+    g, _ = mm.matmul_problem((4, 5, 300), (300, 6))  # batched A, K past the minimum
+    assert mm.is_small(g)
+    a, b = _arr(rng, (4, 5, 300), "float32"), _arr(rng, (300, 6), "float32")
+    got = run_ops(dev, [("MatMul", {}, ["a", "b"], ["y"])], {"a": a, "b": b})["y"]
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    assert not mm.is_small(mm.matmul_problem((64, 300), (300, 200))[0])  # 3.8 M multiply-adds
+    assert not mm.is_small(mm.matmul_problem((64, 8), (8, 64))[0])  # K too short
+
+
 # ---------------------------------------------------------------- Gemm
 @pytest.mark.parametrize("trans_a", [0, 1])
 @pytest.mark.parametrize("trans_b", [0, 1])
@@ -156,7 +196,7 @@ def test_tilings_with_c_and_epilogue(dev, tiling):
 @settings(max_examples=max(2, _N // 5), deadline=None, suppress_health_check=list(HealthCheck))
 @given(m=st.integers(1, 40), n=st.integers(1, 40), k=st.integers(1, 40), seed=st.integers(0, 2**31),
        alpha=st.sampled_from([1.0, 0.5, -2.0, 0.0]), beta=st.sampled_from([1.0, 0.25, 0.0, -1.5]))
-def test_gemm(dev, trans_a, trans_b, c_shape, dtype, m, n, k, seed, alpha, beta):
+def test_gemm(dev, trans_a, trans_b, c_shape, dtype, m, n, k, seed, alpha, beta, path):
     rng = np.random.default_rng(seed)
     a = _arr(rng, (k, m) if trans_a else (m, k), dtype)
     b = _arr(rng, (n, k) if trans_b else (k, n), dtype)

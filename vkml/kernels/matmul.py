@@ -22,7 +22,7 @@ import numpy as np
 from .. import config
 from .common import broadcast_shape, broadcast_strides, collapse, dtype_name, require_dtypes
 from . import matmul_coop
-from .gemm import MATMUL_PUSH, MAX_BATCH_RANK, NO_CLIP, Gemm, dispatch_gemm, residual_view
+from .gemm import MATMUL_PUSH, MAX_BATCH_RANK, NO_CLIP, Gemm, dispatch_gemm, gemm_push, residual_view
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 FLOATS = ("f32", "f16")
@@ -181,6 +181,28 @@ def _check_sizes(device, g: Gemm, specs: Sequence[TensorSpec | None]) -> None:
         raise Unsupported(f"batch broadcast of rank {len(g.bshape)} (after collapsing) exceeds {MAX_BATCH_RANK}")
 
 
+# Small GEMMs (shaders/matmul_small.comp: 32 invocations per output share its K): at most
+# SMALL_MAX_MACS multiply-adds (so at most 2^15 outputs) and K of at least SMALL_MIN_K (shorter
+# K would leave most of the 32 idle). mnist-12's 1x256 @ 256x10 took 7.8 us tiled plus 3.6 us of
+# split-K reduction on the H100.
+SMALL_MAX_MACS = 1 << 21
+SMALL_MIN_K = 64
+
+
+def is_small(g: Gemm) -> bool:
+    return g.k >= SMALL_MIN_K and g.m * g.n * g.batch * g.k <= SMALL_MAX_MACS
+
+
+def _record_small(rec, g: Gemm, a, b, c, out, epi: int, res, clip) -> None:
+    dev = rec.device
+    has_c = g.c_strides is not None
+    p = dev.pipeline(f"matmul_small_{dtype_name(out.dtype)}", "rrrwwr", MATMUL_PUSH.size,
+                     (256, g.trans_a, g.trans_b, has_c))
+    total = g.m * g.n * g.batch
+    views = [a.view, b.view, c.view if has_c else out.view, out.view, out.view, residual_view(epi, res, out)]
+    rec.dispatch(p, views, gemm_push(g, g.k, 1, epi, clip), p.groups_for(total * 32))
+
+
 def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: bool = True,
                 epi: int = 0, res=None, clip: tuple[float, float] = NO_CLIP) -> None:
     """Record out = alpha * op(a) @ op(b) (+ beta * c) for DeviceTensors a, b, c (or None),
@@ -192,6 +214,9 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
         return
     dev = rec.device
     dt = dtype_name(out.dtype)
+    if tiling is None and is_small(g):
+        _record_small(rec, g, a, b, c, out, epi, res, clip)
+        return
     if coop and not epi and tiling is None and dt == "f16" and matmul_coop.record_if_suitable(rec, g, a, b, c, out):
         return
     t = tiling or choose_tiling(dev, g.m, g.n, g.batch, g.k)
