@@ -40,7 +40,7 @@ def test_resident_runs_fold_and_match(gpu):
     (slot,) = _slots(plan)
     assert slot.variants, "the resident runs did not take the folded chunk"
     assert len(slot.kept_gens) == 1  # every output was dropped before the next run: one set reused
-    assert not slot.copy_in  # no separate copy-in submissions
+    assert all(key[1] == () for key in slot.variants)  # fresh feeds each run: copied in apart
 
 
 def test_held_outputs_are_never_overwritten(gpu):
@@ -132,3 +132,28 @@ def test_large_tensors_keep_the_plain_copies(gpu):
     plan = _plan(sess)
     assert x.nbytes > plan.FOLD_MAX_BYTES
     assert not plan.fold_in and plan.fold_out is None
+
+
+def test_fresh_feed_tensors_do_not_record_chunks_again(gpu):
+    """A feed tensor made anew for every run takes the plain copy (a folded chunk would be
+    recorded again each time); a tensor fed again is folded from its second run on."""
+    model = mlp()
+    sess = vkml.InferenceSession(model, devices=[gpu], max_slots=1)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        x = rng.standard_normal((2, 16)).astype(np.float32)
+        (y,) = sess.run(None, {"x": vkml.Tensor.from_numpy(x, gpu)})
+        np.testing.assert_allclose(y, ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    (slot,) = _slots(_plan_any(sess))
+    assert not slot.variants
+    t = vkml.Tensor.from_numpy(x, gpu)
+    for _ in range(3):
+        (y,) = sess.run(None, {"x": t})
+        np.testing.assert_allclose(y, ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert len(slot.variants) == 1
+
+
+def _plan_any(sess):
+    (plan,) = sess._gpu._plans.values()
+    return plan

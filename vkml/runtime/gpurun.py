@@ -437,7 +437,9 @@ class ConcretePlan:
             if t is not None and t.device == where:  # already on this GPU: a device copy
                 src = t.device_tensor.view
                 j = self.fold_in.get(k)
-                if j is not None:  # made by the one chunk that reads it (_folds)
+                if j is not None and (k, id(src)) in state.slot.copy_in:
+                    # Made by the one chunk that reads it (_folds), from its second run on: a
+                    # fresh tensor every run would record the whole chunk again every run.
                     state.pre.setdefault(j, []).append((src, dst.view, dst.nbytes))
                     return
                 cb = state.slot.copy_in.get((k, id(src)))
