@@ -9,12 +9,10 @@
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 
+#define LANES 32u
+#define PER_GROUP 8u  // outputs per workgroup of 256 invocations
 layout(local_size_x = 256) in;
 layout(constant_id = 1) const bool HAS_BIAS = false;
-// Invocations per output (a power of two up to 32; the host takes 8 for K <= 64, where 32
-// lanes would mostly idle and pay five barrier rounds for it), outputs per workgroup.
-layout(constant_id = 2) const uint LANES = 32u;
-const uint PER_GROUP = 256u / LANES;
 
 layout(std430, binding = 0) readonly buffer BX { SX x[]; };
 layout(std430, binding = 1) readonly buffer BW { SX w[]; };

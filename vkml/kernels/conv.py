@@ -41,12 +41,7 @@ DW_PUSH = PushBlock("IIIIIIII3i3i3i3i3iIff", "conv_dw")
 # 15.5 us as an implicit GEMM plus 3.9 us of split-K reduction on the H100.
 DIRECT_MAX_MACS = 1 << 21
 DIRECT_MAX_K = 1024
-
-
-def small_lanes(k: int) -> int:
-    """Invocations that share one output's K in shaders/conv_small.comp: 8 for K <= 64 (32
-    would mostly idle, through five rounds of shared-memory adds), else 32."""
-    return 8 if k <= 64 else 32
+SMALL_PER_GROUP = 8  # outputs per workgroup in shaders/conv_small.comp (256 / 32 lanes)
 
 
 @dataclass(frozen=True)
@@ -217,16 +212,15 @@ def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, 
 
 def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP,
                small: bool = False) -> None:
-    """The depthwise route, or with `small` the direct route (shaders/conv_small.comp: a
-    workgroup of 256 invocations, small_lanes(K) of them per output)."""
+    """The depthwise route, or with `small` the direct route (shaders/conv_small.comp: one
+    workgroup of 256 per SMALL_PER_GROUP outputs)."""
     dev = rec.device
     p = math.prod(geo.out_sp)
     total = geo.n * geo.m * p
     t = dtype_name(out.dtype)
     if small:
-        lanes = small_lanes(geo.cg * geo.taps)
-        pipe = dev.pipeline(f"conv_small_{t}", "rrrwr", DW_PUSH.size, (256, b is not None, lanes))
-        groups = pipe.groups_for(total * lanes)  # `lanes` invocations per output
+        pipe = dev.pipeline(f"conv_small_{t}", "rrrwr", DW_PUSH.size, (256, b is not None))
+        groups = pipe.groups_for(total * 256 // SMALL_PER_GROUP)  # 256 invocations per SMALL_PER_GROUP outputs
     else:
         pipe = dev.pipeline(f"conv_dw_{t}", "rrrwr", DW_PUSH.size, (256, b is not None))
         groups = pipe.groups_for(total)
