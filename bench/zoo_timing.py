@@ -1,0 +1,79 @@
+"""The model zoo (tests/zoo/, issue #15) timed on a device against onnxruntime's CPU provider in
+the same process: per model, the median host-to-host latency of session.run on vkml's device
+and on onnxruntime (all cores), each after a timed warm-up (>= 0.5 s: a GPU lowers its clocks
+when idle), and how many of the model's nodes ran on the device. The zoo's models are small
+rebuilds (tiny widths), so this measures per-run and per-dispatch overhead more than compute.
+
+    python bench/zoo_timing.py [--device vulkan:0] [--runs 50] [--out bench/results/zoo-<date>.jsonl]
+
+One JSON line per model on stdout and in --out; a Markdown table after them.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "zoo"))
+
+
+def _median(fn, runs: int) -> float:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.5:
+        fn()
+    ts = []
+    for _ in range(runs):
+        a = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - a)
+    return statistics.median(ts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="vulkan:0")
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", f"zoo-{datetime.date.today()}.jsonl"))
+    args = ap.parse_args(argv)
+    if args.runs < 30:
+        ap.error("--runs: at least 30 timed runs per row")
+
+    import onnxruntime as ort
+
+    import vkml
+    from _zoo import ZOO
+
+    rows = []
+    with open(args.out, "w") as out:
+        for name, e in ZOO.items():
+            blob, feeds, _ = e.build()
+            sess = vkml.InferenceSession(blob, devices=[args.device])
+            sess.run(None, feeds)
+            placed = sess.placement()
+            on_dev = sum(1 for r in placed if r["device"] == args.device)
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = os.cpu_count() or 1
+            o = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+            row = {"model": name, "opset": e.opset, "device": args.device, "nodes": len(placed),
+                   "nodes_on_device": on_dev, "runs": args.runs,
+                   "vkml_median_s": _median(lambda: sess.run(None, feeds), args.runs),
+                   "onnxruntime_cpu_median_s": _median(lambda: o.run(None, feeds), args.runs)}
+            rows.append(row)
+            line = json.dumps(row)
+            print(line, flush=True)
+            out.write(line + "\n")
+    print(f"\n| model | nodes on {args.device} | vkml {args.device} | onnxruntime CPU | ratio |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        v, c = r["vkml_median_s"] * 1e3, r["onnxruntime_cpu_median_s"] * 1e3
+        print(f"| {r['model']} | {r['nodes_on_device']}/{r['nodes']} | {v:.3f} ms | {c:.3f} ms | {v / c:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
