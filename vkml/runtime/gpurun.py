@@ -168,25 +168,26 @@ class ConcretePlan:
         def foldable(u) -> bool:
             return u.kind == "gpu" and not any(kernels[id(n)].kernel.faults for n in u.nodes)
 
-        readers: dict[int, list] = {}
-        for u in units:
-            for d in u.deps:
-                readers.setdefault(d.index, []).append(u)
-        fold_in = {}
         values = self.concrete.values
+
+        def small(name: str) -> bool:
+            desc = values.get(name)
+            return desc is not None and 0 < (desc.nbytes() or 0) <= self.FOLD_MAX_BYTES
+
+        indptr, indices = self.up.dependencies()  # successors of each unit
+        fold_in = {}
         for u in units:
-            r = readers.get(u.index, ())
-            small = u.kind == "upload" and 0 < (values[u.value].nbytes() or 0) <= self.FOLD_MAX_BYTES
-            if small and len(r) == 1 and foldable(r[0]) and r[0].device == u.device:
-                fold_in[u.index] = r[0].index
+            r = indices[indptr[u.index]:indptr[u.index + 1]]
+            if u.kind == "upload" and small(u.value) and len(r) == 1:
+                reader = units[r[0]]
+                if foldable(reader) and reader.device == u.device:
+                    fold_in[u.index] = reader.index
         unit_of = {id(n): u for u in units if u.kind == "gpu" for n in u.nodes}
         fold_out: dict[str, int] | None = {}
         for name, d in self.up.kept.items():
             node = self.up.producer.get((name, d))
             u = unit_of.get(id(node)) if node is not None else None
-            desc = self.concrete.values.get(name)
-            if u is None or not foldable(u) or u.device != d or desc is None or not desc.nbytes() \
-                    or desc.nbytes() > self.FOLD_MAX_BYTES:
+            if u is None or not foldable(u) or u.device != d or not small(name):
                 fold_out = None
                 break
             fold_out[name] = u.index
@@ -660,8 +661,7 @@ class ConcretePlan:
         if not self.up.kept:
             return {}
         if state.gen is not None:  # the chunks copied them already (_fold_kept)
-            return {name: state.gen.hand_out(name, state.slot.tensors[(name, d)].shape,
-                                             state.slot.tensors[(name, d)].dtype)
+            return {name: state.gen.hand_out(name, state.slot.tensors[(name, d)])
                     for name, d in self.up.kept.items()}
         from ..vulkan._commands import CommandRecorder
         from ..vulkan.tensor import DeviceTensor

@@ -121,13 +121,15 @@ class KeptGeneration:
     def free(self) -> bool:
         return all(_refs(self.subs, n) <= self.base[n] for n in self.subs)
 
-    def hand_out(self, name: str, shape, dtype):
+    def hand_out(self, name: str, like):
+        """Output `name` as a new DeviceTensor of `like`'s shape and dtype (the slot's own tensor
+        of it, which the chunk copied here)."""
         from ..vulkan.tensor import DeviceTensor
 
         view = self.views[name]
         self.subs[name] = view.sub(0, view.size)
         self.base[name] = _refs(self.subs, name)
-        return DeviceTensor(self.subs[name], shape, dtype)
+        return DeviceTensor(self.subs[name], like.shape, like.dtype)
 
 
 class Slot:
@@ -225,7 +227,9 @@ class Slot:
         # node -> how many GPU commands it records (dispatches, buffer copies and fills; a
         # view records none): copies are GPU work too (Concat, Slice, Split as copies)
         self.node_commands: dict[str, int] = {}
-        self._record_ctx = (concrete, up, views, arenas, copy_after)  # for variant()
+        # What recording a node needs again in variant(): the plan's values, units and arenas
+        self._record_ctx = (concrete, up, views, arenas)
+        self._copy_after = copy_after  # node -> its readback copies
         for u in up.units:
             if u.kind != "gpu":
                 continue
@@ -247,12 +251,12 @@ class Slot:
         self.kept_gens: list[KeptGeneration] = []
 
     def _record_node(self, rec, node, where: str) -> None:
-        concrete, up, views, arenas, copy_after = self._record_ctx
+        concrete, up, views, arenas = self._record_ctx
         _record_node(rec, node, where, self.tensors, concrete, up, views, arenas, self.faults.get(where))
 
     def _record_readbacks(self, rec, node) -> None:
         """The copies of `node`'s outputs into readback staging, right behind it."""
-        for src, stage, n in self._record_ctx[4].get(id(node), ()):
+        for src, stage, n in self._copy_after.get(id(node), ()):
             rec.copy(src, stage, n)
 
     VARIANTS = 16  # recorded variants kept per slot (oldest dropped first)
@@ -260,16 +264,14 @@ class Slot:
     def variant(self, u, key, before: Sequence[tuple], after: Sequence[tuple]):
         """Unit `u`'s chunk with `before` copies ((source view, destination view, bytes)) ahead of
         its nodes and `after` copies behind them, recorded once per `key` and kept (the command
-        buffer holds its views, so ids in the key stay theirs). None for a unit whose kernels
-        check data (their fault sites are registered once, by the slot's own recording)."""
+        buffer holds its views, so ids in the key stay theirs). Not for units whose kernels check
+        data: their fault sites are registered once, by the slot's own recording (gpurun._folds
+        leaves them out)."""
         cb = self.variants.get(key)
         if cb is not None:
             return cb
         from ..vulkan._commands import CommandRecorder
 
-        _, up, _, _, _ = self._record_ctx
-        if any(up.kernels[id(n)].kernel.faults for n in u.nodes):
-            return None
         rec = CommandRecorder(self.devices[u.device])
         for src, dst, n in before:
             rec.copy(src, dst, n)
