@@ -3,19 +3,19 @@ a feed already on the GPU is copied in by the chunk that reads it, a kept output
 (output_device=) copied out by the chunk that makes it, into buffers reused once the caller
 holds nothing of them. Checked against the CPU device: outputs a caller still holds are never
 overwritten, reshapes of them neither, many threads, the fallback when every buffer is held."""
-import threading
 
 import numpy as np
 import pytest
 
 import vkml
 from _models import cnn, mlp
+from _threads import hammer
 
 
-def _plan(sess):
-    """The plan of the resident runs (a model with fixed shapes also has the host plan that
-    the session warmed up)."""
-    (plan,) = [p for p in sess._gpu._plans.values() if p.output_device not in (None, "cpu")]
+def _plan(sess, kept: bool = True):
+    """The plan of the runs with outputs kept on the GPU (kept=False: with host outputs). A model
+    with fixed shapes also has the host plan the session warmed up."""
+    (plan,) = [p for p in sess._gpu._plans.values() if (p.output_device not in (None, "cpu")) == kept]
     return plan
 
 
@@ -87,30 +87,24 @@ def test_many_threads_resident(gpu):
     sess = vkml.InferenceSession(model, devices=[gpu], max_slots=3)
     ref = vkml.InferenceSession(model, devices=["cpu"])
     rng = np.random.default_rng(3)
-    cases = []
+    cases, want_of = [], {}
     for _ in range(6):
         x = rng.standard_normal((4, 16)).astype(np.float32)
-        cases.append((vkml.Tensor.from_numpy(x, gpu), ref.run(None, {"x": x})[0]))
-    errors: list[str] = []
+        t = vkml.Tensor.from_numpy(x, gpu)
+        cases.append((t, ref.run(None, {"x": x})[0]))
+        want_of[id(t)] = cases[-1][1]
     keep: list = []
+    count = iter(range(10**9))
 
-    def worker(seed: int) -> None:
-        r = np.random.default_rng(seed)
-        for i in range(25):
-            t, want = cases[int(r.integers(len(cases)))]
-            (y,) = sess.run(None, {"x": t}, output_device=gpu)
-            if i % 5 == 0:
-                keep.append((y, want))  # some outputs outlive their run
-            got = y.numpy()
-            if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
-                errors.append(f"thread {seed} run {i}: max diff {np.abs(got - want).max()}")
+    def run(t):
+        (y,) = sess.run(None, {"x": t}, output_device=gpu)
+        if next(count) % 5 == 0:
+            keep.append((y, want_of[id(t)]))  # some outputs outlive their run
+        return y.numpy()
 
-    ts = [threading.Thread(target=worker, args=(s,)) for s in range(6)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    errors = hammer(sess, cases, 6, 25, run)
     assert not errors, errors[:3]
+    assert keep
     for y, want in keep:
         np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
 
@@ -145,7 +139,7 @@ def test_fresh_feed_tensors_do_not_record_chunks_again(gpu):
         x = rng.standard_normal((2, 16)).astype(np.float32)
         (y,) = sess.run(None, {"x": vkml.Tensor.from_numpy(x, gpu)})
         np.testing.assert_allclose(y, ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
-    (slot,) = _slots(_plan_any(sess))
+    (slot,) = _slots(_plan(sess, kept=False))
     assert not slot.variants
     t = vkml.Tensor.from_numpy(x, gpu)
     for _ in range(3):
@@ -153,7 +147,3 @@ def test_fresh_feed_tensors_do_not_record_chunks_again(gpu):
         np.testing.assert_allclose(y, ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
     assert len(slot.variants) == 1
 
-
-def _plan_any(sess):
-    (plan,) = sess._gpu._plans.values()
-    return plan
