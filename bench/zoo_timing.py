@@ -14,24 +14,18 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "zoo"))
 
 
 def _median(fn, runs: int) -> float:
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 0.5:
-        fn()
-    ts = []
-    for _ in range(runs):
-        a = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - a)
-    return statistics.median(ts)
+    """The bench suite's timing loop (vkml.benchmarks.timing.measure): a 0.5 s warm-up, then
+    `runs` timed runs, never cut short."""
+    from vkml.benchmarks import timing
+
+    return timing.measure(fn, runs, 0, float("inf"), warm_s=0.5)["median"]
 
 
 def main(argv: list[str] | None = None) -> int:
