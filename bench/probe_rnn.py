@@ -23,9 +23,7 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -35,17 +33,6 @@ GATES = {"LSTM": 4, "GRU": 3}
 
 def _ints(s: str) -> list[int]:
     return [int(v) for v in s.split(",") if v]
-
-
-def _times(fn, runs: int, warm: int = 3) -> list[float]:
-    for _ in range(warm):
-        fn()
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
 
 
 def model(op: str, dtype, seq: int, batch: int, n_in: int, hidden: int, direction: str, seed: int = 0):
@@ -81,6 +68,7 @@ def probe_one(op: str, dtype: str, seq: int, batch: int, n_in: int, hidden: int,
 
     import vkml
 
+    from vkml.benchmarks import timing
     from vkml.kernels import lstm
 
     proto, feed = model(op, np.dtype(dtype).type, seq, batch, n_in, hidden, direction)
@@ -93,9 +81,9 @@ def probe_one(op: str, dtype: str, seq: int, batch: int, n_in: int, hidden: int,
     row["pipelines"] = [[p.get("shader"), p.get("spec")] for r in sess.placement() for p in r.get("pipelines") or ()]
     if placed != {device}:
         row["note"] = "not entirely on the device: " + json.dumps(sess.placement(), default=str)[:300]
-    t = _times(lambda s=sess: s.run(None, feed), runs)
-    med = statistics.median(t)
-    row.update(runs=runs, median_s=med, min_s=min(t), us_per_step=med / seq * 1e6)
+    t = timing.measure(lambda s=sess: s.run(None, feed), runs + 3, 3, float("inf"), warm_s=0.0)
+    med = t["median"]
+    row.update(runs=runs, median_s=med, min_s=t["min"], us_per_step=med / seq * 1e6)
     del sess
     if profile:
         try:
