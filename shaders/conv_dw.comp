@@ -2,10 +2,8 @@
 // Direct convolution for one input channel per group (depthwise, and depthwise with a
 // channel multiplier): output channel m reads input channel m / mult only, so a GEMM would
 // have K = taps; instead each invocation computes output elements by walking the kernel
-// window (over the cg input channels of its group: 1 on the depthwise route; small
-// convolutions with more channels take shaders/conv_small.comp). 1-3 spatial dims (missing
-// ones are 1), fp32 accumulation. The epilogue (include/vkml_epilogue.glsl: residual Add,
-// Relu) follows the bias, as in conv.comp.
+// window. 1-3 spatial dims (missing ones are 1), fp32 accumulation. The epilogue
+// (include/vkml_epilogue.glsl: residual Add, Relu) follows the bias, as in conv.comp.
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
@@ -21,7 +19,8 @@ layout(std430, binding = 4) readonly buffer BR { SO res[]; };
 
 layout(push_constant) uniform Push {
     uint total;             // N * M * P
-    uint M, mg, cg, P;      // output channels; per group: output channels, input channels; positions
+    uint M, mult, cg, P;    // output channels, channel multiplier (M / C), (cg: conv_small.comp's
+                            // input channels per group; 1 here: the push block is shared), positions
     uint OD, OH, OW;
     int D, H, W;
     int KD, KH, KW;
@@ -37,7 +36,7 @@ layout(push_constant) uniform Push {
 void main() {
     int hw = pc.H * pc.W;
     uint S = uint(pc.D * hw);
-    uint C = (pc.M / pc.mg) * pc.cg;
+    uint C = pc.M / pc.mult;
     uint taps = uint(pc.KD * pc.KH * pc.KW);
     VKML_FOR_EACH(i, pc.total) {
         uint p = i % pc.P, nm = i / pc.P;
@@ -45,10 +44,9 @@ void main() {
         uint ox = p % pc.OW, t = p / pc.OW;
         uint oy = t % pc.OH, oz = t / pc.OH;
         int bz = int(oz) * pc.sz - pc.pz, by = int(oy) * pc.sy - pc.py, bx = int(ox) * pc.sx - pc.px;
+        uint xbase = (img * C + m / pc.mult) * S;
+        uint wrow = m * taps;
         float acc = 0.0;
-        for (uint ci = 0; ci < pc.cg; ++ci) {
-        uint xbase = (img * C + (m / pc.mg) * pc.cg + ci) * S;
-        uint wrow = (m * pc.cg + ci) * taps;
         for (int kz = 0; kz < pc.KD; ++kz) {
             int iz = bz + kz * pc.dz;
             if (iz < 0 || iz >= pc.D) continue;
@@ -63,7 +61,6 @@ void main() {
                     acc = fma(float(x[xrow + uint(ix)]), float(w[wk + uint(kx)]), acc);
                 }
             }
-        }
         }
         if (HAS_BIAS) acc += float(bias[m]);
         o[i] = SO(epilogue(acc, i, pc.EPI));
