@@ -54,19 +54,6 @@ layout(constant_id = 4) const uint STEP = 0u;     // the products' loop shape (0
 #define INPUT_FORGET 512u
 #define PLAIN 1024u  // the default activations (Sigmoid, Tanh, Tanh), no clip, no input_forget
 
-// activation codes (vkml/kernels/lstm.py ACTIVATIONS)
-#define A_RELU 0u
-#define A_TANH 1u
-#define A_SIGMOID 2u
-#define A_AFFINE 3u
-#define A_LEAKYRELU 4u
-#define A_THRESHOLDEDRELU 5u
-#define A_SCALEDTANH 6u
-#define A_HARDSIGMOID 7u
-#define A_ELU 8u
-#define A_SOFTSIGN 9u
-#define A_SOFTPLUS 10u
-
 layout(push_constant) uniform Push {
     uint seq, batch, hidden, dirs;
     uint reverse;  // 1: a single reverse direction (direction 1 of bidirectional is always reversed)
@@ -111,42 +98,7 @@ shared float sh_h[2u * HMAX];
 shared float sh_c[HMAX];         // SLICES = 1 only
 shared float sh_part[NPART];     // SLICES > 1: [slice][gate][unit]
 
-// As the NumPy operator: split by sign so exp never overflows.
-float sigmoid(float x) {
-    float e = exp(-abs(x));
-    return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
-
-// vkml/ops/rnn.py's _ACTIVATIONS.
-float activate(uint k, float x) {
-    uint code = pc.act[k];
-    float a = pc.alpha[k], b = pc.beta[k];
-    if (code == A_SIGMOID) return sigmoid(x);
-    if (code == A_TANH) return vkml_tanh(x);
-    if (code == A_RELU) return max(x, 0.0);
-    if (code == A_AFFINE) return a * x + b;
-    if (code == A_LEAKYRELU) return x >= 0.0 ? x : a * x;
-    if (code == A_THRESHOLDEDRELU) return x > a ? x : 0.0;
-    if (code == A_SCALEDTANH) return a * vkml_tanh(b * x);
-    if (code == A_HARDSIGMOID) return clamp(a * x + b, 0.0, 1.0);
-    if (code == A_ELU) return x >= 0.0 ? x : a * vkml_expm1(min(x, 0.0));
-    if (code == A_SOFTSIGN) return x / (1.0 + abs(x));
-    return max(x, 0.0) + vkml_log1p(exp(-abs(x)));  // A_SOFTPLUS: logaddexp(0, x)
-}
-
-float clipped(float v) {
-    return (pc.flags & CLIP) != 0u ? clamp(v, -pc.clip, pc.clip) : v;
-}
-
-// Index of (direction d, batch b, unit j) in initial_h / Y_h / Y_c.
-uint state_index(uint d, uint b, uint j) {
-    return (pc.layout_ == 0u ? d * pc.batch + b : b * pc.dirs + d) * pc.hidden + j;
-}
-
-// Index of (step t, direction d, batch b, unit j) in Y.
-uint y_index(uint t, uint d, uint b, uint j) {
-    return (pc.layout_ == 0u ? (t * pc.dirs + d) * pc.batch + b : (b * pc.seq + t) * pc.dirs + d) * pc.hidden + j;
-}
+#include "include/vkml_rnn.glsl"
 
 // The cell of unit j: r = R·h of the gates (i, o, f, c), x = proj + Wb, rb = Rb, p = P (i, o, f);
 // c in, c' out; returns h'.

@@ -11,23 +11,25 @@ recorded, i.e. once per run slot; a fed R by the op's prep dispatch at each run)
 (k slices summed in shared memory, or one slice) and loop_step() (the shape of the loop over k,
 by R's size against the L1 cache). The tunables (K_PER_SLICE, L1_BYTES, MAX_WG,
 SLICE_CPU_DEVICES) are the defaults: each kernel module keeps its own copy, which its tests and
-bench/probe_rnn.py patch, and passes it in.
+bench/probe_rnn.py patch, and passes it in. RecurrentKernel is both kernels' check(), infer() and
+record(): the kernels differ only in the class attributes it reads (inputs, outputs, flags).
 """
 from __future__ import annotations
 
 import math
+from types import ModuleType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..ops.rnn import _ACTIVATIONS
 from ..vulkan.tensor import DeviceTensor
-from .common import dtype_name, require_dtypes
+from .common import PushBlock, dtype_name, fault_binding, require_dtypes
 from .elementwise import _record_unary
 from .gemm import Gemm
 from .matmul import record_gemm
 from .reduce import check_size, max_invocations
-from .registry import TensorSpec, Unsupported
+from .registry import Kernel, TensorSpec, Unsupported
 
 FLOATS = ("f32", "f16")
 # the shaders' activation codes (shaders/lstm.comp, gru.comp), by the CPU operator's names
@@ -267,3 +269,95 @@ def record_transposed_r(rec, r, r_const, gates: int, dirs: int, hidden: int, pre
     pipe = device.pipeline(prep, "rw", push_size, (256,))
     rec.dispatch(pipe, [r.view, rt], push, pipe.groups_for(n_rt))
     return rt
+
+
+class RecurrentKernel(Kernel):
+    """check(), infer() and record() of a recurrence (LSTM, GRU). A subclass sets the attributes
+    below; its module keeps the tunables (plan(), L1_BYTES) that tests and bench patch, so they
+    are read from `tunables` at each call."""
+
+    faults = True  # sequence_lens outside [0, seq]
+    op: str  # "LSTM", "GRU"; lowercased, the shaders' prefix (lstm_f32, lstm_prep_f32)
+    gates: int
+    input_names: tuple[str, ...]  # X, W, R, B, sequence_lens, initial_h and the op's own
+    default_acts: tuple[str, ...]
+    push: PushBlock
+    bindings: str
+    # the optional inputs by position, in the order the shader binds them (after proj and R),
+    # each with the flag that says it is present
+    input_flags: Mapping[int, int]
+    output_flags: tuple[int, ...]  # the flag of each output wanted (Y, Y_h, ...)
+    attr_flags: Mapping[str, int]  # the flag of each integer attribute that is nonzero
+    clip_flag: int
+    plain_flag: int  # the shader's PLAIN cell: every activation its default...
+    not_plain: int  # ...and none of these flags
+    one_slice_part: int = 0  # check_node()'s
+    tunables: ModuleType
+
+    def direction(self, attrs: Mapping[str, Any]) -> str:
+        return text(attr(attrs, "direction", "forward"))
+
+    def node_geometry(self, attrs: Mapping[str, Any],
+                      inputs: Sequence[TensorSpec | None]) -> tuple[int, int, int, int, int, int]:
+        return geometry(self.op, attrs, inputs, self.gates, self.direction(attrs), self.input_names)
+
+    def node_activations(self, attrs: Mapping[str, Any], dirs: int) -> list[tuple[int, float, float]]:
+        return activations(self.op, attrs, dirs, self.default_acts)
+
+    def check(self, device, op_type: str, attrs: Mapping[str, Any], inputs: Sequence[TensorSpec | None]) -> None:
+        geom = self.node_geometry(attrs, inputs)
+        self.node_activations(attrs, geom[1])
+        check_node(self.op, device, attrs, inputs, geom, self.gates, len(self.output_flags),
+                   self.infer(op_type, attrs, inputs), self.one_slice_part)
+
+    def infer(self, op_type: str, attrs: Mapping[str, Any], inputs: Sequence[TensorSpec | None]) -> list[TensorSpec]:
+        return out_specs(self.node_geometry(attrs, inputs), inputs[0].dtype, num_outputs(attrs),
+                         len(self.output_flags))
+
+    def record(self, rec, op_type: str, attrs: Mapping[str, Any], inputs: Sequence, outputs: Sequence,
+               consts: Mapping[int, np.ndarray] | None = None) -> None:
+        specs = [None if t is None else TensorSpec.of(t) for t in inputs]
+        layout, dirs, seq, batch, n_in, hidden = self.node_geometry(attrs, specs)
+        n_out = len(self.output_flags)
+        outs = [o if o is not None and o.nbytes else None for o in list(outputs) + [None] * n_out][:n_out]
+        if batch == 0 or hidden == 0 or all(o is None for o in outs):
+            return
+        consts = consts or {}
+        device = rec.device
+        x, w, r = inputs[:3]
+        proj = record_projection(rec, x, w, consts.get(1), dirs, seq * batch, self.gates * hidden, n_in)
+        stand_in = device.alloc(16)
+
+        def view(t):
+            return stand_in if t is None or t.nbytes == 0 else t.view
+
+        clip = attrs.get("clip")
+        flags = self.clip_flag if clip is not None else 0
+        for k, flag in self.input_flags.items():
+            flags |= flag if input_at(inputs, k) is not None else 0
+        for o, flag in zip(outs, self.output_flags):
+            flags |= flag if o is not None else 0
+        for key, flag in self.attr_flags.items():
+            flags |= flag if int(attr(attrs, key, 0)) else 0
+        acts = self.node_activations(attrs, dirs)
+        if not flags & self.not_plain and plain(acts, self.default_acts):
+            flags |= self.plain_flag  # the shader's cell skips the general activations
+        if input_at(inputs, 4) is not None:
+            fault, site = fault_binding(rec, attrs, f"{self.op} sequence_lens", seq + 1)
+        else:
+            fault, site = rec.constants(bytes(32)), 0
+        reverse = int(self.direction(attrs) == "reverse")
+        push = self.push.pack(seq, batch, hidden, dirs, reverse, layout, flags, site,
+                              float(clip) if clip is not None else 0.0,
+                              *(a[0] for a in acts), *(a[1] for a in acts), *(a[2] for a in acts))
+        # R transposed to [dirs][gate][k][j], so the recurrence reads it coalesced: a constant R
+        # once (the host transposes it and uploads it with the recording), else at every run
+        dt = dtype_name(inputs[0].dtype)
+        name = self.op.lower()
+        rt = record_transposed_r(rec, r, consts.get(2), self.gates, dirs, hidden, f"{name}_prep_{dt}",
+                                 self.push.size, push)
+        wg, slices, hm, npart = self.tunables.plan(device, hidden)
+        step = loop_step(self.gates, hidden, r.dtype, self.tunables.L1_BYTES)
+        pipe = device.pipeline(f"{name}_{dt}", self.bindings, self.push.size, (wg, hm, slices, npart, step))
+        bound = [view(input_at(inputs, k)) for k in self.input_flags] + [view(o) for o in outs]
+        rec.dispatch(pipe, [proj.view, rt, *bound, fault], push, dirs * batch)
