@@ -68,7 +68,8 @@ def main(argv=None) -> int:
                 try:
                     if coop_tiling is not None:  # read through vkml.config when the GEMM is recorded
                         os.environ["VKML_COOP_TILE"] = ",".join(map(str, (
-                            coop_tiling.bm, coop_tiling.bn, coop_tiling.bk, coop_tiling.wm, coop_tiling.wn)))
+                            coop_tiling.bm, coop_tiling.bn, coop_tiling.bk, coop_tiling.wm, coop_tiling.wn,
+                            coop_tiling.stages)))
                     else:
                         os.environ.pop("VKML_COOP_TILE", None)
                     r = run_case(dev, n, dtype, inner, args.outer, tiling, coop, args.check)

@@ -4,13 +4,14 @@
 //
 // A workgroup computes a BM x BN block; each subgroup a WM x WN warp tile made of
 // (WM/CM) x (WN/CN) accumulators of the device's CM x CN x CK shape (chosen by the host
-// from VkCooperativeMatrixPropertiesKHR). K advances in BK steps through double-buffered
-// shared tiles, each operand kept in its stored layout (row-major, or column-major when
-// transposed) with one vector of padding per row against bank conflicts. The next tile is
-// fetched into registers while the current one is multiplied, and stored to the other
-// buffer behind the multiplies: one barrier per K step. Results of ragged or scaled blocks
-// go through a small per-subgroup shared staging tile so that alpha, beta * C, the float16
-// rounding and the bounds checks happen in plain code.
+// from VkCooperativeMatrixPropertiesKHR). K advances in BK steps through shared tiles, each
+// operand kept in its stored layout (row-major, or column-major when transposed) with one
+// vector of padding per row against bank conflicts. The next tile is fetched into registers
+// while the current one is multiplied; with STAGES = 2 it is stored to the other buffer
+// behind the multiplies (one barrier per K step), with STAGES = 1 (half the shared memory)
+// into the one buffer between two barriers. Results of ragged or scaled blocks go through
+// small per-subgroup staging tiles (in A's buffers, free by then) so that alpha, beta * C,
+// the float16 rounding and the bounds checks happen in plain code.
 //
 // VEC (a define: 8 or 4) is the width of every global and shared access in halves: 16- or
 // 8-byte vectors. The host guarantees: each operand's contiguous dimension, leading stride
@@ -43,6 +44,9 @@ layout(constant_id = 6) const bool TRANS_A = false;
 layout(constant_id = 7) const bool TRANS_B = false;
 layout(constant_id = 8) const bool HAS_C = false;
 layout(constant_id = 9) const uint SG = 32;  // the device's subgroup size
+// Shared buffers per operand: 2 = double-buffered (one barrier per K step), 1 = one buffer
+// filled from registers between two barriers (half the shared memory, so a bigger BK fits).
+layout(constant_id = 10) const uint STAGES = 2;
 
 const uint WARPS_N = BN / WN;
 const uint NWARPS = (BM / WM) * WARPS_N;
@@ -63,9 +67,11 @@ const uint NTHREADS = NWARPS * SG;
 const uint SLOTS_A = (A_CHUNKS + NTHREADS - 1u) / NTHREADS;  // loads per invocation per tile
 const uint SLOTS_B = (B_CHUNKS + NTHREADS - 1u) / NTHREADS;
 
-shared VT As[2u * A_TILE];
-shared VT Bs[2u * B_TILE];
-shared float stage[NWARPS * CM * CN];
+// The epilogue's per-subgroup float32 staging tiles reuse As (the host checks it is big
+// enough: STAGES * A_TILE vectors hold at least NWARPS * CM * CN floats).
+shared VT As[STAGES * A_TILE];
+shared VT Bs[STAGES * B_TILE];
+const uint VF = VEC / 2u;                    // floats per vector
 
 layout(std430, binding = 0) readonly buffer BA { VT av[]; };
 layout(std430, binding = 1) readonly buffer BB { VT bv[]; };
@@ -142,13 +148,25 @@ void main() {
 
         VT ra[SLOTS_A];
         VT rb[SLOTS_B];
-        [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, fetch_a(abase, m0, kbeg, tid + i * NTHREADS));
-        [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, fetch_b(bbase, n0, kbeg, tid + i * NTHREADS));
-        barrier();
+        [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(abase, m0, kbeg, tid + i * NTHREADS);
+        [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(bbase, n0, kbeg, tid + i * NTHREADS);
+        if (STAGES == 2u) {
+            [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, ra[i]);
+            [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, rb[i]);
+            barrier();
+        }
 
         for (uint t = 0u; t < ntiles; ++t) {
-            uint buf = t & 1u;
+            uint buf = STAGES == 2u ? t & 1u : 0u;
             bool more = t + 1u < ntiles;
+            if (STAGES == 1u) {
+                // One buffer: wait until every subgroup has read the last tile, fill it
+                // from the registers, wait again, then fetch the next tile behind the math.
+                barrier();
+                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, ra[i]);
+                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, rb[i]);
+                barrier();
+            }
             if (more) {
                 uint k1 = kbeg + (t + 1u) * BK;
                 [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(abase, m0, k1, tid + i * NTHREADS);
@@ -180,12 +198,16 @@ void main() {
                         acc[i * FN + j] = coopMatMulAdd(fa[i], fb, acc[i * FN + j]);
                 }
             }
-            if (more) {
-                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(buf ^ 1u, tid + i * NTHREADS, ra[i]);
-                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(buf ^ 1u, tid + i * NTHREADS, rb[i]);
+            if (STAGES == 2u) {
+                if (more) {
+                    [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(buf ^ 1u, tid + i * NTHREADS, ra[i]);
+                    [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(buf ^ 1u, tid + i * NTHREADS, rb[i]);
+                }
+                barrier();
             }
-            barrier();
         }
+        if (STAGES == 1u)
+            barrier();  // the staging tiles below reuse As
 
         // Epilogue. Whole blocks without alpha or C: the accumulators go out directly as
         // float16. Otherwise through this subgroup's staging tile (alpha, beta * C, ragged
@@ -207,10 +229,10 @@ void main() {
                 }
             }
         } else {
-            uint sbase = warp * CM * CN;
+            uint sbase = warp * CM * CN;  // in floats, within As
             [[unroll]] for (uint i = 0u; i < FM; ++i) {
                 [[unroll]] for (uint j = 0u; j < FN; ++j) {
-                    coopMatStore(acc[i * FN + j], stage, sbase, CN, gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatStore(acc[i * FN + j], As, sbase / VF, CN / VF, gl_CooperativeMatrixLayoutRowMajor);
                     subgroupMemoryBarrierShared();
                     subgroupBarrier();
                     [[unroll]] for (uint q = 0u; q < (CM * CN + SG - 1u) / SG; ++q) {
@@ -218,7 +240,8 @@ void main() {
                         uint r = e / CN, col = e - r * CN;
                         uint m = m0 + wm0 + i * CM + r, n = n0 + wn0 + j * CN + col;
                         if (e < CM * CN && m < pc.M && n < pc.N) {
-                            float v = pc.alpha * stage[sbase + e];
+                            uint f = sbase + e;
+                            float v = pc.alpha * uintBitsToFloat(As[f / VF][f % VF]);
                             if (split_k) {
                                 part[pbase + m * pc.N + n] = v;
                             } else {
@@ -232,5 +255,6 @@ void main() {
                 }
             }
         }
+        barrier();  // the next batch's first tile overwrites As
     }
 }

@@ -525,14 +525,21 @@ def coop() -> bool:
     return parse_switch(_raw("VKML_COOP"), True)
 
 
-_setting("VKML_COOP_TILE", "", "five integers", """
-    BM,BN,BK,WM,WN: force this cooperative-matrix tiling (for tuning; bench/bench_matmul.py
-    --coop-tiles sweeps them); unset, vkml picks by shape.""")
+_setting("VKML_COOP_TILE", "", "five or six integers", """
+    BM,BN,BK,WM,WN[,STAGES]: force this cooperative-matrix tiling (for tuning;
+    bench/bench_matmul.py --coop-tiles sweeps them); STAGES is 2 (double-buffered shared tiles,
+    the default) or 1; unset, vkml picks by shape.""")
 
 
 def coop_tile() -> tuple[int, ...] | None:
-    """The forced cooperative-matrix tiling (VKML_COOP_TILE) as five integers, or None."""
-    return _tiling("VKML_COOP_TILE", "BM,BN,BK,WM,WN")
+    """The forced cooperative-matrix tiling (VKML_COOP_TILE) as five or six integers, or None."""
+    v = _raw("VKML_COOP_TILE")
+    if not v:
+        return None
+    ints = parse_ints(v, 6) or parse_ints(v, 5)
+    if ints is None:
+        raise ValueError(f"VKML_COOP_TILE={v!r}: expected five or six integers BM,BN,BK,WM,WN[,STAGES]")
+    return ints
 
 
 _setting("VKML_NO_SUBGROUPS", "0", "on/off", """
@@ -560,6 +567,7 @@ RULES = {
     "number": "a number >= 0",
     "whole number": "decimal digits, within the range the setting gives",
     "five integers": "comma-separated, such as `64,64,16,4,4`",
+    "five or six integers": "comma-separated, such as `128,128,32,64,64` or `128,128,32,64,64,1`",
     "comma list": "names separated by commas",
     "auto, map or staging": "one of those words",
     "path": "a file or folder",

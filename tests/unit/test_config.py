@@ -147,6 +147,8 @@ def test_readers_follow_the_environment(monkeypatch, vkml_env):
     assert not config.fuse()
     assert config.vulkan_disabled_by() == " 0"
     assert config.coop_tile() == (128, 128, 32, 64, 64)
+    vkml_env(VKML_COOP_TILE="128,128,32,64,64,1")
+    assert config.coop_tile() == (128, 128, 32, 64, 64, 1)
     assert config.cache_dir() == "/caches"
     assert config.disabled_features() == {"push_descriptor", "int64", "cooperative_matrix"}
     vkml_env(VKML_VALIDATION_COOPMAT="1")
@@ -165,7 +167,8 @@ def test_readers_follow_the_environment(monkeypatch, vkml_env):
     ("VKML_READBACK", "Copy", "VKML_READBACK must be auto, map or staging, not 'copy'"),
     ("VKML_PIPELINE_CACHE_MAX", "0.5", "VKML_PIPELINE_CACHE_MAX='0.5': expected a size such as 256MiB"),
     ("VKML_MATMUL_TILE", "1,2", "VKML_MATMUL_TILE='1,2': expected five integers BM,BN,BK,TM,TN"),
-    ("VKML_COOP_TILE", "a", "VKML_COOP_TILE='a': expected five integers BM,BN,BK,WM,WN"),
+    ("VKML_COOP_TILE", "a", "VKML_COOP_TILE='a': expected five or six integers BM,BN,BK,WM,WN[,STAGES]"),
+    ("VKML_COOP_TILE", "1,2,3,4", "VKML_COOP_TILE='1,2,3,4': expected five or six integers BM,BN,BK,WM,WN[,STAGES]"),
     ("VKML_CPU_RUNS", "many", "VKML_CPU_RUNS='many': expected 'auto', 'off' or a run count >= 1"),
 ])
 def test_reader_errors(vkml_env, name, value, message):

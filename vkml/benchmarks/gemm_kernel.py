@@ -22,7 +22,8 @@ def describe_path(dev, g, dtype, tiling, coop: bool) -> str:
         if shape is not None and vec is not None:
             t = matmul_coop.choose(dev, g, shape, vec)
             if t is not None:
-                return f"coop {shape.m}x{shape.n}x{shape.k} v{vec} tile {t.bm}x{t.bn}x{t.bk} warp {t.wm}x{t.wn}"
+                return (f"coop {shape.m}x{shape.n}x{shape.k} v{vec} tile {t.bm}x{t.bn}x{t.bk} warp {t.wm}x{t.wn} "
+                        f"stages {t.stages}")
     t = tiling or mm.choose_tiling(dev, g.m, g.n, g.batch, g.k)
     return f"simt tile {t.bm}x{t.bn}x{t.bk} micro {t.tm}x{t.tn}"
 

@@ -28,23 +28,29 @@ class CoopShape:
 
 @dataclass(frozen=True)
 class CoopTiling:
-    """Block BM x BN x BK; each subgroup owns a WM x WN warp tile."""
+    """Block BM x BN x BK; each subgroup owns a WM x WN warp tile; `stages` shared buffers
+    per operand (2: double-buffered, 1: half the shared memory for a bigger BK)."""
     bm: int
     bn: int
     bk: int
     wm: int
     wn: int
+    stages: int = 2
 
     @property
     def warps(self) -> int:
         return (self.bm // self.wm) * (self.bn // self.wn)
 
     def shared_bytes(self, shape: CoopShape, trans_a: bool, trans_b: bool, vec: int = 8) -> int:
-        """Two buffers of each operand's tile (one vector of padding per row) plus the
-        epilogue's per-subgroup float32 staging tile."""
-        a = (self.bk * (self.bm + vec)) if trans_a else (self.bm * (self.bk + vec))
-        b = (self.bn * (self.bk + vec)) if trans_b else (self.bk * (self.bn + vec))
-        return 2 * 2 * (a + b) + self.warps * shape.m * shape.n * 4
+        """`stages` buffers of each operand's tile (one vector of padding per row); the
+        epilogue's per-subgroup float32 staging tiles reuse A's (see `problem`)."""
+        return self.stages * 2 * (self._a_halves(trans_a, vec) + self._b_halves(trans_b, vec))
+
+    def _a_halves(self, trans_a: bool, vec: int) -> int:
+        return (self.bk * (self.bm + vec)) if trans_a else (self.bm * (self.bk + vec))
+
+    def _b_halves(self, trans_b: bool, vec: int) -> int:
+        return (self.bn * (self.bk + vec)) if trans_b else (self.bk * (self.bn + vec))
 
     def blocks(self, m: int, n: int, batch: int) -> int:
         """Workgroups for an m x n output, `batch` times."""
@@ -52,19 +58,25 @@ class CoopTiling:
 
     def problem(self, shape: CoopShape) -> str | None:
         """Why this tiling cannot use `shape`, or None."""
+        if self.stages not in (1, 2):
+            return f"stages must be 1 or 2, got {self.stages}"
         if self.bm % self.wm or self.bn % self.wn:
             return "block not a multiple of the warp tile"
         if self.wm % shape.m or self.wn % shape.n or self.bk % shape.k:
             return f"warp tile {self.wm}x{self.wn}x{self.bk} not a multiple of {shape}"
         if self.bk % 8 or self.bm % 8 or self.bn % 8:
             return "tile sides must be multiples of 8"
+        if self.warps * shape.m * shape.n * 4 > self.stages * 2 * self.bm * self.bk:
+            return "the epilogue's staging tiles do not fit in A's shared buffers"
         return None
 
 
-# Candidates, biggest first: 8 subgroups of 64 x 64 on a 128 x 256 block keep the tensor
-# cores busiest on big products (bench/bench_matmul.py --coop-tiles sweeps others); smaller
+# Candidates, biggest first: 4 subgroups of 64 x 64 on a 128 x 128 block with K steps of 32,
+# double-buffered, run a 4096^3 float16 product at 247 TFLOPS on an H100 against 180 for the
+# former 128 x 256 x 16 block and 218 single-buffered (bench/results/checks/
+# h100-2026-11-25-coop-tilings.txt; bench/bench_matmul.py --coop-tiles sweeps others). Smaller
 # blocks when the big ones would leave multiprocessors idle.
-TILINGS = (CoopTiling(128, 256, 16, 64, 64), CoopTiling(128, 128, 32, 64, 64), CoopTiling(64, 64, 32, 32, 32))
+TILINGS = (CoopTiling(128, 128, 32, 64, 64), CoopTiling(128, 64, 32, 64, 32), CoopTiling(64, 64, 32, 32, 32))
 
 
 def device_shape(device) -> CoopShape | None:
@@ -158,7 +170,7 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     shape, t, vec = chosen
     has_c = g.c_strides is not None
     threads = t.warps * dev.info.subgroup_size
-    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size)
+    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size, t.stages)
     p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}_f16", "rrrww", MATMUL_PUSH.size, spec)
     dispatch_gemm(rec, p, g, t, [a.view, b.view, c.view if has_c else out.view, out.view], out)
     return True
