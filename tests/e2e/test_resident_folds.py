@@ -1,7 +1,7 @@
 """Device-resident runs fold their copies into the GPU chunks (vkml/runtime/gpurun.py _folds):
-a feed already on the GPU is copied in by the chunk that reads it, a kept output
-(output_device=) copied out by the chunk that makes it, into buffers reused once the caller
-holds nothing of them. Checked against the CPU device: outputs a caller still holds are never
+a feed already on the GPU is read in place or copied in by the chunk that reads it, a kept
+output (output_device=) written or copied by the chunk that makes it into buffers reused
+once the caller holds nothing of them. Checked against the CPU device: outputs a caller still holds are never
 overwritten, reshapes of them neither, many threads, the fallback when every buffer is held."""
 
 import numpy as np
@@ -109,23 +109,57 @@ def test_many_threads_resident(gpu):
         np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
 
 
-def test_large_tensors_keep_the_plain_copies(gpu):
-    """Feeds and kept outputs over FOLD_MAX_BYTES are copied in their own submissions."""
-    import onnx
+def _one_node_model(n: int, reshape: bool = False) -> bytes:
     from onnx import TensorProto, helper
 
-    n = 1100  # 1100 x 1100 float32: 4.8 MB, over the 4 MiB limit
-    node = helper.make_node("Relu", ["x"], ["y"])
-    g = helper.make_graph([node], "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    sess = vkml.InferenceSession(model, devices=[gpu])
-    x = np.random.default_rng(4).standard_normal((n, n)).astype(np.float32)
-    (y,) = sess.run(None, {"x": vkml.Tensor.from_numpy(x, gpu)}, output_device=gpu)
-    np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    if reshape:  # y's input is a view of x: x's memory is not x's alone
+        nodes = [helper.make_node("Reshape", ["x", "s"], ["v"]), helper.make_node("Relu", ["v"], ["y"])]
+    g = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n * n] if reshape else [n, n])],
+                          [helper.make_tensor("s", TensorProto.INT64, [1], [n * n])] if reshape else [])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_large_tensors_are_read_and_written_in_place(gpu):
+    """A feed over FOLD_MAX_BYTES is read where the caller keeps it (from its second run on) and
+    the kept output written straight into the buffer handed out: no copies at all."""
+    n = 1100  # 1100 x 1100 float32: 4.8 MB, over the 4 MiB copy-fold limit
+    sess = vkml.InferenceSession(_one_node_model(n), devices=[gpu], max_slots=1)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((n, n)).astype(np.float32)
+    t = vkml.Tensor.from_numpy(x, gpu)
+    held = []
+    for k in range(4):
+        (y,) = sess.run(None, {"x": t}, output_device=gpu)
+        np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
+        held.append(y) if k == 1 else None  # one output outlives the later runs
+        del y
     plan = _plan(sess)
     assert x.nbytes > plan.FOLD_MAX_BYTES
-    assert not plan.fold_in and plan.fold_out is None
+    assert not plan.fold_in and plan.bind_in and plan.bind_out == {"y"}
+    (slot,) = _slots(plan)
+    assert len(slot.copy_in) == 1  # the first run's copy; later runs read t in place
+    assert any(len(key[2]) == 2 for key in slot.variants)  # x and y bound in one chunk
+    np.testing.assert_array_equal(held[0].numpy(), np.maximum(x, 0))
+    x2 = rng.standard_normal((n, n)).astype(np.float32)
+    t.device_tensor.view.write(x2.reshape(-1).view(np.uint8))  # the caller's buffer changes: read anew
+    (y,) = sess.run(None, {"x": t}, output_device=gpu)
+    np.testing.assert_array_equal(y.numpy(), np.maximum(x2, 0))
+    np.testing.assert_array_equal(held[0].numpy(), np.maximum(x, 0))
+
+
+def test_viewed_feeds_are_copied(gpu):
+    """A feed whose slot memory a view shares (a Reshape) is never bound in place: the view
+    would read memory nothing wrote."""
+    n = 1100
+    sess = vkml.InferenceSession(_one_node_model(n, reshape=True), devices=[gpu])
+    x = np.random.default_rng(6).standard_normal((n, n)).astype(np.float32)
+    t = vkml.Tensor.from_numpy(x, gpu)
+    for _ in range(3):
+        (y,) = sess.run(None, {"x": t}, output_device=gpu)
+        np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0).reshape(-1))
+    assert not _plan(sess).bind_in
 
 
 def test_fresh_feed_tensors_do_not_record_chunks_again(gpu):

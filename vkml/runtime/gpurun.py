@@ -43,7 +43,7 @@ class RunState:
     """One run's values: host arrays by name, timeline values by unit."""
 
     __slots__ = ("cp", "slot", "host", "tensors", "tl", "readers", "keep", "after", "timeout", "pre", "post",
-                 "gen")
+                 "bind", "gen")
 
     def __init__(self, cp: "ConcretePlan", slot: Slot | None, feeds: Mapping[str, Any],
                  timeout: float | None = None):
@@ -70,6 +70,9 @@ class RunState:
         # Copies folded into GPU units (see ConcretePlan.fold_in / fold_out): unit -> [(src, dst, bytes)]
         self.pre: dict[int, list] = {}
         self.post: dict[int, list] = {}
+        # Tensors bound in place of the slot's own (ConcretePlan.bind_in / bind_out):
+        # unit -> {(value, device): DeviceTensor}
+        self.bind: dict[int, dict] = {}
         self.gen: KeptGeneration | None = None  # where the kept outputs go, when folded
 
     def get(self, name: str) -> Any:
@@ -126,7 +129,8 @@ class ConcretePlan:
             if u.kind in ("gpu", "upload"):
                 self.gpu_units.setdefault(u.device, []).append(u.index)
         self.needs_slot = bool(self.gpu_units or self.up.readback_of)
-        self.fold_in, self.fold_out = self._folds()
+        self.fold_in, self.fold_out, self.bind_in, self.bind_out = self._folds()
+        self.kept_units = frozenset((self.fold_out or {}).values())
         self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
         self.fast = self._fast_layout(graph)  # (feed names, output sources, readbacks) or None
         self.feeds = self._fast_feeds()  # its feed checks and outputs, in C
@@ -152,16 +156,22 @@ class ConcretePlan:
             if _sched is not None and (runner.executor == "parallel" or _width(self.up) > 1):
                 self.sched = self._sched_plan(_sched)
 
-    def _folds(self) -> tuple[dict[int, int], dict[str, int] | None]:
+    def _folds(self) -> tuple[dict[int, int], dict[str, int] | None, dict[int, int], frozenset]:
         """Where device-resident runs fold their copies into a GPU chunk, one submission instead
         of a copy's each (H100: a copy submitted and waited for on its own costs ~50 us, mnist
-        resident took 190 us against 100 host to host). (upload unit -> the one GPU unit that
-        reads it, for feeds already on its GPU; kept output -> the unit that makes it, or None
-        when some kept output cannot be folded: then they all take the plain copy). Units whose
-        kernels check data are left alone (their fault sites are registered once per slot), and
-        so are tensors over FOLD_MAX_BYTES: there the copy outweighs its submission, and a
-        4096x4096 float16 MatMul ran 1-6% slower folded (H100, 3 interleaved rounds; not
-        explained)."""
+        resident took 190 us against 100 host to host), or do without them: (upload unit -> the
+        one GPU unit that reads it, for feeds already on its GPU, copied in there; kept output ->
+        the unit that makes it, or None when some kept output cannot be folded: then they all
+        take the plain copy; upload unit -> its reader, for feeds the reader reads where they
+        are; the kept outputs their unit writes straight into the caller's buffers).
+
+        Binding in place needs the value's slot memory to be its own (no view of it elsewhere
+        in the plan) and, for an output, no other unit reading it; it works at any size (a
+        4096^2 float16 MatMul spent 0.47 of its 1.24 ms copying its inputs in and its output
+        out). Copies fold only up to FOLD_MAX_BYTES: beyond, the copy outweighs its submission,
+        and a 4096x4096 float16 MatMul ran 1-6% slower folded (H100, 3 interleaved rounds; not
+        explained). Units whose kernels check data are left alone (their fault sites are
+        registered once per slot)."""
         units = self.up.units
         kernels = self.up.kernels
 
@@ -174,24 +184,45 @@ class ConcretePlan:
             desc = values.get(name)
             return desc is not None and 0 < (desc.nbytes() or 0) <= self.FOLD_MAX_BYTES
 
+        loc = self.up.loc
+        holders: dict[int, int] = {}  # id(Storage) -> values in it (views share their base's)
+        for where in loc.values():
+            if not isinstance(where, str):
+                holders[id(where)] = holders.get(id(where), 0) + 1
+
+        def own(name: str, dev: str) -> bool:
+            where = loc.get((name, dev))
+            return where is not None and not isinstance(where, str) and holders[id(where)] == 1
+
         indptr, indices = self.up.dependencies()  # successors of each unit
-        fold_in = {}
+        fold_in, bind_in = {}, {}
         for u in units:
             r = indices[indptr[u.index]:indptr[u.index + 1]]
-            if u.kind == "upload" and small(u.value) and len(r) == 1:
+            if u.kind == "upload" and len(r) == 1:
                 reader = units[r[0]]
                 if foldable(reader) and reader.device == u.device:
-                    fold_in[u.index] = reader.index
+                    if own(u.value, u.device):
+                        bind_in[u.index] = reader.index
+                    if small(u.value):
+                        fold_in[u.index] = reader.index
         unit_of = {id(n): u for u in units if u.kind == "gpu" for n in u.nodes}
         fold_out: dict[str, int] | None = {}
+        bind_out = set()
         for name, d in self.up.kept.items():
             node = self.up.producer.get((name, d))
             u = unit_of.get(id(node)) if node is not None else None
-            if u is None or not foldable(u) or u.device != d or not small(name):
+            if u is None or not foldable(u) or u.device != d:
+                fold_out = None
+                break
+            alone = own(name, d) and all(unit_of.get(id(n)) is u for v in units if v.kind == "gpu"
+                                         for n in v.nodes if name in n.inputs)
+            if alone:
+                bind_out.add(name)
+            elif not small(name):
                 fold_out = None
                 break
             fold_out[name] = u.index
-        return fold_in, fold_out
+        return fold_in, fold_out, bind_in, frozenset(bind_out if fold_out is not None else ())
 
     FOLD_MAX_BYTES = 1 << 22  # resident feeds and kept outputs up to this size are folded (_folds)
     KEPT_GENERATIONS = 3  # sets of kept-output buffers per slot (runs whose outputs callers still hold)
@@ -207,9 +238,15 @@ class ConcretePlan:
             gen = KeptGeneration({name: slot.devices[d].alloc(slot.tensors[(name, d)].nbytes, "device")
                                   for name, d in self.up.kept.items()})
             slot.kept_gens.append(gen)
+        from ..vulkan.tensor import DeviceTensor
+
         for name, k in self.fold_out.items():
-            src = slot.tensors[(name, self.up.kept[name])]
-            state.post.setdefault(k, []).append((src.view, gen.views[name], src.nbytes))
+            d = self.up.kept[name]
+            src = slot.tensors[(name, d)]
+            if name in self.bind_out:  # its chunk writes it there
+                state.bind.setdefault(k, {})[(name, d)] = DeviceTensor(gen.views[name], src.shape, src.dtype)
+            else:
+                state.post.setdefault(k, []).append((src.view, gen.views[name], src.nbytes))
         state.gen = gen
 
     def _fast_layout(self, graph) -> tuple[list[str], list[tuple]] | None:
@@ -399,9 +436,11 @@ class ConcretePlan:
             slot = state.slot
             pre = state.pre.get(k) if state.pre else None
             post = state.post.get(k) if state.post else None
-            if pre or post:  # resident feeds / kept outputs copied in this chunk (_folds)
-                key = (k, tuple(id(c[0]) for c in pre or ()), id(state.gen) if post else 0)
-                cb = slot.variant(u, key, pre or (), post or ())
+            bind = state.bind.get(k) if state.bind else None
+            if pre or post or bind:  # resident feeds / kept outputs copied or bound here (_folds)
+                key = (k, tuple(id(c[0]) for c in pre or ()), tuple(id(t.view) for t in (bind or {}).values()),
+                       id(state.gen) if k in self.kept_units else 0)
+                cb = slot.variant(u, key, pre or (), post or (), bind)
             else:
                 cb = slot.cbs[k]
             tl[k] = cb.submit([int(tl[i]) for i in waits if tl[i]], slot.lanes[where])
@@ -427,6 +466,7 @@ class ConcretePlan:
 
     def _upload_task(self, u):
         from ..vulkan._commands import CommandRecorder
+        from ..vulkan.tensor import DeviceTensor
 
         k, name, where = u.index, u.value, u.device
         desc = self.concrete.values[name]
@@ -437,12 +477,18 @@ class ConcretePlan:
             t = state.tensors.get(name)
             if t is not None and t.device == where:  # already on this GPU: a device copy
                 src = t.device_tensor.view
-                j = self.fold_in.get(k)
-                if j is not None and (k, id(src)) in state.slot.copy_in:
-                    # Made by the one chunk that reads it (_folds), from its second run on: a
-                    # fresh tensor every run would record the whole chunk again every run.
-                    state.pre.setdefault(j, []).append((src, dst.view, dst.nbytes))
-                    return
+                if (k, id(src)) in state.slot.copy_in:
+                    # From its second run on, read where it is or copied in by the one chunk
+                    # that reads it (_folds): a fresh tensor every run would record the whole
+                    # chunk again every run.
+                    j = self.bind_in.get(k)
+                    if j is not None and src.offset % dst.device.storage_alignment == 0:
+                        state.bind.setdefault(j, {})[(name, where)] = DeviceTensor(src, shape, dtype)
+                        return
+                    j = self.fold_in.get(k)
+                    if j is not None:
+                        state.pre.setdefault(j, []).append((src, dst.view, dst.nbytes))
+                        return
                 cb = state.slot.copy_in.get((k, id(src)))
                 if cb is None:
                     # Recorded once per slot and source: I/O binding feeds the same tensors

@@ -250,9 +250,9 @@ class Slot:
         # Buffers kept outputs are handed out in, reused once no caller holds them (gpurun._fold_kept)
         self.kept_gens: list[KeptGeneration] = []
 
-    def _record_node(self, rec, node, where: str) -> None:
+    def _record_node(self, rec, node, where: str, tensors: dict | None = None) -> None:
         concrete, up, views, arenas = self._record_ctx
-        _record_node(rec, node, where, self.tensors, concrete, up, views, arenas, self.faults.get(where))
+        _record_node(rec, node, where, tensors or self.tensors, concrete, up, views, arenas, self.faults.get(where))
 
     def _record_readbacks(self, rec, node) -> None:
         """The copies of `node`'s outputs into readback staging, right behind it."""
@@ -261,9 +261,10 @@ class Slot:
 
     VARIANTS = 16  # recorded variants kept per slot (oldest dropped first)
 
-    def variant(self, u, key, before: Sequence[tuple], after: Sequence[tuple]):
+    def variant(self, u, key, before: Sequence[tuple], after: Sequence[tuple], bind: dict | None = None):
         """Unit `u`'s chunk with `before` copies ((source view, destination view, bytes)) ahead of
-        its nodes and `after` copies behind them, recorded once per `key` and kept (the command
+        its nodes, `after` copies behind them and the tensors in `bind` ({(value, device):
+        DeviceTensor}) in place of the slot's own, recorded once per `key` and kept (the command
         buffer holds its views, so ids in the key stay theirs). Not for units whose kernels check
         data: their fault sites are registered once, by the slot's own recording (gpurun._folds
         leaves them out)."""
@@ -273,10 +274,11 @@ class Slot:
         from ..vulkan._commands import CommandRecorder
 
         rec = CommandRecorder(self.devices[u.device])
+        tensors = {**self.tensors, **bind} if bind else None
         for src, dst, n in before:
             rec.copy(src, dst, n)
         for node in u.nodes:
-            self._record_node(rec, node, u.device)
+            self._record_node(rec, node, u.device, tensors)
             self._record_readbacks(rec, node)
         for src, dst, n in after:
             rec.copy(src, dst, n)
