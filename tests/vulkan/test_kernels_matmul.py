@@ -240,7 +240,7 @@ def _coop_or_skip(dev):
 @pytest.mark.parametrize("mnk", [(16, 16, 16), (100, 36, 52), (132, 260, 72), (64, 64, 4), (257, 129, 300),
                                  (136, 264, 88)])
 @pytest.mark.parametrize("tile", ["128,256,16,64,64", "128,128,32,64,32", "64,64,32,32,32", "128,128,32,64,64,1",
-                                  "256,128,32,64,64,1", ""])
+                                  "256,128,32,64,64,1", "64,64,128,32,32,1", ""])
 @pytest.mark.parametrize("vecs", [(8, 4), (4,)])
 def test_coop_matches_simt(dev, trans, mnk, tile, vecs, monkeypatch, vkml_env):
     _coop_or_skip(dev)
