@@ -123,7 +123,18 @@ def _variants() -> list[Variant]:
     _variants_reductions(add)
     _variants_matmul(add)
     _variants_movement(add)
+    _variants_gridsample(add)
     return v
+
+
+def _variants_gridsample(add) -> None:
+    """GridSample (shaders/gridsample.comp): mode x spatial rank x X dtype x grid dtype."""
+    for m, mode in enumerate(("nearest", "linear", "cubic")):
+        for r in (1, 2, 3):
+            for t in ("f32", "f16"):
+                for g in ("f32", "f16"):
+                    add(f"gridsample_{mode}_{r}d_{t}_g{g}", "gridsample.comp", MODE=m, RANK=r, TX=T[t], TY=T[g],
+                        TO=T[t])
 
 
 def _variants_movement(add) -> None:
