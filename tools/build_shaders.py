@@ -123,6 +123,7 @@ def _variants() -> list[Variant]:
     _variants_reductions(add)
     _variants_matmul(add)
     _variants_movement(add)
+    _variants_quantize(add)
     _variants_gridsample(add)
     return v
 
@@ -135,6 +136,19 @@ def _variants_gridsample(add) -> None:
                 for g in ("f32", "f16"):
                     add(f"gridsample_{mode}_{r}d_{t}_g{g}", "gridsample.comp", MODE=m, RANK=r, TX=T[t], TY=T[g],
                         TO=T[t])
+
+
+def _variants_quantize(add) -> None:
+    """QuantizeLinear / DequantizeLinear (shaders/quantize.comp), by storage size: x and scale
+    (4: float32, 2: float16/bfloat16) and quantized side (1, 2 bytes; 4 for int32 input)."""
+    for xb in (4, 2):
+        for sb in (4, 2):
+            for qb in (1, 2):
+                add(f"quantize_x{xb}_s{sb}_q{qb}", "quantize.comp", QUANTIZE=1, XB=xb, SB=sb, QB=qb)
+    for qb in (1, 2, 4):
+        for sb in (4, 2):
+            for ob in (4, 2):
+                add(f"dequantize_q{qb}_s{sb}_o{ob}", "quantize.comp", QB=qb, SB=sb, OB=ob)
 
 
 def _variants_movement(add) -> None:

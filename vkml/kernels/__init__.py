@@ -18,6 +18,7 @@ from . import gru, lstm, topk  # noqa: F401  (GRU, LSTM, TopK)
 from . import roialign  # noqa: F401  (RoiAlign)
 from . import gridsample  # noqa: F401  (GridSample)
 from . import lrn  # noqa: F401  (LRN)
+from . import quantize  # noqa: F401  (QuantizeLinear, DequantizeLinear)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 
