@@ -123,6 +123,7 @@ def _variants() -> list[Variant]:
     _variants_reductions(add)
     _variants_matmul(add)
     _variants_movement(add)
+    _variants_scatter(add)
     _variants_quantize(add)
     _variants_gridsample(add)
     return v
@@ -190,6 +191,20 @@ def _variants_movement(add) -> None:
             for r, red in enumerate(("none", "sum", "mean")):
                 for wt in (0, 1):
                     add(f"nll_{red}{'_w' if wt else ''}_{t}_i{i}", "loss.comp", TX=T[t], IDX=i, RED=r, WT=wt)
+
+
+def _variants_scatter(add) -> None:
+    """ScatterND / ScatterElements (scatter.comp): the index passes (mark for none, sort for
+    reductions, check) per index width, none by element size (b16: widened slices), the
+    reductions' fold per dtype."""
+    for i in (32, 64):
+        add(f"scatter_mark_i{i}", "scatter.comp", PASS=0, IDX=i)
+        add(f"scatter_check_i{i}", "scatter.comp", PASS=3, IDX=i)
+        add(f"scatter_sort_i{i}", "scatter.comp", PASS=4, IDX=i)
+        for e in (1, 2, 4, 8, 16):
+            add(f"scatter_b{e}_i{i}", "scatter.comp", PASS=1, ESIZE=e, IDX=i)
+        for t in T:
+            add(f"scatter_{t}_i{i}", "scatter.comp", PASS=2, TX=T[t], IDX=i)
 
 
 def _variants_matmul(add) -> None:

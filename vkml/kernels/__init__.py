@@ -20,6 +20,7 @@ from . import gridsample  # noqa: F401  (GridSample)
 from . import lrn  # noqa: F401  (LRN)
 from . import quantize  # noqa: F401  (QuantizeLinear, DequantizeLinear)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
+from . import scatter  # noqa: F401  (ScatterND, ScatterElements, Scatter)
 from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 
 __all__ = ["Kernel", "TensorSpec", "Unsupported", "get_kernel", "register", "supported_ops"]
