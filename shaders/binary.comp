@@ -3,9 +3,39 @@
 // Types: TX (a), TY (b), TO (output). Shape and strides (in elements, 0 = broadcast) are
 // push constants: 4 + 4 + 3 * 32 = 104 bytes.
 #extension GL_GOOGLE_include_directive : require
+// float64 (type code 12, as cast_ext.comp numbers it; vkml_types.glsl stops at 11) is Mod's
+// alone: held as its bits (uint64_t) and computed with integer operations only, so it needs
+// shaderInt64 and no shaderFloat64.
+#define VKML_ST_12 uint64_t
+#define VKML_CT_12 uint64_t
+#if TX == 12
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
 #include "include/vkml_math.glsl"
+#if (defined(OP_FMOD) || defined(OP_MOD)) && IS_FLOAT(TX)
+// Float Mod reads and writes bits (float16's widened and narrowed by f16_to_f32/f32_to_f16):
+// device float loads and conversions may drop NaN payloads or flush subnormals.
+#undef SX
+#undef SY
+#undef SO
+#undef CX
+#undef CY
+#undef CO
+#if TX == 2
+#define SX uint16_t
+#define SY uint16_t
+#define SO uint16_t
+#else
+#define SX uint
+#define SY uint
+#define SO uint
+#endif
+#define CX uint
+#define CY uint
+#define CO uint
+#endif
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 
@@ -39,6 +69,140 @@ CX ipow(CX base, CY e) {
 }
 #endif
 
+#if (defined(OP_FMOD) || defined(OP_MOD)) && (IS_FLOAT(TX) || TX == 12)
+// Float Mod on the operands' bits, with integer operations only: exact on every device
+// (whatever its float division, denormal flushing or fp64 support) and bit-equal to the CPU
+// operator (NumPy's fmod; for fmod=0 its remainder: fmod, then + y where the signs differ,
+// rounded once). float16 goes through float32 as NumPy does (exact widening, one rounding
+// to float16 at the end). NaNs as NumPy makes them on x86-64: a NaN operand comes back
+// quieted (fmod: x's before y's), an invalid operation (x infinite, y zero) gives the
+// default NaN (sign set).
+#if TX == 12
+#define FU uint64_t
+#define FU1 1ul
+const int FM_MB = 52;          // fraction bits
+const FU FM_SIGN = FU1 << 63;
+#else
+#define FU uint
+#define FU1 1u
+const int FM_MB = 23;
+const FU FM_SIGN = FU1 << 31;
+#endif
+const FU FM_ABS = FM_SIGN - FU1;
+const FU FM_HIDDEN = FU1 << FM_MB;
+const FU FM_FRAC = FM_HIDDEN - FU1;
+const FU FM_INF = FM_ABS & ~FM_FRAC;
+const FU FM_QUIET = FU1 << (FM_MB - 1);
+
+// C's fmod(x, y) (the dividend's sign) by long division of the significands, as musl does it.
+FU fmod_bits(FU ux, FU uy) {
+    FU sx = ux & FM_SIGN, ax = ux & FM_ABS, ay = uy & FM_ABS;
+    if (ax > FM_INF) return ux | FM_QUIET;
+    if (ay > FM_INF) return uy | FM_QUIET;
+    if (ax == FM_INF || ay == FU(0)) return FM_SIGN | FM_INF | FM_QUIET;
+    if (ax < ay) return ux;              // also x zero, y infinite
+    if (ax == ay) return sx;
+    int ex = int(ax >> FM_MB), ey = int(ay >> FM_MB);
+    FU mx = ax & FM_FRAC, my = ay & FM_FRAC;
+    if (ex == 0) { ex = 1; while (mx < FM_HIDDEN) { mx <<= 1; --ex; } } else mx |= FM_HIDDEN;
+    if (ey == 0) { ey = 1; while (my < FM_HIDDEN) { my <<= 1; --ey; } } else my |= FM_HIDDEN;
+    for (; ex > ey; --ex) {
+        if (mx >= my) { mx -= my; if (mx == FU(0)) return sx; }
+        mx <<= 1;
+    }
+    if (mx >= my) { mx -= my; if (mx == FU(0)) return sx; }
+    while (mx < FM_HIDDEN) { mx <<= 1; --ex; }
+    FU r = ex > 0 ? (FU(ex) << FM_MB) | (mx & FM_FRAC) : mx >> uint(1 - ex);  // exact either way
+    return r | sx;
+}
+
+#if TX == 2
+// float16 <-> float32 bits, exactly as NumPy converts (float32 -> float16 rounds to nearest
+// even; NaNs keep their sign and top payload bits).
+uint f16_to_f32(uint h) {
+    uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (e == 0x1Fu) return s | 0x7F800000u | (m << 13);
+    if (e == 0u) {
+        if (m == 0u) return s;
+        e = 113u;
+        while ((m & 0x400u) == 0u) { m <<= 1; --e; }
+        return s | (e << 23) | ((m & 0x3FFu) << 13);
+    }
+    return s | ((e + 112u) << 23) | (m << 13);
+}
+
+uint f32_to_f16(uint f) {
+    uint s = (f >> 16) & 0x8000u, a = f & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) {
+        uint h = 0x7C00u | ((a >> 13) & 0x3FFu);
+        return s | (h == 0x7C00u ? 0x7C01u : h);
+    }
+    if (a >= 0x47800000u) return s | 0x7C00u;
+    uint h, rem, half_;
+    if (a < 0x38800000u) {                          // a float16 subnormal (or zero)
+        if (a < 0x33000000u) return s;
+        uint e = a >> 23, m = (a & 0x7FFFFFu) | 0x800000u, sh = 126u - e;
+        h = m >> sh;
+        rem = m & ((1u << sh) - 1u);
+        half_ = 1u << (sh - 1u);
+    } else {
+        h = (a >> 13) - (112u << 10);
+        rem = a & 0x1FFFu;
+        half_ = 0x1000u;
+    }
+    if (rem > half_ || (rem == half_ && (h & 1u) != 0u)) h += 1u;  // a carry moves up a binade
+    return s | h;
+}
+#endif
+
+#if defined(OP_MOD)
+// a - b for finite magnitudes a > b > 0 (bits without the sign), rounded to nearest even:
+// guard, round and sticky bits below the significands.
+FU sub_mag(FU a, FU b) {
+    int ea = int(a >> FM_MB), eb = int(b >> FM_MB);
+    FU ma = a & FM_FRAC, mb = b & FM_FRAC;
+    if (ea == 0) ea = 1; else ma |= FM_HIDDEN;
+    if (eb == 0) eb = 1; else mb |= FM_HIDDEN;
+    ma <<= 3;
+    mb <<= 3;
+    int d = ea - eb;
+    if (d > FM_MB + 4) {
+        mb = FU1;                                   // all of it sticky (b is not zero)
+    } else if (d > 0) {
+        FU lost = mb & ((FU1 << d) - FU1);
+        mb = (mb >> d) | (lost != FU(0) ? FU1 : FU(0));
+    }
+    FU m = ma - mb;
+    int e = ea;
+    while (m < (FM_HIDDEN << 3) && e > 1) { m <<= 1; --e; }
+    FU low = m & FU(7);
+    m >>= 3;
+    if (low > FU(4) || (low == FU(4) && (m & FU1) != FU(0))) m += FU1;
+    return (FU(e - 1) << FM_MB) + m;                // a carry out of the significand bumps e
+}
+#endif
+
+FU mod_bits(FU ux, FU uy) {
+    FU r = fmod_bits(ux, uy);
+#if defined(OP_MOD)
+    FU qx = (ux & FM_ABS) | FM_QUIET, qy = (uy & FM_ABS) | FM_QUIET;
+    if ((ux & FM_ABS) > FM_INF && (uy & FM_ABS) > FM_INF) {
+        // Two NaNs: NumPy's remainder (x87 fprem on x86-64) keeps the larger payload, the
+        // positive one of equal payloads.
+        return (qx > qy ? ux : qx < qy ? uy : ux & uy) | FM_QUIET;
+    }
+    FU ar = r & FM_ABS, ay = uy & FM_ABS;
+    if (ay == FU(0) || ar > FM_INF) return r;      // y zero, or a NaN: as fmod gives it
+    if (ar == FU(0)) return uy & FM_SIGN;          // a zero takes the divisor's sign
+    if (((r ^ uy) & FM_SIGN) != FU(0)) {           // r + y, the signs differing: |y| > |r|
+        if (ay == FM_INF) return uy;
+        r = (uy & FM_SIGN) | sub_mag(ay, ar);
+    }
+#endif
+    return r;
+}
+#endif
+
 CO apply(CX u, CY v) {
 #if defined(OP_ADD)
     return u + v;
@@ -58,9 +222,13 @@ CO apply(CX u, CY v) {
     return CO(vkml_div(float(u), float(v)));
 #endif
 #elif defined(OP_FMOD) || defined(OP_MOD)
-    // Integers (the host keeps float Mod on the CPU): C's remainder (sign of the dividend);
-    // OP_MOD then moves it to the divisor's sign (floor division). x % 0 gives 0, as NumPy.
-#if IS_UINT(TX)
+    // Floats: mod_bits above. Integers: C's remainder (sign of the dividend); OP_MOD then
+    // moves it to the divisor's sign (floor division). x % 0 and MIN % -1 give 0, as NumPy.
+#if TX == 2
+    return f32_to_f16(mod_bits(f16_to_f32(u), f16_to_f32(v)));
+#elif TX == 1 || TX == 12
+    return mod_bits(u, v);
+#elif IS_UINT(TX)
     return v == CY(0) ? CX(0) : u % v;
 #else
     if (v == CY(0) || v == CY(-1)) return CX(0);

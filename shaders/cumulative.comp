@@ -2,8 +2,12 @@
 // CumSum / CumProd (OP_PROD) of x viewed as (outer, k, inner) along k: one invocation per
 // (outer, inner) line, scanning in order (as NumPy's accumulate does, so float results match
 // bitwise), optionally exclusive (starting from the identity) and reversed. TX: f32 or f16
-// (computed in float, as the CPU operator widens float16) or i32.
+// (computed in float, as the CPU operator widens float16), f64 (type code 12, as cast_ext.comp
+// numbers it: double, which needs shaderFloat64) or any integer (8/16-bit ones computed in 32
+// bits and stored narrow: the same wrap-around as NumPy's accumulate in the dtype).
 #extension GL_GOOGLE_include_directive : require
+#define VKML_ST_12 double
+#define VKML_CT_12 double
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
 

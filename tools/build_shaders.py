@@ -87,11 +87,13 @@ def _variants() -> list[Variant]:
 
     # ---- binary with broadcasting (shaders/binary.comp)
     same = {op: FLOATS + INTS for op in ("add", "sub", "mul", "div", "max", "min")}
-    same.update(prelu=FLOATS + ("i32", "i64"), mod=INTS, fmod=INTS, bitand=INTS, bitor=INTS, bitxor=INTS,
+    same.update(prelu=FLOATS + ("i32", "i64"), mod=FLOATS + INTS, fmod=FLOATS + INTS, bitand=INTS, bitor=INTS, bitxor=INTS,
                 shl=INTS, shr=INTS)
     for op, dts in same.items():
         for t in dts:
             add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T[t]})
+    for op in ("mod", "fmod"):  # float64 Mod: its bits as uint64 (type code 12, as in cast_ext.comp)
+        add(f"{op}_f64", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": 12, "TY": 12, "TO": 12})
     for x in FLOATS:
         for y in FLOATS + INTS:
             add(f"pow_{x}_{y}", "binary.comp", OP_POW=1, TX=T[x], TY=T[y], TO=T[x])
@@ -182,9 +184,9 @@ def _variants_movement(add) -> None:
         for so in (1, 2, 4, 8):
             add(f"castx_b{si}_b{so}", "cast_ext.comp", SIN=si, SOUT=so)
     # ---- CumSum, CumProd (shaders/cumulative.comp)
-    for t in ("f32", "f16", "i32"):
-        add(f"cumsum_{t}", "cumulative.comp", TX=T[t])
-        add(f"cumprod_{t}", "cumulative.comp", TX=T[t], OP_PROD=1)
+    for t, code in [(t, T[t]) for t in FLOATS + INTS] + [("f64", 12)]:  # f64: type code 12, shaderFloat64
+        add(f"cumsum_{t}", "cumulative.comp", TX=code)
+        add(f"cumprod_{t}", "cumulative.comp", TX=code, OP_PROD=1)
     # ---- NegativeLogLikelihoodLoss (shaders/loss.comp): reduction none/sum/mean, weights or not
     for t in FLOATS:
         for i in (32, 64):

@@ -1,17 +1,38 @@
 """GPU kernels for CumSum and CumProd (shaders/cumulative.comp): one invocation per line
-along the axis, scanning in order; the axis (input 1) must be known on the host."""
+along the axis, scanning in order; the axis (input 1) must be known on the host.
+
+dtypes: float32, float16 (computed in float32, as the CPU operator does), every integer type
+(int8 ... uint64: 8/16-bit ones computed in 32 bits and stored narrow, which wraps as NumPy's
+accumulate in the dtype does; 64-bit ones need shaderInt64) and float64 where the device has
+shaderFloat64 (the scan in double, as on the CPU). Results are bitwise equal to the CPU's.
+Refused (the node runs on the CPU): bfloat16 and the other narrow floats, bool, scalars, an
+axis computed at run time, float64 on a device without fp64."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .common import PushBlock, dtype_name, require_dtypes
+from .common import PushBlock, require_dtypes
 from .reduce import check_size, float_or, group_count, normalize_axis, threads_wg
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 CUM_PUSH = PushBlock("5I", "cumulative")  # lines, k, inner, exclusive, reverse
 SHADER = {"CumSum": "cumsum", "CumProd": "cumprod"}
+DTYPES = ("f32", "f16", "i32", "i64", "i8", "i16", "u8", "u16", "u32", "u64")
+_F64 = np.dtype(np.float64)
+
+
+def _dtype_suffix(device, dtype, op_type) -> str:
+    """The variant suffix for `dtype`; Unsupported where `device` cannot scan it."""
+    if np.dtype(dtype) == _F64:  # the shaders' type code 12: double arithmetic
+        if device is not None and "fp64" not in device.features:
+            raise Unsupported(f"{op_type} of float64 needs shaderFloat64, which {device.name} lacks")
+        return "f64"
+    dt = float_or(dtype, DTYPES, op_type)
+    if device is not None:
+        require_dtypes(device, dtype)
+    return dt
 
 
 def _axis(op_type, inputs, consts=None) -> int:
@@ -36,8 +57,7 @@ class CumulativeKernel(Kernel):
             raise Unsupported(f"{op_type} takes two inputs")
         if not inputs[0].shape:
             raise Unsupported(f"{op_type} of a scalar")
-        float_or(inputs[0].dtype, ("f32", "f16", "i32"), op_type)
-        require_dtypes(device, inputs[0].dtype)
+        _dtype_suffix(device, inputs[0].dtype, op_type)
         _axis(op_type, inputs)
         check_size(device, inputs[0])
 
@@ -54,6 +74,7 @@ class CumulativeKernel(Kernel):
             return
         device = rec.device
         wg = threads_wg(device)
-        p = device.pipeline(f"{SHADER[op_type]}_{dtype_name(x.dtype)}", "rw", CUM_PUSH.size, (wg,))
+        name = f"{SHADER[op_type]}_{_dtype_suffix(None, x.dtype, op_type)}"
+        p = device.pipeline(name, "rw", CUM_PUSH.size, (wg,))
         push = CUM_PUSH.pack(lines, k, inner, int(bool(attrs.get("exclusive", 0))), int(bool(attrs.get("reverse", 0))))
         rec.dispatch(p, [x.view, out.view], push, group_count(device, -(-lines // wg)))

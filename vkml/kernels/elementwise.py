@@ -6,6 +6,13 @@ Integers: int8, int16, uint8, uint16 are stored narrow and computed in 32 bits, 
 the device's 8/16-bit storage features (require_dtypes says which one a device lacks, and the
 node stays on the CPU); uint64 needs shaderInt64, as int64 does.
 
+Mod: every integer dtype (x % 0 and MIN % -1 give 0, as the CPU operator's NumPy does, with
+fmod 0 or 1) and float32, float16, float64 (fmod=1: C's fmod; fmod=0: NumPy's remainder, the
+divisor's sign). Float Mod works on the operands' bits with integer operations only (exact
+long division, then one correctly rounded subtraction for fmod=0), so it is bit-equal to the
+CPU on every device; float64 thus needs shaderInt64, not shaderFloat64. Zero divisors give the
+CPU's NaN, NaN operands come back quieted.
+
 Shaders: shaders/unary.comp, binary.comp, where.comp; variants are named
 <op>_<dtype> (pow_<x>_<y>, cast_<from>_<to>), see tools/build_shaders.py.
 """
@@ -319,6 +326,7 @@ COMPARE = {"Equal": "equal", "Less": "less", "LessOrEqual": "less_or_equal", "Gr
            "GreaterOrEqual": "greater_or_equal"}
 LOGIC = {"And": "and", "Or": "or", "Xor": "xor"}
 BITWISE = {"BitwiseAnd": "bitand", "BitwiseOr": "bitor", "BitwiseXor": "bitxor"}
+_F64 = np.dtype(np.float64)  # Mod only (mod_f64, fmod_f64)
 
 
 def _record_binary(rec, shader_op: str, dx: str, dy: str, a, b, out) -> None:
@@ -342,6 +350,9 @@ class BinaryKernel(Kernel):
                 + ("Pow", "PRelu", "Mod", "BitShift"))
 
     def _types(self, op_type, inputs):
+        if op_type == "Mod" and len(inputs) == 2 and all(t is not None and np.dtype(t.dtype) == _F64
+                                                          for t in inputs):
+            return ["f64", "f64"]  # Mod's alone: shaders/binary.comp works on its bits
         if op_type in VARIADIC:
             if not inputs or any(t is None for t in inputs):
                 raise Unsupported(f"{op_type} needs at least one input")
@@ -361,10 +372,11 @@ class BinaryKernel(Kernel):
             if dts != ["bool", "bool"]:
                 raise Unsupported(f"{op_type} takes bool inputs")
         elif op_type == "Mod":
-            if dts[0] != dts[1] or dts[0] not in INTS:
-                raise Unsupported(f"Mod on the GPU takes integers (int8, int16, int32 or int64, or unsigned "
-                                  f"ones; float fmod needs exact arithmetic), not {inputs[0].dtype}, "
-                                  f"{inputs[1].dtype}")
+            if attrs.get("fmod", 0) not in (0, 1):
+                raise Unsupported(f"Mod fmod={attrs.get('fmod')!r} (the CPU operator reports the error)")
+            if dts[0] != dts[1] or dts[0] not in FI + ("f64",):
+                raise Unsupported(f"Mod on the GPU takes two inputs of one dtype among float32, float16, "
+                                  f"float64 and the integers, not {inputs[0].dtype}, {inputs[1].dtype}")
         elif op_type == "BitShift":
             if attrs.get("direction") not in ("LEFT", "RIGHT", b"LEFT", b"RIGHT"):
                 raise Unsupported(f"BitShift direction {attrs.get('direction')!r}")
@@ -375,7 +387,10 @@ class BinaryKernel(Kernel):
                        else F + I if op_type == "PRelu" else FI)
             if dts[0] not in allowed:
                 raise Unsupported(f"{op_type} on the GPU supports {', '.join(allowed)}, not {inputs[0].dtype}")
-        require_dtypes(device, *[t.dtype for t in inputs])
+        if dts[0] == "f64":  # held as uint64 bits: 64-bit integers, no shaderFloat64
+            require_dtypes(device, np.int64)
+        else:
+            require_dtypes(device, *[t.dtype for t in inputs])
         if op_type in COMPARE or op_type in LOGIC:
             require_dtypes(device, np.bool_)
         try:
@@ -394,7 +409,7 @@ class BinaryKernel(Kernel):
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         out = outputs[0]
-        dts = [dtype_name(t.dtype) for t in inputs]
+        dts = self._types(op_type, inputs)
         if op_type in VARIADIC:
             op = VARIADIC[op_type]
             if op_type == "Mean":  # as the CPU: the sum in the dtype, then one division by n

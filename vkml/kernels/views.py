@@ -2,6 +2,12 @@
 new shape, so these kernels set Kernel.alias and record nothing when the runtime hands
 them outputs[0] = inputs[0].reshape(shape). Handed a separate output buffer instead, they
 copy (vkCmdCopyBuffer), so a runtime that ignores aliasing still gets right answers.
+
+BitCast (opset 26) is the same kind of view: the input's bytes under another dtype of the
+same width (the runtime's tensor for the output carries the output value's dtype over the
+input's buffer). ONNX requires equal bit widths, and so does the CPU operator (it reports
+the error), so other pairs are refused; so are dtypes a device tensor cannot hold (string,
+complex) and constant inputs (a view of a constant would keep the constant's dtype).
 """
 from __future__ import annotations
 
@@ -99,6 +105,59 @@ class ViewKernel(Kernel):
         if out.view is x.view or not x.nbytes:
             return  # aliased (the normal case) or nothing to move
         rec.copy(x.view, out.view, x.nbytes)
+
+
+def _bitcast_target(attrs) -> np.dtype:
+    from vkml.ir.dtypes import np_dtype
+
+    to = attrs.get("to")
+    try:
+        return np_dtype(int(to))
+    except (KeyError, TypeError, ValueError):
+        raise Unsupported(f"BitCast to ONNX type {to!r}") from None
+
+
+def _bits(dtype: np.dtype) -> int:
+    """Bits per element as ONNX counts them (vkml.ops.cast: int4/float4 4, int2 2)."""
+    from vkml.ops.cast import _bits as cpu_bits
+
+    return cpu_bits(dtype)
+
+
+@register
+class BitCastKernel(Kernel):
+    """BitCast: output 0 is input 0's bytes read as the target dtype (Kernel.alias)."""
+
+    op_types = ("BitCast",)
+    alias = True
+
+    def check(self, device, op_type, attrs, inputs):
+        if len(inputs) != 1 or inputs[0] is None:
+            raise Unsupported("BitCast takes one input")
+        x = inputs[0]
+        to = _bitcast_target(attrs)
+        require_elements(device, x.dtype, to)
+        if _bits(x.dtype) != _bits(to):
+            raise Unsupported(f"BitCast from {x.dtype} ({_bits(x.dtype)} bits) to {to} ({_bits(to)} bits): "
+                              "ONNX requires equal widths (the CPU operator reports the error)")
+        if getattr(x, "value", None) is not None:
+            raise Unsupported("BitCast of a constant (folded or run on the CPU: a view of a device constant "
+                              "keeps the constant's dtype)")
+
+    def infer(self, op_type, attrs, inputs):
+        return [TensorSpec(tuple(inputs[0].shape), _bitcast_target(attrs))]
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        x, out = inputs[0], outputs[0]
+        if out.view is x.view:
+            to = _bitcast_target(attrs)
+            if out.dtype != to:
+                # A caller that made the alias with DeviceTensor.reshape (the input's dtype):
+                # give it the same bytes under the target dtype.
+                outputs[0] = type(out)(out.view, out.shape, to)
+            return
+        if x.nbytes:
+            rec.copy(x.view, out.view, x.nbytes)
 
 
 @register
