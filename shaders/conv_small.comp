@@ -6,13 +6,20 @@
 // output: lane j takes k = j, j + LANES, ... (channels outer, taps inner, as the GEMM orders
 // k), then the lanes' sums are added in shared memory. fp32 accumulation; 1-3 spatial dims
 // (missing ones are 1); the epilogue (include/vkml_epilogue.glsl) follows the bias.
+// POOL = k (2 or 3): a k x k MaxPool with stride k follows (compile/epilogue.py fuses it;
+// 2-D, no residual): the outputs, their count (total, P) and OH/OW are the pooled ones, and
+// each output takes the max of its window's k * k convolution results (NaN wins, as
+// np.maximum), each with its bias and epilogue; the lanes share the window's weight loads.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "include/vkml_types.glsl"
 
 #define LANES 32u
 #define PER_GROUP 8u  // outputs per workgroup of 256 invocations
 layout(local_size_x = 256) in;
 layout(constant_id = 1) const bool HAS_BIAS = false;
+layout(constant_id = 2) const uint POOL = 1;  // 1, or k: a fused k x k / stride k max pool
+const uint WIN = POOL * POOL;
 
 layout(std430, binding = 0) readonly buffer BX { SX x[]; };
 layout(std430, binding = 1) readonly buffer BW { SX w[]; };
@@ -35,7 +42,9 @@ layout(push_constant) uniform Push {
 
 #include "include/vkml_epilogue.glsl"
 
-shared float part[256];
+shared float part[256 * WIN];
+
+bool nan_(float v) { return (floatBitsToUint(v) & 0x7FFFFFFFu) > 0x7F800000u; }
 
 void main() {
     uint lane = gl_LocalInvocationID.x % LANES;
@@ -49,34 +58,54 @@ void main() {
     // Every invocation runs every round (the barriers below need the whole workgroup).
     for (uint base = gl_WorkGroupID.x * PER_GROUP; base < pc.total; base += gl_NumWorkGroups.x * PER_GROUP) {
         uint i = base + slot;
-        float acc = 0.0;
+        float acc[WIN];
+        [[unroll]] for (uint q = 0u; q < WIN; ++q) acc[q] = 0.0;
         if (i < pc.total) {
             uint p = i % pc.P, nm = i / pc.P;
             uint m = nm % pc.M, img = nm / pc.M;
             uint ox = p % pc.OW, t = p / pc.OW;
             uint oy = t % pc.OH, oz = t / pc.OH;
-            int bz = int(oz) * pc.sz - pc.pz, by = int(oy) * pc.sy - pc.py, bx = int(ox) * pc.sx - pc.px;
+            int bz = int(oz) * pc.sz - pc.pz;
+            int byq[WIN], bxq[WIN];  // each window position's convolution output, its corner
+            [[unroll]] for (uint q = 0u; q < WIN; ++q) {
+                byq[q] = int(oy * POOL + q / POOL) * pc.sy - pc.py;
+                bxq[q] = int(ox * POOL + q % POOL) * pc.sx - pc.px;
+            }
             uint xbase = (img * C + (m / pc.mg) * pc.cg) * S;
             uint wbase = m * K;
             for (uint k = lane; k < K; k += LANES) {
                 uint ci = k / taps, tap = k - ci * taps;
                 uint kz = tap / khw, r = tap - kz * khw;
                 uint ky = r / uint(pc.KW), kx = r - ky * uint(pc.KW);
-                int iz = bz + int(kz) * pc.dz, iy = by + int(ky) * pc.dy, ix = bx + int(kx) * pc.dx;
-                if (iz < 0 || iz >= pc.D || iy < 0 || iy >= pc.H || ix < 0 || ix >= pc.W) continue;
-                acc = fma(float(x[xbase + ci * S + uint(iz * hw + iy * pc.W + ix)]), float(w[wbase + k]), acc);
+                int iz = bz + int(kz) * pc.dz;
+                if (iz < 0 || iz >= pc.D) continue;
+                float wk = float(w[wbase + k]);
+                [[unroll]] for (uint q = 0u; q < WIN; ++q) {
+                    int iy = byq[q] + int(ky) * pc.dy, ix = bxq[q] + int(kx) * pc.dx;
+                    if (iy < 0 || iy >= pc.H || ix < 0 || ix >= pc.W) continue;
+                    acc[q] = fma(float(x[xbase + ci * S + uint(iz * hw + iy * pc.W + ix)]), wk, acc[q]);
+                }
             }
         }
-        part[gl_LocalInvocationID.x] = acc;
+        [[unroll]] for (uint q = 0u; q < WIN; ++q) part[q * 256u + gl_LocalInvocationID.x] = acc[q];
         barrier();
         for (uint half_ = LANES / 2u; half_ > 0u; half_ >>= 1) {
-            if (lane < half_) part[gl_LocalInvocationID.x] += part[gl_LocalInvocationID.x + half_];
+            if (lane < half_) {
+                [[unroll]] for (uint q = 0u; q < WIN; ++q)
+                    part[q * 256u + gl_LocalInvocationID.x] += part[q * 256u + gl_LocalInvocationID.x + half_];
+            }
             barrier();
         }
         if (lane == 0u && i < pc.total) {
-            float v = part[gl_LocalInvocationID.x];
-            if (HAS_BIAS) v += float(bias[(i / pc.P) % pc.M]);
-            o[i] = SO(epilogue(v, i, pc.EPI));
+            float best = 0.0;
+            [[unroll]] for (uint q = 0u; q < WIN; ++q) {
+                float v = part[q * 256u + gl_LocalInvocationID.x];
+                if (HAS_BIAS) v += float(bias[(i / pc.P) % pc.M]);
+                v = epilogue(v, i, pc.EPI);
+                if (POOL > 1u) v = float(SO(v));  // the pool reads the convolution's rounded output
+                if (q == 0u || nan_(v) || v > best) best = nan_(best) ? best : v;
+            }
+            o[i] = SO(best);
         }
         barrier();  // (part[] is reused by the next round)
     }

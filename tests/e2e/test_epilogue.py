@@ -288,3 +288,63 @@ def test_silu_rides_on_its_conv(gpu, vkml_env):
     for n in nodes_f:
         env.update(zip(n.outputs, n.op.run(*[env[i] if i else None for i in n.inputs])))
     np.testing.assert_array_equal(env["y"], cpu)
+
+
+def _pool_model(act: str, h_: int, w_: int, bias: bool, dtype=np.float32, ceil: int = 0, k: int = 2) -> bytes:
+    """x -> small Conv [-> act] -> MaxPool k x k stride k -> y (mnist-12's shape of layer)."""
+    rng = np.random.default_rng(h_ * 7 + w_)
+    et = T.FLOAT16 if dtype == np.float16 else T.FLOAT
+    inits = [nh.from_array((rng.standard_normal((6, 3, 3, 3)) * 0.4).astype(dtype), "w")]
+    ins = ["x", "w"]
+    if bias:
+        inits.append(nh.from_array(rng.standard_normal(6).astype(dtype), "b"))
+        ins.append("b")
+    nodes = [h.make_node("Conv", ins, ["c"], name="conv", pads=[1] * 4)]
+    last = "c"
+    if act == "relu":
+        nodes.append(h.make_node("Relu", ["c"], ["a"], name="act"))
+        last = "a"
+    elif act == "clip":
+        nodes.append(h.make_node("Clip", ["c"], ["a"], name="act", min=-0.5, max=0.75))
+        last = "a"
+    nodes.append(h.make_node("MaxPool", [last], ["y"], name="pool", kernel_shape=[k, k], strides=[k, k],
+                             ceil_mode=ceil))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", et, [2, 3, h_, w_])],
+                     [h.make_tensor_value_info("y", et, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 10 if act == "clip" else 17)]).SerializeToString()
+
+
+def test_max_pool_fuses_into_small_convs(gpu, vkml_env):
+    """Conv [-> Relu | Clip] -> MaxPool k x k / k (k = 2, 3) is one GPU dispatch
+    (shaders/conv_small.comp with POOL = k) and gives what the separate ops give, bit for bit,
+    odd sizes and NaN included."""
+    rng = np.random.default_rng(3)
+    for act, k in (("relu", 2), ("clip", 2), ("none", 2), ("relu", 3), ("none", 3)):
+        for (hh, ww), bias, dtype in (((8, 8), True, np.float32), ((7, 9), False, np.float32),
+                                      ((6, 5), True, np.float32)):  # (epilogues fuse in float32 only)
+            model = _pool_model(act, hh, ww, bias, dtype, k=k)
+            x = rng.standard_normal((2, 3, hh, ww)).astype(dtype)
+            x[1, 0, 2, 2] = np.nan  # NaN wins in max pooling, as np.maximum
+            ref, _ = _run(model, [gpu], x, False, vkml_env)
+            got, report = _run(model, [gpu], x, True, vkml_env)
+            rows = {r["node"]: r for r in report}
+            assert "fused into" in rows["pool"]["reason"], rows
+            (pipes,) = {str(r["pipelines"]) for r in report if r.get("pipelines")}  # each original names the one
+            assert [p["shader"] for p in rows["pool"]["pipelines"]] == [f"conv_small_{'f16' if dtype == np.float16 else 'f32'}"]
+            assert got.shape == ref.shape == (2, 6, hh // k, ww // k)
+            assert np.isnan(got).any()
+            np.testing.assert_array_equal(got, ref)
+            x[1, 0, 2, 2] = 0  # (GPU and CPU Relu/Clip of NaN differ apart from pooling)
+            got, _ = _run(model, [gpu], x, True, vkml_env)
+            cpu_ref, _ = _run(model, ["cpu"], x, True, vkml_env)  # the CPU runs FusedConv's replay
+            tol = 2e-3 if dtype == np.float16 else 1e-5
+            np.testing.assert_allclose(got.astype(np.float32), cpu_ref.astype(np.float32), rtol=tol, atol=tol)
+
+
+def test_max_pool_with_ceil_mode_on_odd_sizes_does_not_fuse(gpu, vkml_env):
+    model = _pool_model("relu", 7, 7, True, ceil=1)
+    x = np.random.default_rng(4).standard_normal((2, 3, 7, 7)).astype(np.float32)
+    got, report = _run(model, [gpu], x, True, vkml_env)
+    assert not any("fused into" in r["reason"] for r in report if r["node"] == "pool")
+    ref, _ = _run(model, ["cpu"], x, False, vkml_env)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)

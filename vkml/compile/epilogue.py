@@ -1,6 +1,8 @@
 """Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or an activation (Relu,
 Clip with constant bounds as in ReLU6, SiLU written as x * Sigmoid(x)) becomes one FusedConv
-node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl).
+node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl). A
+2x2 or 3x3 MaxPool of the same stride after a small Conv (the direct route: LeNet-style CNNs
+such as mnist-12) joins it too, when no residual is added (kernels/conv.fusable_pool).
 
 Why: on a GPU each op is a dispatch and a barrier. In a ResNet-50 at batch 1 the 49 Relu and 16
 Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
@@ -22,7 +24,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..ir.graph import Node, TensorDesc, _graphs_in
-from ..kernels.conv import FUSED_CONV, fusable_route
+from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route
 from ..kernels.gemm import EPI_CLIP, EPI_RELU, EPI_RESIDUAL, EPI_SILU
 from ..ops.registry import Op
 from .rewrite import fold_chain, only_reader, readers_of, rewritten
@@ -32,20 +34,22 @@ F32 = np.dtype(np.float32)
 
 
 class FusedConv(Op):
-    """Conv [+ Add residual] [+ Relu, Clip or SiLU]. Inputs: X, W, B ("" if none), R ("" if
-    none). `replay`: (conv, add or None, activation or None), the original operators run in
-    order on the CPU; an activation is ("unary", op, extra inputs) or ("silu", Sigmoid, Mul,
-    whether the Mul reads x first)."""
+    """Conv [+ Add residual] [+ Relu, Clip or SiLU] [+ MaxPool]. Inputs: X, W, B ("" if none),
+    R ("" if none). `replay`: (conv, add or None, activation or None, max pool or None), the
+    original operators run in order on the CPU; an activation is ("unary", op, extra inputs)
+    or ("silu", Sigmoid, Mul, whether the Mul reads x first); `pool`: the max pool's window
+    side (0: none)."""
 
     op_type, domain, since = FUSED_CONV, DOMAIN, 1
-    attrs = {"epilogue": None, "replay": None, "fused": None, "clip": None, "auto_pad": "NOTSET", "dilations": None,
-             "group": 1, "kernel_shape": None, "pads": None, "strides": None}
+    attrs = {"epilogue": None, "replay": None, "fused": None, "clip": None, "pool": 0, "auto_pad": "NOTSET",
+             "dilations": None, "group": 1, "kernel_shape": None, "pads": None, "strides": None}
 
     def check(self) -> None:
-        self._conv, self._add, self._act = self.replay
+        self._conv, self._add, self._act, self._pool = self.replay
 
     def infer(self, inputs: list[TensorDesc], consts: list) -> list[TensorDesc]:
-        return self._conv.infer(list(inputs[:3]), list(consts[:3]))
+        out = self._conv.infer(list(inputs[:3]), list(consts[:3]))
+        return out if self._pool is None else self._pool.infer(out, [None])
 
     def run(self, x, w, b=None, r=None) -> list[np.ndarray]:
         y = self._conv.run(x, w, b)[0] if b is not None else self._conv.run(x, w)[0]
@@ -57,6 +61,8 @@ class FusedConv(Op):
         elif act is not None:
             sg = act[1].run(y)[0]
             y = act[2].run(y, sg)[0] if act[3] else act[2].run(sg, y)[0]
+        if self._pool is not None:
+            y = self._pool.run(y)[0]
         return [y]
 
 
@@ -160,14 +166,23 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
                 chain += [sig, mul]
                 flags |= EPI_SILU
                 act = ("silu", sig.op, mul.op, mul.inputs[0] == conv.outputs[0])
+        pool, window = None, 0
+        nxt = next_node(chain[-1].outputs[0])
+        if nxt is not None and not flags & EPI_RESIDUAL and id(nxt) not in replace and _single(nxt, "MaxPool") \
+                and len(nxt.inputs) == 1 and [o for o in nxt.outputs if o] == [nxt.outputs[0]] and nxt.op is not None:
+            window = fusable_pool(conv.attrs, xd.shape, wd.shape, nxt.attrs, nxt.opset)
+            if window:
+                pool = nxt
+                chain.append(nxt)
         if len(chain) == 1:
             continue
         add = chain[1] if flags & EPI_RESIDUAL else None
         name = "+".join(n.name for n in chain)
         b = conv.inputs[2] if len(conv.inputs) > 2 else ""
         attrs = {k: v for k, v in conv.attrs.items()}
-        attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op, act),
-                     fused=[n.name for n in chain], clip=clip)
+        attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op, act,
+                                             None if pool is None else pool.op),
+                     fused=[n.name for n in chain], clip=clip, pool=window)
         node = Node(name, FUSED_CONV, DOMAIN, [x, w, b, res], [chain[-1].outputs[0]], attrs, 1)
         node.op = FusedConv(node)
         # At the chain's last node: the residual may be computed after the Conv (a projection

@@ -211,20 +211,22 @@ def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, 
 
 
 def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP,
-               small: bool = False) -> None:
+               small: bool = False, pool: int = 1) -> None:
     """The depthwise route, or with `small` the direct route (shaders/conv_small.comp: one
-    workgroup of 256 per SMALL_PER_GROUP outputs)."""
+    workgroup of 256 per SMALL_PER_GROUP outputs), there with a fused `pool` x `pool` max pool
+    of stride `pool` (outputs: the pooled ones)."""
     dev = rec.device
-    p = math.prod(geo.out_sp)
+    out_sp = (geo.out_sp[0], geo.out_sp[1] // pool, geo.out_sp[2] // pool)  # (D, H, W); D = 1 when pooled
+    p = math.prod(out_sp)
     total = geo.n * geo.m * p
     t = dtype_name(out.dtype)
     if small:
-        pipe = dev.pipeline(f"conv_small_{t}", "rrrwr", DW_PUSH.size, (256, b is not None))
+        pipe = dev.pipeline(f"conv_small_{t}", "rrrwr", DW_PUSH.size, (256, b is not None, pool))
         groups = pipe.groups_for(total * 256 // SMALL_PER_GROUP)  # 256 invocations per SMALL_PER_GROUP outputs
     else:
         pipe = dev.pipeline(f"conv_dw_{t}", "rrrwr", DW_PUSH.size, (256, b is not None))
         groups = pipe.groups_for(total)
-    push = DW_PUSH.pack(total, geo.m, geo.mg, geo.cg, p, *geo.out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
+    push = DW_PUSH.pack(total, geo.m, geo.mg, geo.cg, p, *out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
                         *geo.pads, *geo.dil, epi, *clip)
     rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view,
                         gemm.residual_view(epi, res, out)], push, groups)
@@ -324,11 +326,41 @@ def fusable_route(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> b
     return True
 
 
+POOLS = (2, 3)  # the max pools conv_small.comp fuses: k x k windows with stride k
+
+
+def fusable_pool(conv_attrs: Mapping[str, Any], x_shape, w_shape, pool_attrs: Mapping[str, Any],
+                 pool_opset: int) -> int:
+    """The window side k when a MaxPool after this Conv can run in the Conv's dispatch, else 0:
+    the Conv takes the direct route (shaders/conv_small.comp) and is 2-D, the pool's window is
+    k x k (k in POOLS) with stride k, no padding or dilation, floor rounding (or sizes k
+    divides). mnist-12 pools 2x2 then 3x3."""
+    try:
+        geo = geometry("Conv", conv_attrs, x_shape, w_shape)
+    except ValueError:
+        return 0
+    if len(x_shape) != 4 or geo.transposed or _route(geo) != "direct":
+        return 0
+    a = pool_attrs
+    ks = list(a.get("kernel_shape") or ())
+    if len(ks) != 2 or ks[0] != ks[1] or ks[0] not in POOLS or list(a.get("strides") or ()) != ks:
+        return 0
+    k = ks[0]
+    if any(a.get("pads") or ()) or str(a.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+        return 0
+    if any(d != 1 for d in (a.get("dilations") or ())):
+        return 0
+    oh, ow = geo.out_sp[1], geo.out_sp[2]
+    if oh < k or ow < k or (pool_opset >= 10 and a.get("ceil_mode", 0) and (oh % k or ow % k)):
+        return 0
+    return k
+
+
 @register
 class FusedConvKernel(ConvKernel):
     """A Conv whose following Add (a residual of the output's shape) and/or Relu run in its
-    own epilogue: inputs X, W, B (or absent), R (or absent); attrs: the Conv's plus `epilogue`
-    (EPI_* flags)."""
+    own epilogue, and a k x k / stride k max pool after them where `pool` (k) says so: inputs X, W, B (or
+    absent), R (or absent); attrs: the Conv's plus `epilogue` (EPI_* flags) and `pool`."""
     op_types = (FUSED_CONV,)
 
     def check(self, device, op_type, attrs, inputs):
@@ -337,9 +369,17 @@ class FusedConvKernel(ConvKernel):
         r = inputs[3] if len(inputs) > 3 else None
         if r is not None and (tuple(r.shape) != geo.out_shape or np.dtype(r.dtype) != np.dtype(inputs[0].dtype)):
             raise Unsupported(f"residual {tuple(r.shape)} {r.dtype} does not match the output {geo.out_shape}")
+        if attrs.get("pool") and (r is not None or _route(geo) != "direct" or len(geo.out_shape) != 4
+                                  or int(attrs["pool"]) not in POOLS):
+            raise Unsupported("a fused max pool needs the direct route, 2-D, no residual, a 2x2 or 3x3 window")
 
     def infer(self, op_type, attrs, inputs):
-        return super().infer("Conv", attrs, list(inputs[:3]))
+        (spec,) = super().infer("Conv", attrs, list(inputs[:3]))
+        k = int(attrs.get("pool") or 0)
+        if k:
+            n, m, h, w = spec.shape
+            spec = TensorSpec((n, m, h // k, w // k), spec.dtype)
+        return [spec]
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         x, w, out = inputs[0], inputs[1], outputs[0]
@@ -351,7 +391,9 @@ class FusedConvKernel(ConvKernel):
         epi = int(attrs["epilogue"])
         clip = tuple(float(v) for v in attrs.get("clip") or gemm.NO_CLIP)
         route = _route(geo)
-        if route == "pointwise":
+        if attrs.get("pool"):
+            _record_dw(rec, geo, x, w, b, out, epi, res, clip, small=True, pool=int(attrs["pool"]))
+        elif route == "pointwise":
             _record_pointwise(rec, geo, x, w, b, out, epi, res, clip)
         elif route in ("dw", "direct"):
             _record_dw(rec, geo, x, w, b, out, epi, res, clip, small=route == "direct")
