@@ -94,8 +94,14 @@ def test_bitcast_between_gpu_nodes(gpu, shape, seed):
     assert all(r["device"] == gpu for r in rows.values()), rows
     for r in rows.values():
         assert bool(r.get("pipelines")) == (r["op"] != "BitCast"), r
-    for g, w in zip(got, want):
-        same_bytes(g, w)
+    # Abs and Neg are float arithmetic: a device may return any NaN for a NaN (an H100 gives
+    # 0x7FFFFFFF). The mask keeps the exponent, so only lanes whose x is inf or NaN can meet a
+    # NaN on the way: those are left out, the others compare bitwise.
+    nan = (x.view(np.uint32) & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    y, i = got
+    wy, wi = want
+    same_bytes(np.where(nan, 0, y).astype(y.dtype), np.where(nan, 0, wy).astype(wy.dtype))
+    same_bytes(np.where(nan, 0, i).astype(i.dtype), np.where(nan, 0, wi).astype(wi.dtype))
 
 
 def test_bitcast_run_ops(gpu):
