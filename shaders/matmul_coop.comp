@@ -10,8 +10,9 @@
 // while the current one is multiplied; with STAGES = 2 it is stored to the other buffer
 // behind the multiplies (one barrier per K step), with STAGES = 1 (half the shared memory)
 // into the one buffer between two barriers. Results of ragged or scaled blocks go through
-// small per-subgroup staging tiles (in A's buffers, free by then) so that alpha, beta * C,
-// the float16 rounding and the bounds checks happen in plain code.
+// small per-subgroup staging tiles (in A's buffers, free by then) so that alpha, beta * C, the
+// epilogue (a fused residual Add and activation), the float16 rounding and the bounds checks
+// happen in plain code.
 //
 // VEC (a define: 8 or 4) is the width of every global and shared access in halves: 16- or
 // 8-byte vectors. The host guarantees: each operand's contiguous dimension, leading stride
@@ -94,7 +95,14 @@ layout(push_constant) uniform Push {
     float alpha, beta;
     uint scm, scn;
     uint KS, S;             // k per split, splits (1: no split, part[] unused)
+    uint EPI;               // epilogue (include/vkml_epilogue.glsl): residual, Relu, Clip, SiLU
+    float ELO, EHI;         // Clip's bounds (EPI & 4)
 } pc;
+
+// The epilogue's residual, laid out like the output (bound to the output when unused).
+layout(std430, binding = 5) readonly buffer BR { float16_t res[]; };
+#define SO float16_t
+#include "include/vkml_epilogue.glsl"
 
 uint KEND;                  // the end of this split's k range
 
@@ -217,8 +225,8 @@ void main() {
         // Split K: alpha * the partial in float32, through the staging tile, for splitk_reduce.
         bool split_k = pc.S > 1u;
         uint obase = z * pc.M * pc.N, pbase = (split * pc.batch + z) * pc.M * pc.N;
-        bool direct = !split_k && !HAS_C && pc.alpha == 1.0 && m0 + BM <= pc.M && n0 + BN <= pc.N
-                      && pc.N % 8u == 0u;
+        bool direct = !split_k && !HAS_C && pc.EPI == 0u && pc.alpha == 1.0 && m0 + BM <= pc.M
+                      && n0 + BN <= pc.N && pc.N % 8u == 0u;
         if (direct) {
             [[unroll]] for (uint i = 0u; i < FM; ++i) {
                 [[unroll]] for (uint j = 0u; j < FN; ++j) {
@@ -246,7 +254,8 @@ void main() {
                                 part[pbase + m * pc.N + n] = v;
                             } else {
                                 if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
-                                o[obase + m * pc.N + n] = float16_t(v);
+                                uint oi = obase + m * pc.N + n;
+                                o[oi] = float16_t(epilogue(v, oi, pc.EPI));
                             }
                         }
                     }

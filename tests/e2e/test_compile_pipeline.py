@@ -59,9 +59,11 @@ def test_a_cpu_placement_resolves_no_kernel(gpu):
     assert {n.name for n in c.concrete.live if id(n) in c.kernels} == {"mm", "sm"}
 
 
-def test_each_gpu_node_is_checked_and_inferred_once_per_plan(gpu, monkeypatch):
+def test_each_gpu_node_is_checked_and_inferred_once_per_plan(gpu, monkeypatch, vkml_env):
     """Placement checks a node's kernel and infers its outputs; the unit plan and the slots'
-    recording use that (they used to look the kernel up and infer again)."""
+    recording use that (they used to look the kernel up and infer again). (Fusion off: it
+    would make MatMul + Relu one FusedGemm node.)"""
+    vkml_env(VKML_FUSE="0")
     calls = collections.Counter()
     for op in ("MatMul", "Relu", "Softmax"):
         k = get_kernel(op)

@@ -61,8 +61,9 @@ def test_mlp_is_one_command_buffer(gpu):
     assert all(r["device"] == gpu for r in sess.placement())
     units = sess._gpu.last.up.units
     assert [u.kind for u in units] == ["upload", "gpu", "readback"]
-    # six nodes, MatMul + bias Add folded into one Gemm (compile/fold_bias.py)
-    assert [n.op_type for n in units[1].nodes] == ["Gemm", "Relu", "Gemm", "Tanh", "MatMul"]
+    # six nodes: MatMul + bias Add folded into one Gemm (compile/fold_bias.py), the first with its
+    # Relu in its epilogue (compile/epilogue.py)
+    assert [n.op_type for n in units[1].nodes] == ["FusedGemm", "Gemm", "Tanh", "MatMul"]
 
 
 def test_shapes_per_run_and_plan_cache(gpu):

@@ -1,6 +1,8 @@
 """Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or an activation (Relu,
 Clip with constant bounds as in ReLU6, SiLU written as x * Sigmoid(x)) becomes one FusedConv
-node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl). A
+node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl); a
+Gemm or MatMul (float32 or float16) with the same followers becomes one FusedGemm (the SIMT,
+small and cooperative-matrix GEMM shaders and the split-K reduce pass all take the epilogue). A
 2x2 or 3x3 MaxPool of the same stride after a small Conv (the direct route: LeNet-style CNNs
 such as mnist-12) joins it too, when no residual is added (kernels/conv.fusable_pool).
 
@@ -25,12 +27,14 @@ import numpy as np
 
 from ..ir.graph import Node, TensorDesc, _graphs_in
 from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route
+from ..kernels.matmul import FUSED_GEMM
 from ..kernels.gemm import EPI_CLIP, EPI_RELU, EPI_RESIDUAL, EPI_SILU
 from ..ops.registry import Op
 from .rewrite import fold_chain, only_reader, readers_of, rewritten
 
 DOMAIN = "ai.vkml"
 F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
 
 
 class FusedConv(Op):
@@ -63,6 +67,35 @@ class FusedConv(Op):
             y = act[2].run(y, sg)[0] if act[3] else act[2].run(sg, y)[0]
         if self._pool is not None:
             y = self._pool.run(y)[0]
+        return [y]
+
+
+class FusedGemm(Op):
+    """Gemm or MatMul (`base`) [+ Add residual] [+ Relu, Clip or SiLU]. Inputs: A, B, C ("" if
+    none or MatMul), R ("" if none). `replay`: (gemm or matmul, add or None, activation or
+    None), as FusedConv's."""
+
+    op_type, domain, since = FUSED_GEMM, DOMAIN, 1
+    attrs = {"base": None, "epilogue": None, "replay": None, "fused": None, "clip": None, "alpha": 1.0,
+             "beta": 1.0, "transA": 0, "transB": 0}
+
+    def check(self) -> None:
+        self._mm, self._add, self._act = self.replay
+
+    def infer(self, inputs: list[TensorDesc], consts: list) -> list[TensorDesc]:
+        n = 3 if self.base == "Gemm" and len(inputs) > 2 and inputs[2] is not None else 2
+        return self._mm.infer(list(inputs[:n]), list(consts[:n]))
+
+    def run(self, a, b, c=None, r=None) -> list[np.ndarray]:
+        y = self._mm.run(a, b, c)[0] if c is not None else self._mm.run(a, b)[0]
+        if self._add is not None:
+            y = self._add.run(y, r)[0]
+        act = self._act
+        if act is not None and act[0] == "unary":
+            y = act[1].run(y, *act[2])[0]
+        elif act is not None:
+            sg = act[1].run(y)[0]
+            y = act[2].run(y, sg)[0] if act[3] else act[2].run(sg, y)[0]
         return [y]
 
 
@@ -109,11 +142,50 @@ def _silu(name: str, readers, values, y: TensorDesc, keep, replace) -> tuple[Nod
     return sig, mul
 
 
+def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, consts):
+    """What follows `head` and can run in its epilogue: (chain from head on, residual value or
+    "", EPI_* flags, Clip bounds or None, activation replay or None)."""
+    out = head.outputs[0]
+    chain, res, flags = [head], "", 0
+    nxt = next_node(out)
+    if nxt is not None and _single(nxt, "Add") and len(nxt.inputs) == 2 and id(nxt) not in replace:
+        other = nxt.inputs[1] if nxt.inputs[0] == out else nxt.inputs[0]
+        od = values.get(other)
+        if other and other != out and od == y and values.get(nxt.outputs[0]) == y:
+            chain.append(nxt)
+            res, flags = other, EPI_RESIDUAL
+            nxt = next_node(nxt.outputs[0])
+        else:
+            nxt = None
+    clip, act = None, None
+    if nxt is not None and id(nxt) not in replace and values.get(nxt.outputs[0]) == y:
+        if _single(nxt, "Relu") and len(nxt.inputs) == 1:
+            chain.append(nxt)
+            flags |= EPI_RELU
+            act = ("unary", nxt.op, ())
+        elif _single(nxt, "Clip") and len(nxt.outputs) == 1 and nxt.op is not None:
+            got = _clip_bounds(nxt, consts)
+            if got is not None:
+                clip, args = got
+                chain.append(nxt)
+                flags |= EPI_CLIP
+                act = ("unary", nxt.op, args)
+    elif nxt is None and not flags & EPI_RESIDUAL:
+        silu = _silu(out, readers, values, y, keep, replace)
+        if silu is not None:
+            sig, mul = silu
+            chain += [sig, mul]
+            flags |= EPI_SILU
+            act = ("silu", sig.op, mul.op, mul.inputs[0] == out)
+    return chain, res, flags, clip, act
+
+
 def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outputs: Sequence[str],
                    keep: set[str] | frozenset[str] = frozenset(), consts: Mapping[str, np.ndarray] | None = None
                    ) -> tuple[list[Node], dict[str, list[Node]]]:
-    """(live nodes with Conv [+ Add] [+ Relu | Clip | SiLU] patterns replaced, {fused name: originals});
-    `consts` gives Clip's bound inputs (without them only attribute bounds fuse)."""
+    """(live nodes with Conv / Gemm / MatMul [+ Add] [+ Relu | Clip | SiLU] [+ MaxPool after a
+    small Conv] patterns replaced, {fused name: originals}); `consts` gives Clip's bound inputs
+    (without them only attribute bounds fuse)."""
     consts = consts or {}
     readers = readers_of(live, outputs)
 
@@ -123,69 +195,67 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
 
     replace: dict[int, Node | None] = {}
     fused: dict[str, list[Node]] = {}
-    for conv in live:
-        if not _single(conv, "Conv") or conv.name in keep or id(conv) in replace or len(conv.outputs) != 1 \
-                or conv.op is None:
+    for head in live:
+        if head.name in keep or id(head) in replace or len(head.outputs) != 1 or head.op is None:
             continue
-        x, w = conv.inputs[0], conv.inputs[1] if len(conv.inputs) > 1 else ""
-        y = values.get(conv.outputs[0])
-        xd, wd = values.get(x), values.get(w)
-        if not w or y is None or xd is None or wd is None or y.dtype != F32 or not y.static \
-                or not xd.static or not wd.static:
-            continue
-        if not fusable_route("Conv", conv.attrs, xd.shape, wd.shape):
-            continue
-        chain, res, flags = [conv], "", 0
-        nxt = next_node(conv.outputs[0])
-        if nxt is not None and _single(nxt, "Add") and len(nxt.inputs) == 2 and id(nxt) not in replace:
-            other = nxt.inputs[1] if nxt.inputs[0] == conv.outputs[0] else nxt.inputs[0]
-            od = values.get(other)
-            if other and other != conv.outputs[0] and od == y and values.get(nxt.outputs[0]) == y:
-                chain.append(nxt)
-                res, flags = other, EPI_RESIDUAL
-                nxt = next_node(nxt.outputs[0])
-            else:
-                nxt = None
-        clip, act = None, None
-        if nxt is not None and id(nxt) not in replace and values.get(nxt.outputs[0]) == y:
-            if _single(nxt, "Relu") and len(nxt.inputs) == 1:
-                chain.append(nxt)
-                flags |= EPI_RELU
-                act = ("unary", nxt.op, ())
-            elif _single(nxt, "Clip") and len(nxt.outputs) == 1 and nxt.op is not None:
-                got = _clip_bounds(nxt, consts)
-                if got is not None:
-                    clip, args = got
-                    chain.append(nxt)
-                    flags |= EPI_CLIP
-                    act = ("unary", nxt.op, args)
-        elif nxt is None and not flags & EPI_RESIDUAL:
-            silu = _silu(conv.outputs[0], readers, values, y, keep, replace)
-            if silu is not None:
-                sig, mul = silu
-                chain += [sig, mul]
-                flags |= EPI_SILU
-                act = ("silu", sig.op, mul.op, mul.inputs[0] == conv.outputs[0])
-        pool, window = None, 0
-        nxt = next_node(chain[-1].outputs[0])
-        if nxt is not None and not flags & EPI_RESIDUAL and id(nxt) not in replace and _single(nxt, "MaxPool") \
-                and len(nxt.inputs) == 1 and [o for o in nxt.outputs if o] == [nxt.outputs[0]] and nxt.op is not None:
-            window = fusable_pool(conv.attrs, xd.shape, wd.shape, nxt.attrs, nxt.opset)
-            if window:
-                pool = nxt
-                chain.append(nxt)
-        if len(chain) == 1:
-            continue
-        add = chain[1] if flags & EPI_RESIDUAL else None
-        name = "+".join(n.name for n in chain)
-        b = conv.inputs[2] if len(conv.inputs) > 2 else ""
-        attrs = {k: v for k, v in conv.attrs.items()}
-        attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op, act,
-                                             None if pool is None else pool.op),
-                     fused=[n.name for n in chain], clip=clip, pool=window)
-        node = Node(name, FUSED_CONV, DOMAIN, [x, w, b, res], [chain[-1].outputs[0]], attrs, 1)
-        node.op = FusedConv(node)
-        # At the chain's last node: the residual may be computed after the Conv (a projection
-        # shortcut), never after the Add that reads it.
-        fold_chain(replace, fused, node, chain)
+        if _single(head, "Conv"):
+            _fuse_conv(head, values, readers, next_node, keep, replace, fused, consts)
+        elif _single(head, "Gemm") or _single(head, "MatMul"):
+            _fuse_gemm(head, values, readers, next_node, keep, replace, fused, consts)
     return rewritten(live, replace, fused)
+
+
+def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, consts) -> None:
+    x, w = conv.inputs[0], conv.inputs[1] if len(conv.inputs) > 1 else ""
+    y = values.get(conv.outputs[0])
+    xd, wd = values.get(x), values.get(w)
+    if not w or y is None or xd is None or wd is None or y.dtype != F32 or not y.static \
+            or not xd.static or not wd.static:
+        return
+    if not fusable_route("Conv", conv.attrs, xd.shape, wd.shape):
+        return
+    chain, res, flags, clip, act = _tail(conv, y, values, readers, next_node, keep, replace, consts)
+    pool, window = None, 0
+    nxt = next_node(chain[-1].outputs[0])
+    if nxt is not None and not flags & EPI_RESIDUAL and id(nxt) not in replace and _single(nxt, "MaxPool") \
+            and len(nxt.inputs) == 1 and [o for o in nxt.outputs if o] == [nxt.outputs[0]] and nxt.op is not None:
+        window = fusable_pool(conv.attrs, xd.shape, wd.shape, nxt.attrs, nxt.opset)
+        if window:
+            pool = nxt
+            chain.append(nxt)
+    if len(chain) == 1:
+        return
+    add = chain[1] if flags & EPI_RESIDUAL else None
+    name = "+".join(n.name for n in chain)
+    b = conv.inputs[2] if len(conv.inputs) > 2 else ""
+    attrs = {k: v for k, v in conv.attrs.items()}
+    attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op, act,
+                                         None if pool is None else pool.op),
+                 fused=[n.name for n in chain], clip=clip, pool=window)
+    node = Node(name, FUSED_CONV, DOMAIN, [x, w, b, res], [chain[-1].outputs[0]], attrs, 1)
+    node.op = FusedConv(node)
+    # At the chain's last node: the residual may be computed after the Conv (a projection
+    # shortcut), never after the Add that reads it.
+    fold_chain(replace, fused, node, chain)
+
+
+def _fuse_gemm(mm: Node, values, readers, next_node, keep, replace, fused, consts) -> None:
+    """A Gemm or MatMul (float32 or float16) and what _tail finds after it, as one FusedGemm."""
+    a, b = mm.inputs[0], mm.inputs[1] if len(mm.inputs) > 1 else ""
+    y = values.get(mm.outputs[0])
+    ad, bd = values.get(a), values.get(b)
+    if not b or y is None or ad is None or bd is None or y.dtype not in (F32, F16) or not y.static \
+            or not ad.static or not bd.static or ad.dtype != y.dtype or bd.dtype != y.dtype:
+        return
+    chain, res, flags, clip, act = _tail(mm, y, values, readers, next_node, keep, replace, consts)
+    if len(chain) == 1:
+        return
+    add = chain[1] if flags & EPI_RESIDUAL else None
+    c = mm.inputs[2] if mm.op_type == "Gemm" and len(mm.inputs) > 2 else ""
+    attrs = {k: v for k, v in mm.attrs.items()}
+    attrs.update(base=mm.op_type, epilogue=flags, replay=(mm.op, None if add is None else add.op, act),
+                 fused=[n.name for n in chain], clip=clip)
+    node = Node("+".join(n.name for n in chain), FUSED_GEMM, DOMAIN, [a, b, c, res], [chain[-1].outputs[0]],
+                attrs, 1)
+    node.op = FusedGemm(node)
+    fold_chain(replace, fused, node, chain)

@@ -208,8 +208,7 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     """Record out = alpha * op(a) @ op(b) (+ beta * c) for DeviceTensors a, b, c (or None),
     then the epilogue `epi` (EPI_RESIDUAL: + res, laid out like out; EPI_RELU; EPI_CLIP to
     `clip` = (lo, hi)).
-    float16 runs on cooperative matrices where the device has them (unless coop=False or an
-    epilogue asks for the SIMT shader's)."""
+    float16 runs on cooperative matrices where the device has them (unless coop=False)."""
     if g.m == 0 or g.n == 0 or g.batch == 0:
         return
     dev = rec.device
@@ -217,7 +216,7 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     if tiling is None and is_small(g):
         _record_small(rec, g, a, b, c, out, epi, res, clip)
         return
-    if coop and not epi and tiling is None and dt == "f16" and matmul_coop.record_if_suitable(rec, g, a, b, c, out):
+    if coop and tiling is None and dt == "f16" and matmul_coop.record_if_suitable(rec, g, a, b, c, out, epi, res, clip):
         return
     t = tiling or choose_tiling(dev, g.m, g.n, g.batch, g.k)
     t.validate(dev)
@@ -278,3 +277,39 @@ class MatMulKernel(Kernel):
         if g.c_strides is None:
             c = None
         record_gemm(rec, g, inputs[0], inputs[1], c, outputs[0])
+
+
+FUSED_GEMM = "FusedGemm"  # vkml/compile/epilogue.py: Gemm or MatMul [+ Add residual] [+ activation]
+
+
+@register
+class FusedGemmKernel(MatMulKernel):
+    """A Gemm or MatMul (attrs["base"]) whose following Add (a residual of the output's shape)
+    and/or activation run in its epilogue: inputs A, B, C (absent for MatMul), R (or absent);
+    attrs: the base op's plus `epilogue` (EPI_* flags) and `clip`."""
+    op_types = (FUSED_GEMM,)
+
+    def _base(self, attrs, inputs):
+        base = attrs["base"]
+        return base, list(inputs[:3]) if base == "Gemm" and len(inputs) > 2 and inputs[2] is not None \
+            else list(inputs[:2])
+
+    def check(self, device, op_type, attrs, inputs):
+        base, ins = self._base(attrs, inputs)
+        super().check(device, base, attrs, ins)
+        (spec,) = super().infer(base, attrs, ins)
+        r = inputs[3] if len(inputs) > 3 else None
+        if r is not None and (tuple(r.shape) != tuple(spec.shape) or np.dtype(r.dtype) != spec.dtype):
+            raise Unsupported(f"residual {tuple(r.shape)} {r.dtype} does not match the output {tuple(spec.shape)}")
+
+    def infer(self, op_type, attrs, inputs):
+        base, ins = self._base(attrs, inputs)
+        return super().infer(base, attrs, ins)
+
+    def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
+        base, ins = self._base(attrs, inputs)
+        g, _ = self._problem(base, attrs, [None if t is None else TensorSpec.of(t) for t in ins])
+        c = ins[2] if len(ins) == 3 and g.c_strides is not None else None
+        res = inputs[3] if len(inputs) > 3 else None
+        clip = tuple(float(v) for v in attrs.get("clip") or NO_CLIP)
+        record_gemm(rec, g, ins[0], ins[1], c, outputs[0], epi=int(attrs["epilogue"]), res=res, clip=clip)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import config
-from .gemm import MATMUL_PUSH, dispatch_gemm
+from .gemm import MATMUL_PUSH, NO_CLIP, dispatch_gemm, residual_view
 
 FEATURES = ("cooperative_matrix", "fp16_arithmetic", "storage_16bit")
 SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))  # the shader variants built (tools/build_shaders.py)
@@ -167,11 +167,12 @@ def plan(device, g, a, b) -> tuple[CoopShape, CoopTiling, int] | None:
     return None if t is None else (shape, t, vec)
 
 
-def record_if_suitable(rec, g, a, b, c, out) -> bool:
+def record_if_suitable(rec, g, a, b, c, out, epi: int = 0, res=None, clip: tuple[float, float] = NO_CLIP) -> bool:
     """Record the GEMM on cooperative matrices if `plan` allows; False to fall back. Skinny
     GEMMs whose blocks would leave most of the GPU idle split K as the SIMT kernel does
     (kernels/matmul.py split_k: float32 partials, shaders/splitk_reduce.comp adds them and
-    beta * C)."""
+    beta * C). The epilogue `epi` (gemm.EPI_*: + res, an activation) runs before the store,
+    or in the reduce pass when K is split."""
     dev = rec.device
     chosen = plan(dev, g, a, b)
     if chosen is None:
@@ -180,6 +181,7 @@ def record_if_suitable(rec, g, a, b, c, out) -> bool:
     has_c = g.c_strides is not None
     threads = t.warps * dev.info.subgroup_size
     spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size, t.stages)
-    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}_f16", "rrrww", MATMUL_PUSH.size, spec)
-    dispatch_gemm(rec, p, g, t, [a.view, b.view, c.view if has_c else out.view, out.view], out)
+    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}_f16", "rrrwwr", MATMUL_PUSH.size, spec)
+    dispatch_gemm(rec, p, g, t, [a.view, b.view, c.view if has_c else out.view, out.view], out,
+                  residual_view(epi, res, out), epi, clip)
     return True
