@@ -164,6 +164,7 @@ def _variants_movement(add) -> None:
         add(f"transpose_b{e}", "transpose.comp", ESIZE=e)
         add(f"pad_b{e}", "pad.comp", ESIZE=e)
         add(f"resize_nearest_b{e}", "resize.comp", NEAREST=1, ESIZE=e)
+        add(f"resize_nearest_x_b{e}", "resize.comp", NEAREST=1, EXTRAP=1, ESIZE=e)  # tf_crop_and_resize fill
         for i in (32, 64):
             add(f"gather_b{e}_i{i}", "gather.comp", ESIZE=e, IDX=i)
     # 16-byte words: runs of smaller elements contiguous on both sides, moved as uvec4
@@ -175,6 +176,8 @@ def _variants_movement(add) -> None:
             add(f"gather_elements_b{e}_i{i}", "gather_elements.comp", ESIZE=e, IDX=i)
     for t in ("f32", "f16"):
         add(f"resize_linear_{t}", "resize.comp", TX=T[t], TO=T[t])
+    for t in ("f32", "f16", "u8", "i8", "u16", "i16"):  # cubic, antialias, extrapolation, integer data
+        add(f"resize_interp_{t}", "resize.comp", INTERP=1, TX=T[t], TO=T[t])
     for t in ("f32", "f16"):  # ---- RoiAlign (shaders/roialign.comp)
         add(f"roialign_{t}", "roialign.comp", TX=T[t], TO=T[t])
     for t in ("f32", "f16"):  # ---- LRN (shaders/lrn.comp)

@@ -383,15 +383,18 @@ def test_resize_old_forms(dev):
     same(dev, "Upsample", {"x": x}, {"mode": "linear", "scales": [1.0, 1.0, 2.0, 1.5]}, 7)
 
 
+# Cubic, antialias and tf_crop_and_resize run on the GPU: tests/ops/test_gpu_resize.py.
 @pytest.mark.parametrize("attrs, dtype, match", [
-    ({"mode": "cubic"}, np.float32, "cubic"),
-    ({"mode": "linear", "antialias": 1}, np.float32, "antialias"),
-    ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"}, np.float32, "tf_crop"),
+    ({"mode": "cubic"}, np.float64, "cubic Resize of float64"),
+    ({"mode": "nearest", "antialias": 1}, np.float32, "antialias"),
+    ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"}, np.float32, "roi is not known"),
     ({"mode": "linear"}, np.int32, "linear Resize of int32"),
 ])
 def test_resize_unsupported(dev, attrs, dtype, match):
     x = np.zeros((1, 1, 4, 4), dtype)
-    specs = [TensorSpec.of(x), None, TensorSpec.of(np.ones(4, np.float32), np.array([1, 1, 2, 2], np.float32))]
+    tf = attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize"
+    roi = TensorSpec.of(np.zeros(8, np.float32)) if tf else None  # a roi with no host value
+    specs = [TensorSpec.of(x), roi, TensorSpec.of(np.ones(4, np.float32), np.array([1, 1, 2, 2], np.float32))]
     with pytest.raises(Unsupported, match=match):
         get_kernel("Resize").check(dev, "Resize", attrs, specs)
 
