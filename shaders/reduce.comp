@@ -13,8 +13,12 @@
 //                   at o * chunks + c (WG_MODE 1) or c * n_out + o (WG_MODE 0: coalesced);
 //                2: combine those partials (the host describes their layout) and finish
 //   VKML_SUBGROUP (see include/vkml_reduce.glsl), TX/TO (include/vkml_types.glsl); ArgMax/ArgMin
-//                take every integer TX (64-bit ones with uint64 keys, modes th and wgs only)
+//                take every integer TX (64-bit ones with uint64 keys, modes th and wgs only);
+//                ReduceLogSumExp also takes TX = 12 (float64: double arithmetic, shaderFloat64;
+//                modes th and wgs only, with exp/log of its own below: GLSL has none for double)
 #extension GL_GOOGLE_include_directive : require
+#define VKML_ST_12 double
+#define VKML_CT_12 double
 #include "include/vkml_types.glsl"
 #include "include/vkml_reduce.glsl"
 
@@ -57,6 +61,9 @@ layout(std430, binding = 1) writeonly buffer BO { SO o[]; };
 #if defined(OP_MAX) || defined(OP_MIN) || defined(OP_ARGMAX) || defined(OP_ARGMIN)
 #define KEYED 1
 #endif
+#if defined(OP_LOGSUMEXP) && TX == 12
+#define LSE64 1
+#endif
 
 // ArgMax/ArgMin of 64-bit integers compare 64-bit keys (no subgroup variant: subgroup operations
 // on 64-bit values need an extension; the host takes the shared-memory tree).
@@ -82,9 +89,11 @@ VKML_WG_REDUCE(wg_reduce, float, VKML_OP_MUL, subgroupMul)
 #else
 #define ACC float
 #define COMBINE(a, b) ((a) + (b))
+#if !defined(LSE64)
 VKML_WG_REDUCE(wg_reduce, float, VKML_OP_ADD, subgroupAdd)
 #endif
-#if defined(OP_LOGSUMEXP)
+#endif
+#if defined(OP_LOGSUMEXP) && !defined(LSE64)
 VKML_WG_REDUCE(wg_max, uint, VKML_OP_MAX, subgroupMax)
 #endif
 #if defined(OP_ARGMAX) || defined(OP_ARGMIN)
@@ -116,6 +125,7 @@ ACC identity() {
 #endif
 }
 
+#if !defined(LSE64)
 // One input element, transformed into the accumulator's terms.
 ACC load(uint i) {
 #if PASS == 2
@@ -149,6 +159,7 @@ ACC load(uint i) {
 #endif
 #endif
 }
+#endif
 
 uint kept_offset(uint o) {
     uint off = 0u;
@@ -200,12 +211,109 @@ void store(uint t, ACC a) {
 }
 #endif
 
-#if defined(OP_LOGSUMEXP)
+#if defined(OP_LOGSUMEXP) && !defined(LSE64)
 // The shift of log-sum-exp: the maximum when it is finite, else 0 (as the NumPy operator).
 float lse_shift(uint k) {
     float m = vkml_unkey(k);
     return vkml_isfinite(m) ? m : 0.0;
 }
+#endif
+
+#if defined(LSE64)
+// ---- float64 log-sum-exp. GLSL's exp and log take no doubles, so: exp by Cody-Waite
+// reduction x = k ln2 + r (|r| <= ln2/2) and exp(r) by its Taylor series to r^13 (truncation
+// < 2^-57 relative), scaled by 2^k built from the exponent bits; log as fdlibm's e_log.c
+// (x = 2^k (1 + f), log(1 + f) = f - hfsq + s (hfsq + R(s^2)), s = f / (2 + f)). Both are
+// within 1 ulp of the correctly rounded value (checked against NumPy over 10^5 arguments).
+// The max ignores NaN (it only picks the shift; a NaN element makes the sum NaN anyway).
+const double LN2_HI = 6.93147180369123816490e-01lf;  // ln2's leading 32 bits: k * LN2_HI is exact
+const double LN2_LO = 1.90821492927058770002e-10lf;
+#define D_INF packDouble2x32(uvec2(0u, 0x7FF00000u))
+
+bool nan64(double v) {
+    uvec2 b = unpackDouble2x32(v);
+    uint h = b.y & 0x7FFFFFFFu;
+    return h > 0x7FF00000u || (h == 0x7FF00000u && b.x != 0u);
+}
+
+bool finite64(double v) { return (unpackDouble2x32(v).y & 0x7FF00000u) != 0x7FF00000u; }
+
+double pow2_64(int k) { return packDouble2x32(uvec2(0u, uint(k + 1023) << 20)); }  // k in [-1022, 1023]
+
+double exp64(double x) {
+    if (nan64(x)) return x;
+    if (x > 709.782712893384lf) return D_INF;
+    if (x < -745.1332191019412lf) return 0.0lf;
+    int k = int(floor(x * 1.44269504088896338700lf + 0.5lf));
+    double dk = double(k);
+    precise double hi = x - dk * LN2_HI;
+    precise double lo = dk * LN2_LO;
+    precise double r = hi - lo;
+    double p = 1.0lf / 6227020800.0lf;                     // 1/13!
+    p = p * r + 1.0lf / 479001600.0lf;
+    p = p * r + 1.0lf / 39916800.0lf;
+    p = p * r + 1.0lf / 3628800.0lf;
+    p = p * r + 1.0lf / 362880.0lf;
+    p = p * r + 1.0lf / 40320.0lf;
+    p = p * r + 1.0lf / 5040.0lf;
+    p = p * r + 1.0lf / 720.0lf;
+    p = p * r + 1.0lf / 120.0lf;
+    p = p * r + 1.0lf / 24.0lf;
+    p = p * r + 1.0lf / 6.0lf;
+    p = p * r + 0.5lf;
+    precise double y = 1.0lf + (r + r * r * p);
+    if (k > 1023) return y * 2.0lf * pow2_64(k - 1);
+    if (k < -1022) return y * pow2_64(k + 1000) * pow2_64(-1000);
+    return y * pow2_64(k);
+}
+
+double log64(double x) {
+    if (nan64(x)) return x;
+    if (x < 0.0lf) return packDouble2x32(uvec2(0u, 0x7FF80000u));  // NaN
+    if (x == 0.0lf) return -D_INF;
+    if (x == D_INF) return x;
+    int k = 0;
+    if (x < 2.2250738585072014e-308lf) { x *= 18014398509481984.0lf; k = -54; }  // subnormal: * 2^54
+    uvec2 b = unpackDouble2x32(x);
+    int e = int(b.y >> 20) - 1023;
+    uint hm = b.y & 0x000FFFFFu;
+    // m in [sqrt(2)/2, sqrt(2)): the exponent of 1.m, or of m/2 where 1.m > sqrt(2)
+    uint i = (hm + 0x95F64u) & 0x100000u;  // as e_log.c: set when 1.m >= sqrt(2)
+    double m = packDouble2x32(uvec2(b.x, hm | (i ^ 0x3FF00000u)));
+    k += e + int(i >> 20);
+    precise double f = m - 1.0lf;
+    precise double s = f / (2.0lf + f);
+    precise double z = s * s;
+    precise double w = z * z;
+    precise double t1 = w * (3.999999999940941908e-01lf + w * (2.222219843214978396e-01lf + w * 1.531383769920937332e-01lf));
+    precise double t2 = z * (6.666666666666735130e-01lf + w * (2.857142874366239149e-01lf
+                        + w * (1.818357216161805012e-01lf + w * 1.479819860511658591e-01lf)));
+    precise double R = t2 + t1;
+    precise double hfsq = 0.5lf * f * f;
+    double dk = double(k);
+    precise double out_ = dk * LN2_HI - ((hfsq - (s * (hfsq + R) + dk * LN2_LO)) - f);
+    return out_;
+}
+
+// The shift: the maximum when it is finite, else 0 (as the NumPy operator).
+double lse_shift64(double m) { return finite64(m) ? m : 0.0lf; }
+
+#if WG_MODE
+// A shared-memory tree over the workgroup (max, or sum): one buffer for both.
+shared double lse_buf[gl_WorkGroupSize.x];
+double lse_wg(double v, bool is_max) {
+    uint l_ = gl_LocalInvocationID.x;
+    lse_buf[l_] = v;
+    barrier();
+    for (uint s_ = gl_WorkGroupSize.x >> 1; s_ > 0u; s_ >>= 1) {
+        if (l_ < s_) lse_buf[l_] = is_max ? max(lse_buf[l_], lse_buf[l_ + s_]) : lse_buf[l_] + lse_buf[l_ + s_];
+        barrier();
+    }
+    double r_ = lse_buf[0];
+    barrier();
+    return r_;
+}
+#endif
 #endif
 
 #if defined(OP_ARGMAX) || defined(OP_ARGMIN)
@@ -228,7 +336,18 @@ void main() {
         uint base = kept_offset(out_i);
         uint r0 = c * pc.chunk_len;
         uint r1 = min(r0 + pc.chunk_len, pc.n_red);
-#if defined(OP_LOGSUMEXP)
+#if defined(LSE64)
+        double m = -D_INF;
+        for (uint r = r0 + lid; r < r1; r += wg) {
+            double v = x[base + red_offset(r)];
+            if (!nan64(v)) m = max(m, v);
+        }
+        double shift = lse_shift64(lse_wg(m, true));
+        double s = 0.0lf;
+        for (uint r = r0 + lid; r < r1; r += wg) s += exp64(x[base + red_offset(r)] - shift);
+        s = lse_wg(s, false);
+        if (lid == 0u) o[t] = log64(s) + shift;
+#elif defined(OP_LOGSUMEXP)
         uint mk = vkml_key_order(0xFF800000u);
         for (uint r = r0 + lid; r < r1; r += wg) mk = max(mk, vkml_key_max(float(x[base + red_offset(r)])));
         float shift = lse_shift(wg_max(mk));
@@ -280,7 +399,17 @@ void main() {
         const uint r0 = 0u;
         uint n = pc.n_red;
 #endif
-#if defined(OP_LOGSUMEXP)
+#if defined(LSE64)
+        double m = -D_INF;
+        for (uint r = 0u; r < n; ++r) {
+            double v = x[base + red_offset(r)];
+            if (!nan64(v)) m = max(m, v);
+        }
+        double shift = lse_shift64(m);
+        double s = 0.0lf;
+        for (uint r = 0u; r < n; ++r) s += exp64(x[base + red_offset(r)] - shift);
+        o[t] = log64(s) + shift;
+#elif defined(OP_LOGSUMEXP)
         uint mk = vkml_key_order(0xFF800000u);
         for (uint r = 0u; r < n; ++r) mk = max(mk, vkml_key_max(float(x[base + red_offset(r)])));
         float shift = lse_shift(mk);

@@ -128,8 +128,19 @@ def _variants() -> list[Variant]:
     _variants_scatter(add)
     _variants_quantize(add)
     _variants_gridsample(add)
+    _variants_rotary_swiglu_lse(add)
     return v
 
+
+def _variants_rotary_swiglu_lse(add) -> None:
+    """RotaryEmbedding (shaders/rotary.comp; type code 12 = float64, double arithmetic),
+    SwiGLU (shaders/swiglu.comp) and ReduceLogSumExp of float64 (reduce.comp, modes th/wgs)."""
+    for t, code in (("f32", T["f32"]), ("f16", T["f16"]), ("f64", 12)):
+        add(f"rotary_{t}", "rotary.comp", TX=code, TO=code)
+    for t in FLOATS:
+        add(f"swiglu_{t}", "swiglu.comp", TX=T[t], TY=T[t], TO=T[t])
+    add("reduce_logsumexp_th_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=0, VKML_SUBGROUP=0)
+    add("reduce_logsumexp_wgs_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=1, VKML_SUBGROUP=0)
 
 def _variants_gridsample(add) -> None:
     """GridSample (shaders/gridsample.comp): mode x spatial rank x X dtype x grid dtype."""

@@ -21,6 +21,7 @@ from . import lrn  # noqa: F401  (LRN)
 from . import quantize  # noqa: F401  (QuantizeLinear, DequantizeLinear)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import scatter  # noqa: F401  (ScatterND, ScatterElements, Scatter)
+from . import rotary, swiglu  # noqa: F401  (RotaryEmbedding, SwiGLU)
 from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 
 __all__ = ["Kernel", "TensorSpec", "Unsupported", "get_kernel", "register", "supported_ops"]

@@ -9,6 +9,10 @@ Shader: shaders/reduce.comp, variants reduce_<op>_<mode>_<dtype> with mode
 
 Axes: the attribute, or (ReduceSum-13, the others from 18) the host value of the axes input
 (TensorSpec.value, a host input); an axes input only known on the device is Unsupported.
+
+dtypes: float32 and float16 (computed in float32), int32 for Max/Min; ReduceLogSumExp also
+float64 where the device has shaderFloat64 (double arithmetic with the shader's own exp/log,
+within 1 ulp each; modes th and wgs only), as the CPU operator computes it in float64.
 """
 from __future__ import annotations
 
@@ -154,6 +158,8 @@ OPS = {
 SPLITTABLE = {"sum", "mean", "max", "min", "prod", "l1", "l2", "sumsq", "logsum"}
 INT_OK = {"max", "min", "argmax", "argmin"}  # int32 variants exist for these
 ARG_DTYPES = ("f32", "f16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")  # ArgMax/ArgMin's
+F64_OK = {"logsumexp"}  # float64 variants exist for these (shaders/reduce.comp, TX = 12)
+_F64 = np.dtype(np.float64)
 
 SPLIT_MIN = 16384      # reduce this many elements or more per output in two passes ...
 SPLIT_OUTPUTS = 128    # ... when there are fewer outputs than this
@@ -189,10 +195,11 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
         ks, kst = [1], [0]
     if not rs:  # nothing (or only size-1 axes) reduced: each element on its own
         rs, rst = [1], [0]
-    dt = dtype_name(x.dtype)
+    dt = "f64" if np.dtype(x.dtype) == _F64 and op in F64_OK else dtype_name(x.dtype)
     red_inner = rst[-1] == 1 and n_red > 1
-    split_ok = op in SPLITTABLE
-    sg = wg_mode_name(device) if dt not in ("i64", "u64") else "wgs"  # ArgMax/ArgMin's 64-bit keys
+    split_ok = op in SPLITTABLE and dt != "f64"
+    # ArgMax/ArgMin's 64-bit keys and float64 sums: shared-memory trees (no subgroup variant)
+    sg = wg_mode_name(device) if dt not in ("i64", "u64", "f64") else "wgs"
     if n_red > 1 and (red_inner and n_red >= 32
                       or not split_ok and n_out < 1024 and n_red >= 256):
         # a workgroup per output (strided reads for the unsplittable ops' few long outputs)
@@ -271,8 +278,12 @@ class ReduceKernel(Kernel):
         if not inputs or inputs[0] is None or len(inputs) > 2:
             raise Unsupported(f"{op_type} takes one or two inputs")
         op = OPS[op_type]
-        float_or(inputs[0].dtype, ("f32", "f16", "i32") if op in INT_OK else ("f32", "f16"), op_type)
-        require_dtypes(device, inputs[0].dtype)
+        if op in F64_OK and np.dtype(inputs[0].dtype) == _F64:
+            if "fp64" not in device.features:
+                raise Unsupported(f"{op_type} of float64 needs shaderFloat64, which {device.name} lacks")
+        else:
+            float_or(inputs[0].dtype, ("f32", "f16", "i32") if op in INT_OK else ("f32", "f16"), op_type)
+            require_dtypes(device, inputs[0].dtype)
         reduce_axes(op_type, attrs, inputs)
         check_size(device, inputs[0])
 
