@@ -128,8 +128,20 @@ def _variants() -> list[Variant]:
     _variants_scatter(add)
     _variants_quantize(add)
     _variants_gridsample(add)
+    _variants_einsum_col2im(add)
     _variants_rotary_swiglu_lse(add)
     return v
+
+
+def _variants_einsum_col2im(add) -> None:
+    """Einsum's direct sum (shaders/einsum.comp, NOPS operands 1..4) and Col2Im (col2im.comp):
+    every float (12 = float64, double arithmetic; 13 = bfloat16, the shaders' own code) and
+    integer type."""
+    codes = [(t, T[t]) for t in FLOATS + INTS] + [("f64", 12), ("bf16", 13)]
+    for t, code in codes:
+        for n in (1, 2, 3, 4):
+            add(f"einsum_{t}_n{n}", "einsum.comp", TX=code, NOPS=n)
+        add(f"col2im_{t}", "col2im.comp", TX=code)
 
 
 def _variants_rotary_swiglu_lse(add) -> None:

@@ -21,6 +21,7 @@ from . import lrn  # noqa: F401  (LRN)
 from . import quantize  # noqa: F401  (QuantizeLinear, DequantizeLinear)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import scatter  # noqa: F401  (ScatterND, ScatterElements, Scatter)
+from . import einsum, col2im, center_crop_pad  # noqa: F401  (Einsum, Col2Im, CenterCropPad)
 from . import rotary, swiglu  # noqa: F401  (RotaryEmbedding, SwiGLU)
 from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 

@@ -727,19 +727,24 @@ class CenterCropPad(Op):
         return [TensorDesc(x.dtype, tuple(out))]
 
     def run(self, x, shape):
-        target = as_tuple(shape)
         axes = list(range(x.ndim)) if self.axes is None else _unique(self, self.axes, x.ndim)
-        if len(target) != len(axes):
-            raise ValueError(f"CenterCropPad: shape has {len(target)} entries for {len(axes)} axes")
-        begins, ends = [0] * x.ndim, [0] * x.ndim
-        for a, t in zip(axes, target):
-            if t < 0:
-                raise ValueError(f"CenterCropPad: negative target size {t}")
-            diff = t - x.shape[a]
-            if diff < 0:  # crop: the window starts half the excess in, rounded down
-                begins[a] = -((-diff) // 2)
-                ends[a] = diff - begins[a]
-            else:  # pad: the odd pixel goes to the end
-                begins[a] = diff // 2
-                ends[a] = diff - begins[a]
+        begins, ends = center_crop_pad_amounts(x.shape, as_tuple(shape), axes)
         return (pad(x, begins, ends, "constant", _zero(x.dtype)),)
+
+
+def center_crop_pad_amounts(shape, target, axes) -> tuple[list[int], list[int]]:
+    """CenterCropPad's (begins, ends) per dimension of `shape`, negative where it crops: the
+    window starts half the excess in, rounded down; a pad puts the odd element at the end.
+    `axes` are normalized; raises ValueError for what the operator rejects. (The GPU kernel,
+    kernels/center_crop_pad.py, works them out here too.)"""
+    target = list(target)
+    if len(target) != len(axes):
+        raise ValueError(f"CenterCropPad: shape has {len(target)} entries for {len(axes)} axes")
+    begins, ends = [0] * len(shape), [0] * len(shape)
+    for a, t in zip(axes, target):
+        if t < 0:
+            raise ValueError(f"CenterCropPad: negative target size {t}")
+        diff = t - shape[a]
+        begins[a] = -((-diff) // 2) if diff < 0 else diff // 2
+        ends[a] = diff - begins[a]
+    return begins, ends
