@@ -1,12 +1,17 @@
 #version 450
-// Window pools (MaxPool, AveragePool, LpPool p=1,2) over (N, C, D, H, W) inputs, 1-D and 2-D
+// Window pools (MaxPool, AveragePool, LpPool) over (N, C, D, H, W) inputs, 1-D and 2-D
 // ones padded to 3-D with unit dims. An invocation per output element walks its window;
 // taps outside the input are padding (the lowest finite value for MaxPool, as the NumPy
 // operator and onnxruntime; nothing for the sums).
-// Defines: OP_MAX, OP_AVG, OP_LP1, OP_LP2; TX = TO; WITH_INDICES (MaxPool's second output:
+// Defines: OP_MAX, OP_AVG, OP_LP1, OP_LP2, OP_LPP (LpPool of any other p: sum |v|^p, by repeated
+// multiplication for an integer p, else vkml_pow, then the sum to the power 1/p; the CPU operator
+// calls powf both times); TX = TO; WITH_INDICES (MaxPool's second output:
 // int64 flat indices, written as two uint32 words, with the CPU operator's tie rule).
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
+#if defined(OP_LPP)
+#include "include/vkml_math.glsl"
+#endif
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 
@@ -20,6 +25,11 @@ layout(push_constant) uniform Push {
     uint d[3];      // dilations
     uint pb[3];     // padding at the beginning
     uint pe[3];     // declared padding at the end (count_include_pad counts it)
+#if defined(OP_LPP)
+    float p;        // LpPool's p, float32(1 / p), p when it is a small integer (else 0)
+    float inv_p;
+    uint p_int;
+#endif
 } pc;
 
 layout(std430, binding = 0) readonly buffer BX { SX x[]; };
@@ -82,6 +92,14 @@ void main() {
                         acc += abs(v);
 #elif defined(OP_LP2)
                         acc += v * v;
+#elif defined(OP_LPP)
+                        float a_ = abs(v), t_ = a_;
+                        if (pc.p_int != 0u) {
+                            for (uint e_ = 1u; e_ < pc.p_int; ++e_) t_ *= a_;
+                        } else {
+                            t_ = vkml_pow(a_, pc.p);
+                        }
+                        acc += t_;
 #else
                         acc += v;
 #endif
@@ -114,6 +132,8 @@ void main() {
         o[t] = SO(acc * (1.0 / float(max(count, 1u))));  // no tap counted (all padding): 0, as the CPU
 #elif defined(OP_LP1)
         o[t] = SO(acc);
+#elif defined(OP_LPP)
+        o[t] = SO(vkml_pow(acc, pc.inv_p));
 #else
         o[t] = SO(sqrt(acc));
 #endif

@@ -129,8 +129,44 @@ def _variants() -> list[Variant]:
     _variants_quantize(add)
     _variants_gridsample(add)
     _variants_einsum_col2im(add)
+    _variants_rnn_signal(add)
     _variants_rotary_swiglu_lse(add)
     return v
+
+
+def _variants_rotary_swiglu_lse(add) -> None:
+    """RotaryEmbedding (shaders/rotary.comp; type code 12 = float64, double arithmetic),
+    SwiGLU (shaders/swiglu.comp) and ReduceLogSumExp of float64 (reduce.comp, modes th/wgs)."""
+    for t, code in (("f32", T["f32"]), ("f16", T["f16"]), ("f64", 12)):
+        add(f"rotary_{t}", "rotary.comp", TX=code, TO=code)
+    for t in FLOATS:
+        add(f"swiglu_{t}", "swiglu.comp", TX=T[t], TY=T[t], TO=T[t])
+    add("reduce_logsumexp_th_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=0, VKML_SUBGROUP=0)
+    add("reduce_logsumexp_wgs_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=1, VKML_SUBGROUP=0)
+
+
+def _variants_rnn_signal(add) -> None:
+    """The simple RNN's recurrence (shaders/rnn.comp; rnn_prep: R transposed), DFT (dft.comp),
+    LpPool of p other than 1 and 2 (pool.comp OP_LPP), GatherND (gather_nd.comp), OneHot
+    (onehot.comp), EyeLike (eyelike.comp)."""
+    for t in FLOATS:
+        add(f"rnn_{t}", "rnn.comp", TX=T[t])
+        add(f"rnn_prep_{t}", "rnn.comp", TX=T[t], PREP=1)
+    for t in FLOATS:  # DFT (shaders/dft.comp): the direct O(n^2) sum, pocketfft's radix passes; _d: in double
+        for suffix, dbl in (("", {}), ("_d", {"DOUBLE_": 1})):
+            add(f"dft_direct_{t}{suffix}", "dft.comp", TX=T[t], **dbl)
+            add(f"dft_pass_{t}{suffix}", "dft.comp", TX=T[t], PASS=1, **dbl)
+        add(f"dft_rpass_{t}", "dft.comp", TX=T[t], RPASS=1)  # IRFFT: pocketfft's real backward passes
+    for t in FLOATS:
+        add(f"pool_lpp_{t}", "pool.comp", OP_LPP=1, TX=T[t], TO=T[t])
+    for e in (1, 2, 4, 8, 16):  # ---- GatherND (shaders/gather_nd.comp), by element size and index width
+        for i in (32, 64):
+            add(f"gather_nd_b{e}_i{i}", "gather_nd.comp", ESIZE=e, IDX=i)
+    for e in (1, 2, 4, 8):  # ---- OneHot (onehot.comp: values' element size x index type), EyeLike (eyelike.comp)
+        for t in ("i8", "i16", "i32", "u8", "u16", "u32", "f16", "f32"):
+            add(f"onehot_b{e}_{t}", "onehot.comp", ESIZE=e, TX=T[t])
+        add(f"onehot_b{e}_x64", "onehot.comp", ESIZE=e, IDX64=1)
+        add(f"eyelike_b{e}", "eyelike.comp", ESIZE=e)
 
 
 def _variants_einsum_col2im(add) -> None:
@@ -143,16 +179,6 @@ def _variants_einsum_col2im(add) -> None:
             add(f"einsum_{t}_n{n}", "einsum.comp", TX=code, NOPS=n)
         add(f"col2im_{t}", "col2im.comp", TX=code)
 
-
-def _variants_rotary_swiglu_lse(add) -> None:
-    """RotaryEmbedding (shaders/rotary.comp; type code 12 = float64, double arithmetic),
-    SwiGLU (shaders/swiglu.comp) and ReduceLogSumExp of float64 (reduce.comp, modes th/wgs)."""
-    for t, code in (("f32", T["f32"]), ("f16", T["f16"]), ("f64", 12)):
-        add(f"rotary_{t}", "rotary.comp", TX=code, TO=code)
-    for t in FLOATS:
-        add(f"swiglu_{t}", "swiglu.comp", TX=T[t], TY=T[t], TO=T[t])
-    add("reduce_logsumexp_th_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=0, VKML_SUBGROUP=0)
-    add("reduce_logsumexp_wgs_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=1, VKML_SUBGROUP=0)
 
 def _variants_gridsample(add) -> None:
     """GridSample (shaders/gridsample.comp): mode x spatial rank x X dtype x grid dtype."""

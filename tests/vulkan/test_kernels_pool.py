@@ -1,5 +1,5 @@
 """Pooling kernels against the NumPy operators: MaxPool (values and Indices, storage_order),
-AveragePool (count_include_pad), LpPool (p = 1, 2) over 1-D to 3-D windows with hypothesis
+AveragePool (count_include_pad), LpPool (p = 1, 2 here; other p in tests/ops/test_gpu_lppool.py) over 1-D to 3-D windows with hypothesis
 kernels, strides, dilations, pads, auto_pad and ceil_mode; the global pools.
 
 Tolerances (vs the CPU operator):
@@ -162,6 +162,6 @@ def test_unsupported(dev):
     assert k.supports(dev, "MaxPool", {}, [x]) is not None
     assert k.supports(dev, "MaxPool", {"kernel_shape": [2, 2]}, [TensorSpec((1, 2, 5, 5), np.dtype(np.int32))])
     assert k.supports(dev, "MaxPool", {"kernel_shape": [1] * 4}, [TensorSpec((1, 1, 2, 2, 2, 2), f32)])
-    assert get_kernel("LpPool").supports(dev, "LpPool", {"kernel_shape": [2, 2], "p": 3}, [x]) is not None
+    assert get_kernel("LpPool").supports(dev, "LpPool", {"kernel_shape": [2, 2], "p": 0.0}, [x]) is not None
     assert get_kernel("AveragePool").supports(dev, "AveragePool", {"kernel_shape": [2, 2], "_num_outputs": 2}, [x])
     assert get_kernel("GlobalMaxPool").supports(dev, "GlobalMaxPool", {}, [TensorSpec((1, 2, 0), f32)])

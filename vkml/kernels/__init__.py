@@ -15,6 +15,9 @@ from . import loss  # noqa: F401  (NegativeLogLikelihoodLoss, SoftmaxCrossEntrop
 from . import cumulative  # noqa: F401  (CumSum, CumProd)
 from . import attention  # noqa: F401  (Attention)
 from . import gru, lstm, topk  # noqa: F401  (GRU, LSTM, TopK)
+from . import rnn  # noqa: F401  (RNN)
+from . import dft  # noqa: F401  (DFT)
+from . import onehot  # noqa: F401  (OneHot, EyeLike)
 from . import roialign  # noqa: F401  (RoiAlign)
 from . import gridsample  # noqa: F401  (GridSample)
 from . import lrn  # noqa: F401  (LRN)
@@ -22,7 +25,7 @@ from . import quantize  # noqa: F401  (QuantizeLinear, DequantizeLinear)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import scatter  # noqa: F401  (ScatterND, ScatterElements, Scatter)
 from . import einsum, col2im, center_crop_pad  # noqa: F401  (Einsum, Col2Im, CenterCropPad)
-from . import rotary, swiglu  # noqa: F401  (RotaryEmbedding, SwiGLU)
 from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
+from . import rotary, swiglu  # noqa: F401  (RotaryEmbedding, SwiGLU)
 
 __all__ = ["Kernel", "TensorSpec", "Unsupported", "get_kernel", "register", "supported_ops"]
