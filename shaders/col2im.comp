@@ -20,6 +20,7 @@
 #define VKML_CT_13 float
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
+#include "include/vkml_round16.glsl"
 
 layout(local_size_x = 64, local_size_x_id = 0) in;
 
@@ -48,17 +49,11 @@ shared int sm[6 * MAXD];
 
 #if TX == 13
 #define LD(v) uintBitsToFloat(uint(v) << 16)
-// float32 -> bfloat16 bits, to nearest even; NaN quiet without payload (as ml_dtypes).
-uint bf16_bits(float v) {
-    uint b = floatBitsToUint(v);
-    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return ((b >> 16) & 0x8000u) | 0x7FC0u;
-    return (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
-}
 #define ADD(a, v) uintBitsToFloat(bf16_bits((a) + (v)) << 16)
 #define ST(v) uint16_t(bf16_bits(v))
 #elif TX == 2
 #define LD(v) CX(v)
-#define ADD(a, v) float(float16_t((a) + (v)))
+#define ADD(a, v) unpackHalf2x16(f16_bits((a) + (v))).x
 #define ST(v) SX(v)
 #else
 #define LD(v) CX(v)

@@ -74,7 +74,7 @@ void main() {
             }
             if (hi != 0 || uint(lo) >= pc.n_pos) {  // negative, beyond the cache, or past int32
                 vkml_fault(pc.site, lo, hi);
-                o[i] = SO(0);
+                o[i] = SO(0.0);  // (SO(0) from an int literal: glslang 13 folded it to 0 or to 2^128, build to build)
                 continue;
             }
             row = uint(lo);

@@ -4,7 +4,7 @@
 or a partial even width), cos/sin caches indexed by position_ids (int64, int32) or given per
 (batch, seq), float32/float16/float64; and position ids out of range raising the CPU operator's
 error. Bitwise: the shader rounds each product and then sums them in the CPU operator's order
-(float16 computed in float32 and rounded once), with no fma."""
+(float16 computed in float32 and rounded once), with no fma; NaN payloads are the device's."""
 from __future__ import annotations
 
 import os
@@ -56,7 +56,11 @@ def _run(gpu, inputs, feed, attrs):
     (row,) = sess.placement()
     assert row["device"] == gpu and row.get("pipelines"), row
     assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(_bits(got), _bits(want))
+    # NaNs where the CPU has them (which NaN a device makes of inf * 0 varies: an H100's
+    # differ from NumPy's), every other value bit for bit.
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan])
 
 
 @HYP
