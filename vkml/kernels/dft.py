@@ -109,18 +109,17 @@ def _round_literal(text: str, dtype) -> float:
     return float(_round_bits(_round_bits(Fraction(text), 64), 24 if dtype == np.float32 else 53))
 
 
-def pocketfft_factors(n: int) -> list[int]:
-    """pocketfft cfftp's factorisation of n (8s, 4s, a 2 moved to the front, odd primes)."""
+def _pocketfft_split(n: int, powers: tuple[int, ...]) -> list[int]:
+    """pocketfft's factorisation of n: the `powers` of two first (8s then 4s, or 4s), a lone 2
+    moved to the front, then the odd primes in increasing order."""
     f: list[int] = []
     rest = n
-    while rest & 7 == 0:
-        f.append(8)
-        rest >>= 3
-    while rest & 3 == 0:
-        f.append(4)
-        rest >>= 2
-    if rest & 1 == 0:
-        rest >>= 1
+    for p in powers:
+        while rest % p == 0:
+            f.append(p)
+            rest //= p
+    if rest % 2 == 0:
+        rest //= 2
         f.append(2)
         f[0], f[-1] = f[-1], f[0]
     d = 3
@@ -132,6 +131,11 @@ def pocketfft_factors(n: int) -> list[int]:
     if rest > 1:
         f.append(rest)
     return f
+
+
+def pocketfft_factors(n: int) -> list[int]:
+    """pocketfft cfftp's factorisation of n (8s, 4s, a 2 moved to the front, odd primes)."""
+    return _pocketfft_split(n, (8, 4))
 
 
 def _cost_guess(n: int) -> float:
@@ -199,23 +203,7 @@ def pocketfft_real_passes(n: int) -> list[int] | None:
     (pocketfft_r takes Bluestein only for lengths with a prime factor p, p^2 > n: never these.)"""
     if n == 1:
         return [1]
-    f: list[int] = []
-    rest = n
-    while rest % 4 == 0:
-        f.append(4)
-        rest >>= 2
-    if rest % 2 == 0:
-        rest >>= 1
-        f.append(2)
-        f[0], f[-1] = f[-1], f[0]
-    d = 3
-    while d * d <= rest:
-        while rest % d == 0:
-            f.append(d)
-            rest //= d
-        d += 2
-    if rest > 1:
-        f.append(rest)
+    f = _pocketfft_split(n, (4,))
     return f if all(p in REAL_RADICES for p in f) else None
 
 
