@@ -47,6 +47,32 @@ def gpu_and_cpu(gpu: str, model: onnx.ModelProto, feed: Mapping[str, Any],
     return sess.run(None, feed), want, sess
 
 
+def outcome(sess: "vkml.InferenceSession", feed: Mapping[str, Any]) -> tuple[Any, Exception | None]:
+    """(first output, None), or (None, the exception) when the run raises: for tests that
+    compare errors."""
+    try:
+        return sess.run(None, feed)[0], None
+    except Exception as e:  # noqa: BLE001 - the error itself is what is compared
+        return None, e
+
+
+def same_failure(gpu_sess: "vkml.InferenceSession", cpu_sess: "vkml.InferenceSession",
+                 bad: Mapping[str, Any], good: Mapping[str, Any]) -> Exception:
+    """The GPU session raises for `bad` exactly what the CPU session raises (type and message),
+    ran its node on the GPU, and then runs `good` as the CPU does: a kernel's fault reported
+    through the fault buffer leaves the session working. Returns the error."""
+    _, want = outcome(cpu_sess, bad)
+    _, got = outcome(gpu_sess, bad)
+    assert want is not None and got is not None, (want, got)
+    assert type(got) is type(want) and str(got) == str(want), (got, want)
+    (row,) = gpu_sess.placement()
+    assert row["device"] != "cpu" and row.get("pipelines"), row
+    y, err = outcome(gpu_sess, good)
+    assert err is None, err
+    np.testing.assert_array_equal(y, cpu_sess.run(None, good)[0])
+    return got
+
+
 def check_node(op_type: str, inputs: Mapping[str, np.ndarray | None], attrs: Mapping[str, Any] | None = None,
                opset: int = 21, outputs: int | Sequence[str] = 1, rtol: float = 1e-5, atol: float = 1e-6,
                domain: str = "", consts: Sequence[str] = (), check_infer: bool = True) -> list[np.ndarray]:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import make_model  # noqa: E402
+from _oracle import make_model, outcome, same_failure  # noqa: E402
 
 import vkml  # noqa: E402
 
@@ -241,22 +241,15 @@ def test_empty(gpu):
     got, want = run_both(gpu, make_model("ScatterND", feed, {}, 11), feed)
     assert got.shape == (3, 0)
     feed["indices"] = np.array([[1], [3]], np.int64)
-    _, err = _run(vkml.InferenceSession(make_model("ScatterND", feed, {}, 11), devices=[gpu]), feed)
-    _, want_err = _run(vkml.InferenceSession(make_model("ScatterND", feed, {}, 11), devices=["cpu"]), feed)
+    _, err = outcome(vkml.InferenceSession(make_model("ScatterND", feed, {}, 11), devices=[gpu]), feed)
+    _, want_err = outcome(vkml.InferenceSession(make_model("ScatterND", feed, {}, 11), devices=["cpu"]), feed)
     assert want_err is not None and type(err) is type(want_err) and str(err) == str(want_err), (err, want_err)
     xe = np.zeros((0, 3), np.float32)  # ScatterElements on an empty axis: every index is bad
     feed = {"data": xe, "indices": np.array([[0, 0, 0]], np.int64), "updates": np.ones((1, 3), np.float32)}
     model = make_model("ScatterElements", feed, {"axis": 0}, 13)
-    _, err = _run(vkml.InferenceSession(model, devices=[gpu]), feed)
-    _, want_err = _run(vkml.InferenceSession(model, devices=["cpu"]), feed)
+    _, err = outcome(vkml.InferenceSession(model, devices=[gpu]), feed)
+    _, want_err = outcome(vkml.InferenceSession(model, devices=["cpu"]), feed)
     assert want_err is not None and type(err) is type(want_err) and str(err) == str(want_err), (err, want_err)
-
-
-def _run(sess, feed):
-    try:
-        return sess.run(None, feed)[0], None
-    except Exception as e:  # noqa: BLE001 - the error itself is what is compared
-        return None, e
 
 
 # (position in the flattened index array, value): several bad values, in several columns,
@@ -283,16 +276,7 @@ def test_bad_index_raises_as_on_the_cpu_nd(gpu, bad, reduction):
     for p, v in bad:
         idx[p] = v
     feed_bad = {**feed, "indices": idx.reshape(good.shape)}
-    _, want = _run(cpu_sess, feed_bad)
-    _, got = _run(gpu_sess, feed_bad)
-    assert want is not None and got is not None
-    assert type(got) is type(want) and str(got) == str(want), (got, want)
-    assert "ScatterND indices" in str(got)
-    (row,) = gpu_sess.placement()
-    assert row["device"] == gpu and row.get("pipelines"), row
-    y, err = _run(gpu_sess, feed)  # the next run is fine
-    assert err is None
-    np.testing.assert_array_equal(y, cpu_sess.run(None, feed)[0])
+    assert "ScatterND indices" in str(same_failure(gpu_sess, cpu_sess, feed_bad, feed))
 
 
 @pytest.mark.parametrize("reduction", ["none", "max"])
@@ -311,15 +295,7 @@ def test_bad_index_raises_as_on_the_cpu_elements(gpu, bad, idtype, reduction):
             v = -(2**31) if v < 0 else 2**31 - 1
         idx[p] = v
     feed_bad = {**feed, "indices": idx.reshape(good.shape).astype(idtype)}
-    _, want = _run(cpu_sess, feed_bad)
-    _, got = _run(gpu_sess, feed_bad)
-    assert want is not None and got is not None
-    assert type(got) is type(want) and str(got) == str(want), (got, want)
-    (row,) = gpu_sess.placement()
-    assert row["device"] == gpu and row.get("pipelines"), row
-    y, err = _run(gpu_sess, feed)
-    assert err is None
-    np.testing.assert_array_equal(y, cpu_sess.run(None, feed)[0])
+    same_failure(gpu_sess, cpu_sess, feed_bad, feed)
 
 
 def test_bad_index_known_on_the_host(gpu):
