@@ -77,14 +77,7 @@ def inline_if(node: Node, cond: bool, weights: Mapping[str, np.ndarray], values:
     rename: dict[str, str] = {}
 
     def fresh(name: str, taken: set[str], always: bool) -> str:
-        """`name` (unless `always`), else the If's name before it, else that with #k."""
-        base = prefix + name
-        new, k = (base if always else name), 0
-        while new in taken:
-            k += 1
-            new = base if k == 1 and not always else f"{base}#{k}"
-        taken.add(new)
-        return new
+        return fresh_name(name, prefix, taken, always)
 
     produced = {o for n in g.nodes for o in n.outputs if o}
     through: list[tuple[str, str]] = []  # (branch value, If output) an Identity copies
@@ -120,6 +113,18 @@ def inline_if(node: Node, cond: bool, weights: Mapping[str, np.ndarray], values:
         new.op = identity(new)
         out.nodes.append(new)
     return out
+
+
+def fresh_name(name: str, prefix: str, taken: set[str], always: bool) -> str:
+    """A name not in `taken` (added to it): `name` (unless `always`), else `prefix` + `name`,
+    else that with #k."""
+    base = prefix + name
+    new, k = (base if always else name), 0
+    while new in taken:
+        k += 1
+        new = base if k == 1 and not always else f"{base}#{k}"
+    taken.add(new)
+    return new
 
 
 def _renamed_attr(v: Any, rename: Mapping[str, str]) -> Any:

@@ -5,8 +5,8 @@ of one run's inputs this module infers every value's type (on a copy of the grap
 table: the graph itself serves all runs), evaluates what is constant for those shapes
 (Shape, Size and small constant subexpressions: a Reshape's target built from Shape/Gather/
 Concat becomes a known value, which GPU kernels need), puts the branch an If takes in its
-place where its condition became known (vkml/compile/inline_if.py), and places the nodes that
-still have to run.
+place where its condition became known (vkml/compile/inline_if.py), unrolls a Scan whose
+length became known (vkml/compile/unroll.py), and places the nodes that still have to run.
 """
 from __future__ import annotations
 
@@ -20,11 +20,14 @@ from ..kernels.registry import NodeKernel, host_positions, node_attrs
 from ..ir.graph import UNKNOWN, Graph, Node, TensorDesc, _graphs_in
 from ..ir.inference import _merge, _try_fold
 from .inline_if import inline_if, known_condition
+from .unroll import unroll_scan
 from .placement import DeviceSpec, Placement, place
 
 log = logging.getLogger("vkml")
 
 FOLDED_REASON = "constant for these input shapes: evaluated while planning"
+# Domains whose ops the GPU kernels are for: ONNX's (ai.onnx.preview: FlexAttention), vkml's own.
+KERNEL_DOMAINS = ("", "ai.onnx", "ai.onnx.preview", "ai.vkml")
 
 
 @dataclass
@@ -69,10 +72,12 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
         node = todo.pop()
         cond = known_condition(node, consts) if node.op_type == "If" and node.name not in keep else None
         inlined = inline_if(node, cond, weights, taken, names) if cond is not None else None
+        if node.op_type == "Scan" and node.name not in keep:
+            inlined = unroll_scan(node, values, weights, taken, names)
         if inlined is not None:
             src = origin.pop(id(node), node)
             if src is node:
-                out.inlined[node.name] = inlined.branch
+                out.inlined[node.name] = inlined.branch  # (a Scan's: "unrolled")
             for name, arr in inlined.consts.items():
                 consts[name] = arr
                 values[name] = TensorDesc(arr.dtype, arr.shape)
@@ -146,7 +151,7 @@ def resolve_kernel(gpu, node: Node, concrete: Concrete) -> NodeKernel | str:
     else why that GPU cannot run the node (a str, for the placement report)."""
     from ..kernels import TensorSpec, Unsupported, get_kernel
 
-    if node.domain not in ("", "ai.onnx", "ai.vkml"):
+    if node.domain not in KERNEL_DOMAINS:
         return f"no GPU kernel for {node.domain}::{node.op_type}"
     kernel = get_kernel(node.op_type)
     if kernel is None:
