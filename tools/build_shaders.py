@@ -128,6 +128,7 @@ def _variants() -> list[Variant]:
     _variants_scatter(add)
     _variants_quantize(add)
     _variants_gridsample(add)
+    _variants_deform_affine_tscatter(add)
     _variants_einsum_col2im(add)
     _variants_rnn_signal(add)
     _variants_rotary_swiglu_lse(add)
@@ -178,6 +179,18 @@ def _variants_einsum_col2im(add) -> None:
         for n in (1, 2, 3, 4):
             add(f"einsum_{t}_n{n}", "einsum.comp", TX=code, NOPS=n)
         add(f"col2im_{t}", "col2im.comp", TX=code)
+
+
+def _variants_deform_affine_tscatter(add) -> None:
+    """DeformConv (shaders/deform_conv.comp: spatial rank x dtype), AffineGrid (affine_grid.comp:
+    theta dtype) and TensorScatter (tensor_scatter.comp: element size x index width)."""
+    for t in FLOATS:
+        for r in (1, 2, 3):
+            add(f"deform_conv_{r}d_{t}", "deform_conv.comp", RANK=r, TX=T[t], TO=T[t])
+        add(f"affine_grid_{t}", "affine_grid.comp", TX=T[t], TO=T[t])
+    for e in (1, 2, 4, 8):
+        for i in (32, 64):
+            add(f"tensor_scatter_b{e}_i{i}", "tensor_scatter.comp", ESIZE=e, IDX=i)
 
 
 def _variants_gridsample(add) -> None:

@@ -25,6 +25,7 @@ from . import quantize  # noqa: F401  (QuantizeLinear, DequantizeLinear)
 from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import scatter  # noqa: F401  (ScatterND, ScatterElements, Scatter)
 from . import einsum, col2im, center_crop_pad  # noqa: F401  (Einsum, Col2Im, CenterCropPad)
+from . import deform_conv, affine_grid, tensor_scatter  # noqa: F401  (DeformConv, AffineGrid, TensorScatter)
 from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 from . import rotary, swiglu  # noqa: F401  (RotaryEmbedding, SwiGLU)
 
