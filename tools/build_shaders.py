@@ -132,7 +132,17 @@ def _variants() -> list[Variant]:
     _variants_einsum_col2im(add)
     _variants_rnn_signal(add)
     _variants_rotary_swiglu_lse(add)
+    _variants_sequence_models(add)
     return v
+
+
+def _variants_sequence_models(add) -> None:
+    """CausalConvWithState (shaders/causal_conv.comp) and LinearAttention (linear_attention.comp,
+    DKMAX: the state column's registers); FlexAttention records attention.comp's variants."""
+    for t in FLOATS:
+        add(f"causal_conv_{t}", "causal_conv.comp", TX=T[t])
+        for dk in (16, 32, 64, 128, 256):
+            add(f"linear_attention_{t}_k{dk}", "linear_attention.comp", TX=T[t], DKMAX=dk)
 
 
 def _variants_rotary_swiglu_lse(add) -> None:

@@ -26,6 +26,7 @@ from . import conv, matmul  # noqa: F401  (Conv, ConvTranspose, MatMul, Gemm)
 from . import scatter  # noqa: F401  (ScatterND, ScatterElements, Scatter)
 from . import einsum, col2im, center_crop_pad  # noqa: F401  (Einsum, Col2Im, CenterCropPad)
 from . import deform_conv, affine_grid, tensor_scatter  # noqa: F401  (DeformConv, AffineGrid, TensorScatter)
+from . import causal_conv, flex_attention, linear_attention  # noqa: F401  (CausalConvWithState, FlexAttention, LinearAttention)
 from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 from . import rotary, swiglu  # noqa: F401  (RotaryEmbedding, SwiGLU)
 
