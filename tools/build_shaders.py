@@ -127,6 +127,7 @@ def _variants() -> list[Variant]:
     _variants_movement(add)
     _variants_scatter(add)
     _variants_quantize(add)
+    _variants_qlinear(add)
     _variants_gridsample(add)
     _variants_deform_affine_tscatter(add)
     _variants_einsum_col2im(add)
@@ -224,6 +225,18 @@ def _variants_quantize(add) -> None:
         for sb in (4, 2):
             for ob in (4, 2):
                 add(f"dequantize_q{qb}_s{sb}_o{ob}", "quantize.comp", QB=qb, SB=sb, OB=ob)
+
+
+def _variants_qlinear(add) -> None:
+    """MatMulInteger / QLinearMatMul, ConvInteger / QLinearConv (int32 output or requantized, scales
+    float32 or 16-bit) and DynamicQuantizeLinear's two passes (shaders/qlinear.comp)."""
+    for op in ("MATMUL", "CONV"):
+        name = op.lower()
+        add(f"qlinear_{name}_i32", "qlinear.comp", **{op: 1}, SB=4)
+        for sb in (4, 2):
+            add(f"qlinear_{name}_req_s{sb}", "qlinear.comp", **{op: 1}, REQ=1, SB=sb)
+    add("qlinear_dq_minmax", "qlinear.comp", DQ_MINMAX=1, SB=4)
+    add("qlinear_dq", "qlinear.comp", DQ=1, SB=4)
 
 
 def _variants_movement(add) -> None:
