@@ -47,6 +47,10 @@ def _run(gpu, x, w, b, past, activation, outputs):
     exact = activation in (None, "none")
     for g, wnt in zip(got, want):
         assert g.dtype == wnt.dtype and g.shape == wnt.shape
+        if not exact:  # NaNs where the CPU has them (an H100's NaN bits differ), the rest compared
+            nan = np.isnan(wnt)
+            np.testing.assert_array_equal(np.isnan(g), nan)
+            g, wnt = g[~nan], wnt[~nan]
         if exact:
             np.testing.assert_array_equal(g, wnt)
         elif g.dtype == np.float16:
