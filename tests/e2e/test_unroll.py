@@ -1,8 +1,9 @@
-"""A Scan whose length is known while planning is unrolled into its steps on the GPU
-(vkml/compile/unroll.py): states carried from step to step, several scan inputs and outputs,
-input and output axes (negative too) and directions, a body reading an outer value and its own
-initializer; against onnxruntime and the CPU device. Scans it cannot unroll (Scan-8, too many
-steps) stay on the CPU and still agree."""
+"""A Scan whose length, or a Loop whose trip count, is known while planning is unrolled into its
+steps on the GPU (vkml/compile/unroll.py): states carried from step to step, several scan inputs
+and outputs, input and output axes (negative too) and directions, a body reading an outer value
+and its own initializer, a Loop's iteration number and a fed trip count; against onnxruntime and
+the CPU device. What it cannot unroll (too many steps, a Loop body that decides when to stop)
+stays on the CPU and still agrees."""
 from __future__ import annotations
 
 import numpy as np
@@ -66,7 +67,7 @@ def _feeds(model: bytes, rng) -> dict:
     return {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
 
 
-def _check(gpu, model: bytes, feed: dict, unrolled: bool) -> None:
+def _check(gpu, model: bytes, feed: dict, unrolled: bool, head: str = "scan") -> None:
     want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
     cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
     sess = vkml.InferenceSession(model, devices=[gpu])
@@ -77,10 +78,10 @@ def _check(gpu, model: bytes, feed: dict, unrolled: bool) -> None:
         np.testing.assert_allclose(c, w, rtol=1e-5, atol=1e-5)
     rows = {r["node"]: r for r in sess.placement()}
     if unrolled:
-        assert rows["scan"]["device"] == gpu and "fused into" in rows["scan"]["reason"], rows["scan"]
+        assert rows[head]["device"] == gpu and "fused into" in rows[head]["reason"], rows[head]
         assert all(r["device"] == gpu for r in rows.values()), rows
     else:
-        assert rows["scan"]["device"] == "cpu", rows["scan"]
+        assert rows[head]["device"] == "cpu", rows[head]
 
 
 @HYP
@@ -107,3 +108,60 @@ def test_a_scan_longer_than_the_limit_stays_on_the_cpu(gpu, monkeypatch):
 def test_opsets(gpu, opset):
     model = _model(5, 2, 2, 2, [1, 0], [1, 0], [-1, 0], [0, 1], opset=opset)
     _check(gpu, model, _feeds(model, np.random.default_rng(opset)), unrolled=True)
+
+
+def _loop_model(trip: int | None, body_decides: bool = False) -> bytes:
+    """Loop over M steps (an initializer when `trip` is given, else the fed int64 `m`) carrying
+    s [3]: s + x * (iteration + 1), with a scan output s * 2 per step; the body's condition
+    passes through an Identity, or (body_decides) is computed from s."""
+    nodes = [h.make_node("Cast", ["i"], ["fi"], to=F),
+             h.make_node("Add", ["fi", "one"], ["f1"]),
+             h.make_node("Mul", ["x", "f1"], ["d"]),
+             h.make_node("Add", ["s", "d"], ["s2"]),
+             h.make_node("Mul", ["s2", "two"], ["y"])]
+    if body_decides:
+        nodes += [h.make_node("ReduceSum", ["s2"], ["tot"], keepdims=0), h.make_node("Less", ["tot", "lim"], ["c2"])]
+    else:
+        nodes.append(h.make_node("Identity", ["c"], ["c2"]))
+    consts = [nh.from_array(np.array(1.0, np.float32), "one"), nh.from_array(np.array(2.0, np.float32), "two"),
+              nh.from_array(np.array(1e9, np.float32), "lim")]
+    body = h.make_graph(nodes, "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+                                        h.make_tensor_value_info("s", F, [3])],
+                        [h.make_tensor_value_info("c2", T.BOOL, []), h.make_tensor_value_info("s2", F, [3]),
+                         h.make_tensor_value_info("y", F, [3])], consts)
+    ins = [h.make_tensor_value_info("s0", F, [3]), h.make_tensor_value_info("x", F, [3]),
+           h.make_tensor_value_info("go", T.BOOL, [])]
+    inits = []
+    if trip is None:
+        ins.append(h.make_tensor_value_info("m", T.INT64, []))
+    else:
+        inits.append(nh.from_array(np.array(trip, np.int64), "m"))
+    loop = h.make_node("Loop", ["m", "go", "s0"], ["sf", "ys"], name="loop", body=body)
+    g = h.make_graph([loop, h.make_node("Neg", ["ys"], ["z"])], "g", ins,
+                     [h.make_tensor_value_info("sf", F, None), h.make_tensor_value_info("ys", F, None),
+                      h.make_tensor_value_info("z", F, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 16)], ir_version=8).SerializeToString()
+
+
+def _loop_feed(rng, m: int | None = None) -> dict:
+    feed = {"s0": rng.standard_normal(3).astype(np.float32), "x": rng.standard_normal(3).astype(np.float32),
+            "go": np.array(True)}
+    if m is not None:
+        feed["m"] = np.array(m, np.int64)
+    return feed
+
+
+def test_loops_with_known_trip_counts_unroll(gpu):
+    """A constant trip count, and a fed one (the plan is made for its value: two values, two
+    plans, both unrolled); the Loop's node and its scan outputs run on the GPU."""
+    rng = np.random.default_rng(7)
+    model = _loop_model(4)
+    _check(gpu, model, _loop_feed(rng), unrolled=True, head="loop")
+    model = _loop_model(None)
+    for m in (3, 6):
+        _check(gpu, model, _loop_feed(rng, m), unrolled=True, head="loop")
+
+
+def test_a_loop_whose_body_decides_stays_on_the_cpu(gpu):
+    model = _loop_model(4, body_decides=True)
+    _check(gpu, model, _loop_feed(np.random.default_rng(8)), unrolled=False, head="loop")

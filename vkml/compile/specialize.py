@@ -20,7 +20,7 @@ from ..kernels.registry import NodeKernel, host_positions, node_attrs
 from ..ir.graph import UNKNOWN, Graph, Node, TensorDesc, _graphs_in
 from ..ir.inference import _merge, _try_fold
 from .inline_if import inline_if, known_condition
-from .unroll import unroll_scan
+from .unroll import unroll_loop, unroll_scan
 from .placement import DeviceSpec, Placement, place
 
 log = logging.getLogger("vkml")
@@ -74,6 +74,8 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
         inlined = inline_if(node, cond, weights, taken, names) if cond is not None else None
         if node.op_type == "Scan" and node.name not in keep:
             inlined = unroll_scan(node, values, weights, taken, names)
+        elif node.op_type == "Loop" and node.name not in keep:
+            inlined = unroll_loop(node, consts, weights, taken, names)
         if inlined is not None:
             src = origin.pop(id(node), node)
             if src is node:

@@ -1,4 +1,5 @@
-"""A Scan whose sequence length is known while planning, replaced by its body once per step.
+"""A Scan whose sequence length, or a Loop whose trip count, is known while planning, replaced
+by its body once per step.
 
 GPU plans are made per input signature, so a Scan's trip count (the length of its scan inputs
 along their scan axes) is usually known when its plan is made. Left as it is, the Scan runs its
@@ -19,6 +20,12 @@ What a Scan (opset 9 and later) becomes, for T steps:
 Refused (the Scan stays, and runs on the CPU): Scan-8 (batch-major, with sequence_lens), scan
 inputs of unknown shape or different lengths, no steps, more than MAX_STEPS steps or
 MAX_NODES nodes in all, a body whose outputs' ranks are unknown where an output axis needs them.
+
+A Loop unrolls the same way where its trip count M is a known value (a constant, or a fed
+integer the plan is made for: ir/graph.condition_inputs), its condition is absent or known
+true, and its body passes the condition through unchanged (Identity copies allowed) (a body that computes whether to go
+on decides at run time: the Loop stays). Per step t the body reads t (int64) as its iteration
+number and true as its condition; its scan outputs are stacked along a new first axis.
 """
 from __future__ import annotations
 
@@ -106,21 +113,7 @@ def unroll_scan(node: Node, values: Mapping[str, TensorDesc], weights: Mapping[s
             sliced = fresh_name(f"{body.inputs[n_state + j]}@{t}", prefix, taken, True)
             add(gather, "Gather", [x, at], [sliced], {"axis": in_axes[j]}, f"slice{j}@{t}")
             rename[body.inputs[n_state + j]] = sliced
-        for n in body.nodes:
-            for o in n.outputs:
-                if o:
-                    rename[o] = fresh_name(f"{o}@{t}", prefix, taken, True)
-        for name, desc in body.values.items():
-            new = rename.get(name)
-            if new is not None and new not in shared.values() and desc is not None and name not in body.inputs:
-                out.declared[new] = desc
-        for n in body.nodes:
-            attrs = {a: _renamed_attr(v, rename) for a, v in n.attrs.items()}
-            new = Node(fresh_name(f"{n.name}@{t}", prefix, names, True), n.op_type, n.domain,
-                       [rename.get(i, i) if i else i for i in n.inputs], [rename.get(o, o) if o else o for o in n.outputs],
-                       attrs, n.opset)
-            new.op = type(n.op)(new)
-            out.nodes.append(new)
+        _copy_body(body, rename, t, prefix, taken, names, shared, out)
         states = [rename.get(o, o) for o in body.outputs[:n_state]]
         for j in range(k):
             collected[j].append(rename.get(body.outputs[n_state + j], body.outputs[n_state + j]))
@@ -141,3 +134,105 @@ def unroll_scan(node: Node, values: Mapping[str, TensorDesc], weights: Mapping[s
             parts.reverse()
         add(concat, "Concat", parts, [target], {"axis": out_axes[j]}, f"concat{j}")
     return out
+
+
+def unroll_loop(node: Node, consts: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
+                taken: set[str], names: set[str]) -> Inlined | None:
+    """`node` (a Loop) unrolled for the trip count `consts` gives it, ready to take its place;
+    None where it cannot be (see the module docstring)."""
+    if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or node.op is None or len(node.inputs) < 2:
+        return None
+    body = node.attrs.get("body")
+    if not isinstance(body, Graph) or any(n.op is None for n in body.nodes) or len(body.inputs) < 2:
+        return None
+    trip = consts.get(node.inputs[0]) if node.inputs[0] else None
+    if trip is None or np.asarray(trip).size != 1:
+        return None
+    steps = int(np.asarray(trip).reshape(-1)[0])
+    if node.inputs[1]:
+        cond = consts.get(node.inputs[1])
+        if cond is None or np.asarray(cond).size != 1 or not bool(np.asarray(cond).reshape(-1)[0]):
+            return None
+    if _through_identities(body, body.outputs[0]) != body.inputs[1]:  # the body must not decide when to stop
+        return None
+    n = len(node.inputs) - 2
+    k = len(body.outputs) - 1 - n
+    if n < 0 or k < 0 or len(body.inputs) != n + 2:
+        return None
+    if not 1 <= steps <= MAX_STEPS or steps * max(len(body.nodes), 1) > MAX_NODES:
+        return None
+
+    opset = max(node.opset, 13)
+    unsqueeze, concat, identity = (lookup("", op, opset) for op in ("Unsqueeze", "Concat", "Identity"))
+    prefix = f"{node.name}/"
+    out = Inlined("unrolled", [])
+
+    def add(op_cls, op_type: str, inputs: list[str], outputs: list[str], attrs: dict, label: str) -> None:
+        new = Node(fresh_name(label, prefix, names, True), op_type, "", inputs, outputs, attrs, opset)
+        new.op = op_cls(new)
+        out.nodes.append(new)
+
+    def const(label: str, arr: np.ndarray) -> str:
+        name = fresh_name(label, prefix, taken, True)
+        out.consts[name] = arr
+        return name
+
+    shared = {c: fresh_name(c, prefix, taken, True) for c in sorted(body.constants)}
+    for c, new in shared.items():
+        out.consts[new] = weights[body.weight_key(c)]
+    true = const("cond", np.array(True))
+    states = list(node.inputs[2:])
+    collected: list[list[str]] = [[] for _ in range(k)]
+    for t in range(steps):
+        rename: dict[str, str] = dict(shared)
+        rename[body.inputs[0]] = const(f"iter@{t}", np.array(t, np.int64))
+        rename[body.inputs[1]] = true
+        for name, value in zip(body.inputs[2:], states):
+            rename[name] = value
+        _copy_body(body, rename, t, prefix, taken, names, shared, out)
+        states = [rename.get(o, o) for o in body.outputs[1:1 + n]]
+        for j in range(k):
+            collected[j].append(rename.get(body.outputs[1 + n + j], body.outputs[1 + n + j]))
+    for i, target in enumerate(node.outputs[:n]):
+        if target:
+            add(identity, "Identity", [states[i]], [target], {}, f"state{i}")
+    axes = const("axes", np.array([0], np.int64))
+    for j, target in enumerate(node.outputs[n:n + k]):
+        if not target:
+            continue
+        parts = []
+        for t, y in enumerate(collected[j]):
+            part = fresh_name(f"{target}@{t}", prefix, taken, True)
+            add(unsqueeze, "Unsqueeze", [y, axes], [part], {}, f"stack{j}@{t}")
+            parts.append(part)
+        add(concat, "Concat", parts, [target], {"axis": 0}, f"concat{j}")
+    return out
+
+
+def _through_identities(g: Graph, name: str) -> str:
+    """The value `name` copies through Identity nodes of `g` (itself when none makes it)."""
+    made = {o: n for n in g.nodes for o in n.outputs if o}
+    while name in made and made[name].op_type == "Identity" and made[name].inputs:
+        name = made[name].inputs[0]
+    return name
+
+
+def _copy_body(body: Graph, rename: dict[str, str], t: int, prefix: str, taken: set[str], names: set[str],
+               shared: Mapping[str, str], out: Inlined) -> None:
+    """Step t's copy of `body`'s nodes into `out`, its values named anew in `rename` (which
+    binds its inputs already)."""
+    for n in body.nodes:
+        for o in n.outputs:
+            if o:
+                rename[o] = fresh_name(f"{o}@{t}", prefix, taken, True)
+    for name, desc in body.values.items():
+        new = rename.get(name)
+        if new is not None and new not in shared.values() and desc is not None and name not in body.inputs:
+            out.declared[new] = desc
+    for n in body.nodes:
+        attrs = {a: _renamed_attr(v, rename) for a, v in n.attrs.items()}
+        new = Node(fresh_name(f"{n.name}@{t}", prefix, names, True), n.op_type, n.domain,
+                   [rename.get(i, i) if i else i for i in n.inputs], [rename.get(o, o) if o else o for o in n.outputs],
+                   attrs, n.opset)
+        new.op = type(n.op)(new)
+        out.nodes.append(new)

@@ -115,11 +115,13 @@ def _graphs_in(attrs: dict[str, Any]) -> list[Graph]:
 
 
 def condition_inputs(graph: Graph) -> list[str]:
-    """The inputs of `graph` that an If's condition is computed from (the graph's Ifs and those
-    in their branches, which may be inlined with them): the switches, inputs of a bool or
-    integer type holding one value (a sample rate, `use_cache_branch`), whose value a plan may
-    be made for, so that the If takes its branch while planning (vkml/compile/inline_if.py).
-    Inputs of other types are data: a plan per value of those would be made on every run."""
+    """The inputs of `graph` that an If's condition, or a Loop's trip count or condition, is
+    computed from (the graph's Ifs and Loops and those in If branches, which may be inlined
+    with them): the switches, inputs of a bool or integer type holding one value (a sample rate,
+    `use_cache_branch`, a step count), whose value a plan may be made for, so that the If takes
+    its branch while planning (vkml/compile/inline_if.py) and the Loop unrolls
+    (vkml/compile/unroll.py). Inputs of other types are data: a plan per value of those would
+    be made on every run."""
     inputs = set(graph.inputs)
     found: dict[str, None] = {}
     seen: set[str] = set()
@@ -145,6 +147,9 @@ def condition_inputs(graph: Graph) -> list[str]:
                 walk(n.inputs[0], producers)
                 for b in _graphs_in(n.attrs):
                     visit(b, producers)
+            elif n.op_type == "Loop" and n.domain in ("", "ai.onnx"):
+                for i in n.inputs[:2]:
+                    walk(i, producers)
 
     visit(graph, {})
     out = []
