@@ -6,14 +6,42 @@
 // float64 (type code 12, as cast_ext.comp numbers it; vkml_types.glsl stops at 11) is Mod's
 // alone: held as its bits (uint64_t) and computed with integer operations only, so it needs
 // shaderInt64 and no shaderFloat64.
+// Every other float64 op (arithmetic, Max/Min, comparisons) computes in double (needs
+// shaderFloat64). Type code 13 = bfloat16: stored as its 16 bits, computed in float32 and
+// rounded to nearest even on the bits (bf16_bits), which is what ml_dtypes' ufuncs do.
+#if defined(OP_MOD) || defined(OP_FMOD)
 #define VKML_ST_12 uint64_t
 #define VKML_CT_12 uint64_t
 #if TX == 12
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #endif
+#else
+#define VKML_ST_12 double
+#define VKML_CT_12 double
+#endif
+#define VKML_ST_13 uint16_t
+#define VKML_CT_13 float
+#if TX == 13 || TO == 13
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
 #include "include/vkml_math.glsl"
+#include "include/vkml_round16.glsl"
+#undef IS_FLOAT
+#define IS_FLOAT(t) ((t) == 1 || (t) == 2 || (t) == 13)
+#if TX == 13
+#define LOAD_X(v) uintBitsToFloat(uint(v) << 16)
+#define LOAD_Y(v) uintBitsToFloat(uint(v) << 16)
+#else
+#define LOAD_X(v) CX(v)
+#define LOAD_Y(v) CY(v)
+#endif
+#if TO == 13
+#define STORE_O(i, v) o[i] = uint16_t(bf16_bits(v))
+#else
+#define STORE_O(i, v) o[i] = SO(v)
+#endif
 #if (defined(OP_FMOD) || defined(OP_MOD)) && IS_FLOAT(TX)
 // Float Mod reads and writes bits (float16's widened and narrowed by f16_to_f32/f32_to_f16):
 // device float loads and conversions may drop NaN payloads or flush subnormals.
@@ -218,6 +246,8 @@ CO apply(CX u, CY v) {
     return u / v;
 #elif IS_UINT(TX)
     return v == CY(0) ? CX(0) : u / v;
+#elif TX == 12
+    return u / v;
 #else
     return CO(vkml_div(float(u), float(v)));
 #endif
@@ -245,13 +275,23 @@ CO apply(CX u, CY v) {
     return vkml_pow(u, float(v));
 #endif
 #elif defined(OP_MAX)
-#if IS_FLOAT(TX)
+#if TX == 12
+    return (isnan(u) || isnan(v)) ? u + v : max(u, v);
+#elif TX == 13
+    // as ml_dtypes: equal operands (+0 and -0) give the second
+    return (vkml_isnan(u) || vkml_isnan(v)) ? u + v : (u > v ? u : v);
+#elif IS_FLOAT(TX)
     return (vkml_isnan(u) || vkml_isnan(v)) ? u + v : max(u, v);
 #else
     return max(u, v);
 #endif
 #elif defined(OP_MIN)
-#if IS_FLOAT(TX)
+#if TX == 12
+    return (isnan(u) || isnan(v)) ? u + v : min(u, v);
+#elif TX == 13
+    // as ml_dtypes: equal operands (+0 and -0) give the second
+    return (vkml_isnan(u) || vkml_isnan(v)) ? u + v : (u < v ? u : v);
+#elif IS_FLOAT(TX)
     return (vkml_isnan(u) || vkml_isnan(v)) ? u + v : min(u, v);
 #else
     return min(u, v);
@@ -304,6 +344,6 @@ void main() {
     VKML_FOR_EACH(i, pc.n) {
         uint ia, ib;
         VKML_BCAST2(i, pc.rank, pc.shape, pc.sa, pc.sb, ia, ib);
-        o[i] = SO(apply(CX(a[ia]), CY(b[ib])));
+        STORE_O(i, apply(LOAD_X(a[ia]), LOAD_Y(b[ib])));
     }
 }

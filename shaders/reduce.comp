@@ -14,8 +14,9 @@
 //                2: combine those partials (the host describes their layout) and finish
 //   VKML_SUBGROUP (see include/vkml_reduce.glsl), TX/TO (include/vkml_types.glsl); ArgMax/ArgMin
 //                take every integer TX (64-bit ones with uint64 keys, modes th and wgs only);
-//                ReduceLogSumExp also takes TX = 12 (float64: double arithmetic, shaderFloat64;
-//                modes th and wgs only, with exp/log of its own below: GLSL has none for double)
+//                ReduceLogSumExp and ReduceSum also take TX = 12 (float64: double arithmetic,
+//                shaderFloat64; modes th and wgs only, with exp/log of its own below: GLSL has
+//                none for double)
 #extension GL_GOOGLE_include_directive : require
 #define VKML_ST_12 double
 #define VKML_CT_12 double
@@ -64,6 +65,9 @@ layout(std430, binding = 1) writeonly buffer BO { SO o[]; };
 #if defined(OP_LOGSUMEXP) && TX == 12
 #define LSE64 1
 #endif
+#if defined(OP_SUM) && TX == 12
+#define SUM64 1  // ReduceSum of float64: double accumulation (modes th and wgs only)
+#endif
 
 // ArgMax/ArgMin of 64-bit integers compare 64-bit keys (no subgroup variant: subgroup operations
 // on 64-bit values need an extension; the host takes the shared-memory tree).
@@ -86,6 +90,9 @@ VKML_WG_REDUCE(wg_reduce, KEY, VKML_OP_MIN, subgroupMin)
 #define ACC float
 #define COMBINE(a, b) ((a) * (b))
 VKML_WG_REDUCE(wg_reduce, float, VKML_OP_MUL, subgroupMul)
+#elif defined(SUM64)
+#define ACC double
+#define COMBINE(a, b) ((a) + (b))
 #else
 #define ACC float
 #define COMBINE(a, b) ((a) + (b))
@@ -219,7 +226,7 @@ float lse_shift(uint k) {
 }
 #endif
 
-#if defined(LSE64)
+#if defined(LSE64) || defined(SUM64)
 // ---- float64 log-sum-exp. GLSL's exp and log take no doubles, so: exp by Cody-Waite
 // reduction x = k ln2 + r (|r| <= ln2/2) and exp(r) by its Taylor series to r^13 (truncation
 // < 2^-57 relative), scaled by 2^k built from the exponent bits; log as fdlibm's e_log.c
@@ -336,7 +343,12 @@ void main() {
         uint base = kept_offset(out_i);
         uint r0 = c * pc.chunk_len;
         uint r1 = min(r0 + pc.chunk_len, pc.n_red);
-#if defined(LSE64)
+#if defined(SUM64)
+        double s = 0.0lf;
+        for (uint r = r0 + lid; r < r1; r += wg) s += x[base + red_offset(r)];
+        s = lse_wg(s, false);
+        if (lid == 0u) o[t] = s;
+#elif defined(LSE64)
         double m = -D_INF;
         for (uint r = r0 + lid; r < r1; r += wg) {
             double v = x[base + red_offset(r)];
@@ -399,7 +411,11 @@ void main() {
         const uint r0 = 0u;
         uint n = pc.n_red;
 #endif
-#if defined(LSE64)
+#if defined(SUM64)
+        double s = 0.0lf;
+        for (uint r = 0u; r < n; ++r) s += x[base + red_offset(r)];
+        o[t] = s;
+#elif defined(LSE64)
         double m = -D_INF;
         for (uint r = 0u; r < n; ++r) {
             double v = x[base + red_offset(r)];

@@ -74,6 +74,13 @@ def _variants() -> list[Variant]:
         for t in FLOATS:
             add(f"{op}_{t}", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T["bool"]})
     add("not_bool", "unary.comp", OP_NOT=1, TX=T["bool"], TO=T["bool"])
+    # float64 (local code 12, double: shaderFloat64) and bfloat16 (13: float32 compute, bits rounded)
+    for op in ("abs", "neg", "exp", "log", "sqrt", "reciprocal", "floor", "ceil", "round"):
+        add(f"{op}_f64", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": 12, "TO": 12})
+    for op in float_unary:
+        add(f"{op}_bf16", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": 13, "TO": 13})
+    for op in ("isnan", "isinf"):
+        add(f"{op}_bf16", "unary.comp", **{f"OP_{op.upper()}": 1, "TX": 13, "TO": T["bool"]})
     # ---- Trilu (shaders/trilu.comp)
     for t in T:
         add(f"trilu_{t}", "trilu.comp", TX=T[t], TO=T[t])
@@ -92,6 +99,12 @@ def _variants() -> list[Variant]:
     for op, dts in same.items():
         for t in dts:
             add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TY": T[t], "TO": T[t]})
+    for op in ("add", "sub", "mul", "div", "max", "min"):  # float64 (12, double) and bfloat16 (13)
+        for code, t in ((12, "f64"), (13, "bf16")):
+            add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": code, "TY": code, "TO": code})
+    for op in ("equal", "less", "less_or_equal", "greater", "greater_or_equal"):
+        for code, t in ((12, "f64"), (13, "bf16")):
+            add(f"{op}_{t}", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": code, "TY": code, "TO": T["bool"]})
     for op in ("mod", "fmod"):  # float64 Mod: its bits as uint64 (type code 12, as in cast_ext.comp)
         add(f"{op}_f64", "binary.comp", **{f"OP_{op.upper()}": 1, "TX": 12, "TY": 12, "TO": 12})
     for x in FLOATS:
@@ -155,6 +168,8 @@ def _variants_rotary_swiglu_lse(add) -> None:
         add(f"swiglu_{t}", "swiglu.comp", TX=T[t], TY=T[t], TO=T[t])
     add("reduce_logsumexp_th_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=0, VKML_SUBGROUP=0)
     add("reduce_logsumexp_wgs_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=1, VKML_SUBGROUP=0)
+    add("reduce_sum_th_f64", "reduce.comp", OP_SUM=1, TX=12, TO=12, WG_MODE=0, VKML_SUBGROUP=0)
+    add("reduce_sum_wgs_f64", "reduce.comp", OP_SUM=1, TX=12, TO=12, WG_MODE=1, VKML_SUBGROUP=0)
 
 
 def _variants_rnn_signal(add) -> None:

@@ -54,6 +54,33 @@ WHERE_PUSH = PushBlock("I", "where")                # n; shape/strides in a stor
 WHERE_META = "<I8I8I8I8I"                            # rank, shape, s_cond, s_x, s_y
 
 
+# float64 and bfloat16 (shaders' local type codes 12 and 13): float64 computes in double and
+# needs the device's shaderFloat64 ("fp64"); bfloat16 is stored as its 16 bits, computed in
+# float32 and rounded to nearest even (as ml_dtypes), needing 16-bit storage only.
+import ml_dtypes as _ml_dtypes
+
+_BF16 = np.dtype(_ml_dtypes.bfloat16)
+EXTRA = {np.dtype(np.float64): "f64", _BF16: "bf16"}
+EXTRA_FEATURE = {"f64": "fp64", "bf16": "storage_16bit"}
+UNARY_F64 = {"Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round"}
+BINARY_EXTRA = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Equal", "Less", "LessOrEqual",
+                "Greater", "GreaterOrEqual"}
+
+
+def _extra_name(dtype) -> str | None:
+    """"f64" / "bf16" for those dtypes, else None."""
+    try:
+        return EXTRA.get(np.dtype(dtype))
+    except TypeError:
+        return None
+
+
+def _require_extra(device, dt: str) -> None:
+    feat = EXTRA_FEATURE[dt]
+    if feat not in device.features:
+        raise Unsupported(f"{'float64' if dt == 'f64' else 'bfloat16'} needs {feat}, which {device.name} lacks")
+
+
 def _groups(pipeline, n: int) -> int:
     return pipeline.groups_for(n)
 
@@ -134,6 +161,20 @@ class UnaryKernel(Kernel):
         shader_op, dtypes, _ = UNARY[op_type]
         if len(inputs) != 1 or inputs[0] is None:
             raise Unsupported(f"{op_type} takes one input")
+        ext = _extra_name(inputs[0].dtype)
+        if ext is not None:
+            ok = op_type in UNARY_F64 if ext == "f64" else "f32" in dtypes
+            if not ok:
+                raise Unsupported(f"{op_type} on the GPU does not take {inputs[0].dtype}")
+            if op_type == "Gelu" and attrs.get("approximate", "none") not in ("none", "tanh", b"none", b"tanh"):
+                raise Unsupported(f"Gelu approximate={attrs.get('approximate')!r}")
+            if op_type == "Celu" and _spec_of(attrs, "alpha", 1.0) == 0:
+                raise Unsupported("Celu with alpha 0 (the CPU operator reports the error)")
+            _require_extra(device, ext)
+            if op_type in BOOL_OUT:
+                require_dtypes(device, np.bool_)
+            element_count(inputs[0].shape)
+            return
         dt = dtype_name(inputs[0].dtype)
         if dt not in dtypes:
             raise Unsupported(f"{op_type} on the GPU supports {', '.join(dtypes)}, not {inputs[0].dtype}")
@@ -154,7 +195,7 @@ class UnaryKernel(Kernel):
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         shader_op, _, params = UNARY[op_type]
         x, out = inputs[0], outputs[0]
-        dt = dtype_name(x.dtype)
+        dt = _extra_name(x.dtype) or dtype_name(x.dtype)
         if op_type == "Gelu":
             approx = attrs.get("approximate", "none")
             approx = approx.decode() if isinstance(approx, bytes) else approx
@@ -358,10 +399,25 @@ class BinaryKernel(Kernel):
                 raise Unsupported(f"{op_type} needs at least one input")
         elif len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
             raise Unsupported(f"{op_type} takes two inputs")
+        if op_type in BINARY_EXTRA:
+            ext = [_extra_name(t.dtype) for t in inputs]
+            if ext[0] is not None:
+                if any(e != ext[0] for e in ext):
+                    raise Unsupported(f"{op_type} with mixed dtypes")
+                return ext
         return [dtype_name(t.dtype) for t in inputs]
 
     def check(self, device, op_type, attrs, inputs):
         dts = self._types(op_type, inputs)
+        if op_type in BINARY_EXTRA and dts[0] in ("f64", "bf16"):
+            _require_extra(device, dts[0])
+            if op_type in COMPARE:
+                require_dtypes(device, np.bool_)
+            try:
+                element_count(broadcast_shape(*[t.shape for t in inputs]))
+            except ValueError as e:
+                raise Unsupported(str(e)) from None
+            return
         if op_type == "Mean" and dts[0] not in F:
             raise Unsupported(f"Mean on the GPU takes floats, not {inputs[0].dtype}")
         if op_type == "Pow":
@@ -441,6 +497,9 @@ class BinaryKernel(Kernel):
 
 
 # ---------------------------------------------------------------------------- Where
+# Where only selects, so float64 and bfloat16 use the variants of their unsigned integer twins.
+_WHERE_BITS = {np.dtype(np.float64): np.dtype(np.uint64), _BF16: np.dtype(np.uint16)}
+
 @register
 class WhereKernel(Kernel):
     op_types = ("Where",)
@@ -452,8 +511,9 @@ class WhereKernel(Kernel):
             raise Unsupported("Where's condition must be bool")
         if inputs[1].dtype != inputs[2].dtype:
             raise Unsupported("Where's X and Y must have one dtype")
-        dtype_name(inputs[1].dtype)
-        require_dtypes(device, np.bool_, inputs[1].dtype)
+        wt = _WHERE_BITS.get(np.dtype(inputs[1].dtype), inputs[1].dtype)  # f64/bf16: moved as bits
+        dtype_name(wt)
+        require_dtypes(device, np.bool_, wt)
         try:
             element_count(broadcast_shape(*[t.shape for t in inputs]))
         except ValueError as e:
@@ -474,5 +534,6 @@ class WhereKernel(Kernel):
         import struct
 
         meta = rec.constants(struct.pack(WHERE_META, len(shape), *pad8(shape), *pad8(sc), *pad8(sx), *pad8(sy)))
-        p = rec.device.pipeline(f"where_{dtype_name(x.dtype)}", "rrrwr", WHERE_PUSH.size)
+        wt = _WHERE_BITS.get(np.dtype(x.dtype), x.dtype)
+        p = rec.device.pipeline(f"where_{dtype_name(wt)}", "rrrwr", WHERE_PUSH.size)
         rec.dispatch(p, [c.view, x.view, y.view, out.view, meta], WHERE_PUSH.pack(n), _groups(p, n))

@@ -158,7 +158,7 @@ OPS = {
 SPLITTABLE = {"sum", "mean", "max", "min", "prod", "l1", "l2", "sumsq", "logsum"}
 INT_OK = {"max", "min", "argmax", "argmin"}  # int32 variants exist for these
 ARG_DTYPES = ("f32", "f16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")  # ArgMax/ArgMin's
-F64_OK = {"logsumexp"}  # float64 variants exist for these (shaders/reduce.comp, TX = 12)
+F64_OK = {"logsumexp", "sum"}  # float64 variants exist for these (shaders/reduce.comp, TX = 12)
 _F64 = np.dtype(np.float64)
 
 SPLIT_MIN = 16384      # reduce this many elements or more per output in two passes ...
