@@ -83,57 +83,24 @@ def unroll_scan(node: Node, values: Mapping[str, TensorDesc], weights: Mapping[s
                 return None
             out_axes[j] += len(d.shape) + 1
 
-    opset = max(node.opset, 13)
-    gather, unsqueeze = lookup("", "Gather", opset), lookup("", "Unsqueeze", opset)
-    concat, identity = lookup("", "Concat", opset), lookup("", "Identity", opset)
-    prefix = f"{node.name}/"
-    out = Inlined("unrolled", [])
-
-    def add(op_cls, op_type: str, inputs: list[str], outputs: list[str], attrs: dict, label: str) -> None:
-        n = Node(fresh_name(label, prefix, names, True), op_type, "", inputs, outputs, attrs, opset)
-        n.op = op_cls(n)
-        out.nodes.append(n)
-
-    def const(label: str, arr: np.ndarray) -> str:
-        name = fresh_name(label, prefix, taken, True)
-        out.consts[name] = arr
-        return name
-
-    shared = {c: fresh_name(c, prefix, taken, True) for c in sorted(body.constants)}
-    for c, new in shared.items():
-        out.consts[new] = weights[body.weight_key(c)]
+    u = _Unrolled(node, body, weights, taken, names)
     states = list(node.inputs[:n_state])
     collected: list[list[str]] = [[] for _ in range(k)]
     for t in range(steps):
-        rename: dict[str, str] = dict(shared)
+        rename: dict[str, str] = dict(u.shared)
         for name, value in zip(body.inputs[:n_state], states):
             rename[name] = value
         for j, x in enumerate(xs):
-            at = const(f"step{t}", np.array(steps - 1 - t if in_rev[j] else t, np.int64))
-            sliced = fresh_name(f"{body.inputs[n_state + j]}@{t}", prefix, taken, True)
-            add(gather, "Gather", [x, at], [sliced], {"axis": in_axes[j]}, f"slice{j}@{t}")
-            rename[body.inputs[n_state + j]] = sliced
-        _copy_body(body, rename, t, prefix, taken, names, shared, out)
+            at = u.const(f"step{t}", np.array(steps - 1 - t if in_rev[j] else t, np.int64))
+            rename[body.inputs[n_state + j]] = u.op("Gather", [x, at], {"axis": in_axes[j]},
+                                                    f"{body.inputs[n_state + j]}@{t}")
+        u.copy_body(rename, t)
         states = [rename.get(o, o) for o in body.outputs[:n_state]]
         for j in range(k):
             collected[j].append(rename.get(body.outputs[n_state + j], body.outputs[n_state + j]))
 
-    for i, target in enumerate(node.outputs[:n_state]):
-        if target:
-            add(identity, "Identity", [states[i]], [target], {}, f"state{i}")
-    for j, target in enumerate(node.outputs[n_state:n_state + k]):
-        if not target:
-            continue
-        axes = const(f"axes{j}", np.array([out_axes[j]], np.int64))
-        parts = []
-        for t, y in enumerate(collected[j]):
-            part = fresh_name(f"{target}@{t}", prefix, taken, True)
-            add(unsqueeze, "Unsqueeze", [y, axes], [part], {}, f"stack{j}@{t}")
-            parts.append(part)
-        if out_rev[j]:
-            parts.reverse()
-        add(concat, "Concat", parts, [target], {"axis": out_axes[j]}, f"concat{j}")
-    return out
+    u.finish(node.outputs[:n_state], states, node.outputs[n_state:n_state + k], collected, out_axes, out_rev)
+    return u.out
 
 
 def unroll_loop(node: Node, consts: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
@@ -162,51 +129,22 @@ def unroll_loop(node: Node, consts: Mapping[str, np.ndarray], weights: Mapping[s
     if not 1 <= steps <= MAX_STEPS or steps * max(len(body.nodes), 1) > MAX_NODES:
         return None
 
-    opset = max(node.opset, 13)
-    unsqueeze, concat, identity = (lookup("", op, opset) for op in ("Unsqueeze", "Concat", "Identity"))
-    prefix = f"{node.name}/"
-    out = Inlined("unrolled", [])
-
-    def add(op_cls, op_type: str, inputs: list[str], outputs: list[str], attrs: dict, label: str) -> None:
-        new = Node(fresh_name(label, prefix, names, True), op_type, "", inputs, outputs, attrs, opset)
-        new.op = op_cls(new)
-        out.nodes.append(new)
-
-    def const(label: str, arr: np.ndarray) -> str:
-        name = fresh_name(label, prefix, taken, True)
-        out.consts[name] = arr
-        return name
-
-    shared = {c: fresh_name(c, prefix, taken, True) for c in sorted(body.constants)}
-    for c, new in shared.items():
-        out.consts[new] = weights[body.weight_key(c)]
-    true = const("cond", np.array(True))
+    u = _Unrolled(node, body, weights, taken, names)
+    true = u.const("cond", np.array(True))
     states = list(node.inputs[2:])
     collected: list[list[str]] = [[] for _ in range(k)]
     for t in range(steps):
-        rename: dict[str, str] = dict(shared)
-        rename[body.inputs[0]] = const(f"iter@{t}", np.array(t, np.int64))
+        rename: dict[str, str] = dict(u.shared)
+        rename[body.inputs[0]] = u.const(f"iter@{t}", np.array(t, np.int64))
         rename[body.inputs[1]] = true
         for name, value in zip(body.inputs[2:], states):
             rename[name] = value
-        _copy_body(body, rename, t, prefix, taken, names, shared, out)
+        u.copy_body(rename, t)
         states = [rename.get(o, o) for o in body.outputs[1:1 + n]]
         for j in range(k):
             collected[j].append(rename.get(body.outputs[1 + n + j], body.outputs[1 + n + j]))
-    for i, target in enumerate(node.outputs[:n]):
-        if target:
-            add(identity, "Identity", [states[i]], [target], {}, f"state{i}")
-    axes = const("axes", np.array([0], np.int64))
-    for j, target in enumerate(node.outputs[n:n + k]):
-        if not target:
-            continue
-        parts = []
-        for t, y in enumerate(collected[j]):
-            part = fresh_name(f"{target}@{t}", prefix, taken, True)
-            add(unsqueeze, "Unsqueeze", [y, axes], [part], {}, f"stack{j}@{t}")
-            parts.append(part)
-        add(concat, "Concat", parts, [target], {"axis": 0}, f"concat{j}")
-    return out
+    u.finish(node.outputs[:n], states, node.outputs[n:n + k], collected, [0] * k, [0] * k)
+    return u.out
 
 
 def _through_identities(g: Graph, name: str) -> str:
@@ -217,22 +155,63 @@ def _through_identities(g: Graph, name: str) -> str:
     return name
 
 
-def _copy_body(body: Graph, rename: dict[str, str], t: int, prefix: str, taken: set[str], names: set[str],
-               shared: Mapping[str, str], out: Inlined) -> None:
-    """Step t's copy of `body`'s nodes into `out`, its values named anew in `rename` (which
-    binds its inputs already)."""
-    for n in body.nodes:
-        for o in n.outputs:
-            if o:
-                rename[o] = fresh_name(f"{o}@{t}", prefix, taken, True)
-    for name, desc in body.values.items():
-        new = rename.get(name)
-        if new is not None and new not in shared.values() and desc is not None and name not in body.inputs:
-            out.declared[new] = desc
-    for n in body.nodes:
-        attrs = {a: _renamed_attr(v, rename) for a, v in n.attrs.items()}
-        new = Node(fresh_name(f"{n.name}@{t}", prefix, names, True), n.op_type, n.domain,
-                   [rename.get(i, i) if i else i for i in n.inputs], [rename.get(o, o) if o else o for o in n.outputs],
-                   attrs, n.opset)
-        new.op = type(n.op)(new)
-        out.nodes.append(new)
+class _Unrolled:
+    """What an unrolled Scan or Loop becomes (`out`): new nodes and constants named under the
+    node's name, the body's constants shared by every step."""
+
+    def __init__(self, node: Node, body: Graph, weights: Mapping[str, np.ndarray], taken: set[str],
+                 names: set[str]):
+        self.body, self.taken, self.names = body, taken, names
+        self.opset = max(node.opset, 13)
+        self.prefix = f"{node.name}/"
+        self.out = Inlined("unrolled", [])
+        self.shared = {c: self.const(c, weights[body.weight_key(c)]) for c in sorted(body.constants)}
+
+    def const(self, label: str, arr: np.ndarray) -> str:
+        name = fresh_name(label, self.prefix, self.taken, True)
+        self.out.consts[name] = arr
+        return name
+
+    def op(self, op_type: str, inputs: list[str], attrs: dict, label: str, output: str | None = None) -> str:
+        """An ONNX op of the unrolled node's opset (at least 13) writing `output` (a new value
+        when None); returns the value's name."""
+        output = output or fresh_name(label, self.prefix, self.taken, True)
+        n = Node(fresh_name(label, self.prefix, self.names, True), op_type, "", inputs, [output], attrs, self.opset)
+        n.op = lookup("", op_type, self.opset)(n)
+        self.out.nodes.append(n)
+        return output
+
+    def copy_body(self, rename: dict[str, str], t: int) -> None:
+        """Step t's copy of the body's nodes, its values named anew in `rename` (which binds
+        the body's inputs already)."""
+        body, prefix = self.body, self.prefix
+        for n in body.nodes:
+            for o in n.outputs:
+                if o:
+                    rename[o] = fresh_name(f"{o}@{t}", prefix, self.taken, True)
+        for name, desc in body.values.items():
+            new = rename.get(name)
+            if new is not None and new not in self.shared.values() and desc is not None and name not in body.inputs:
+                self.out.declared[new] = desc
+        for n in body.nodes:
+            attrs = {a: _renamed_attr(v, rename) for a, v in n.attrs.items()}
+            new = Node(fresh_name(f"{n.name}@{t}", prefix, self.names, True), n.op_type, n.domain,
+                       [rename.get(i, i) if i else i for i in n.inputs],
+                       [rename.get(o, o) if o else o for o in n.outputs], attrs, n.opset)
+            new.op = type(n.op)(new)
+            self.out.nodes.append(new)
+
+    def finish(self, state_targets, states, scan_targets, collected, axes, reverse) -> None:
+        """The final states as the node's state outputs (Identity), each scan output's steps
+        unsqueezed along its axis and concatenated in step order (reversed where asked)."""
+        for i, target in enumerate(state_targets):
+            if target:
+                self.op("Identity", [states[i]], {}, f"state{i}", target)
+        for j, target in enumerate(scan_targets):
+            if not target:
+                continue
+            at = self.const(f"axes{j}", np.array([axes[j]], np.int64))
+            parts = [self.op("Unsqueeze", [y, at], {}, f"{target}@{t}") for t, y in enumerate(collected[j])]
+            if reverse[j]:
+                parts.reverse()
+            self.op("Concat", parts, {"axis": axes[j]}, f"concat{j}", target)

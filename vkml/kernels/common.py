@@ -134,6 +134,14 @@ def fault_binding(rec, attrs, what: str, dim: int) -> tuple:
     return fault.view, fault.site(what, dim)
 
 
+def view_or_stand_in(rec, t, nbytes: int = 16):
+    """`t`'s buffer view, or a small constant buffer where `t` is absent or empty: the shader's
+    binding must exist, and nothing is read there."""
+    if t is not None and t.nbytes:
+        return t.view
+    return rec.constants(bytes(nbytes))
+
+
 def element_count(shape: Sequence[int]) -> int:
     n = math.prod(shape)
     if n > MAX_ELEMENTS:

@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ..ops._window import resolve
-from .common import PushBlock, require_dtypes
+from .common import PushBlock, require_dtypes, view_or_stand_in
 from .elem import require_bindable
 from .reduce import threads_wg
 from .registry import Kernel, TensorSpec, Unsupported, register
@@ -135,15 +135,6 @@ class DeformConvKernel(Kernel):
         push = DEFORM_PUSH.pack(count, x.shape[1], w.shape[0], plan.group, plan.og, math.prod(win.out), win.taps,
                                 flags, *pad3(x.shape[2:]), *pad3(win.out), *pad3(win.kernel), *pad3(win.strides),
                                 *pad3(win.pad_begin, 0), *pad3(win.dilations))
-        dummy = None
 
-        def view(t):
-            nonlocal dummy
-            if t is not None and t.nbytes:
-                return t.view
-            if dummy is None:
-                dummy = rec.constants(bytes(16))
-            return dummy
-
-        rec.dispatch(p, [view(x), view(w), view(off), view(b), view(mask), outputs[0].view], push,
+        rec.dispatch(p, [*(view_or_stand_in(rec, t) for t in (x, w, off, b, mask)), outputs[0].view], push,
                      p.groups_for(count))

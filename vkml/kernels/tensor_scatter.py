@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .common import FAULT_ATTR, PushBlock, fault_binding, require_dtypes
+from .common import FAULT_ATTR, PushBlock, fault_binding, require_dtypes, view_or_stand_in
 from .elem import HostInputs, attr_str, require_bindable, require_elements, specs_of
 from .reduce import threads_wg
 from .registry import Kernel, TensorSpec, Unsupported, register
@@ -113,18 +113,9 @@ class TensorScatterKernel(Kernel):
         es = cache.dtype.itemsize
         bits = INDEX_BITS[idx.dtype] if idx is not None else 64
         p = dev.pipeline(f"tensor_scatter_b{es}_i{bits}", "rrrwx", TSCATTER_PUSH.size, (threads_wg(dev),))
-        dummy = None
-
-        def view(t):
-            nonlocal dummy
-            if t is not None and t.nbytes:
-                return t.view
-            if dummy is None:
-                dummy = rec.constants(bytes(16))
-            return dummy
 
         flags = int(plan.circular) | 2 * int(idx is not None)
         push = TSCATTER_PUSH.pack(n, max(plan.inner, 1), max(plan.len, 1), plan.seq, max(plan.rows, 1),
                                   plan.batch, flags, site)
-        views = [view(cache), view(upd), view(idx), view(out), fview]
+        views = [*(view_or_stand_in(rec, t) for t in (cache, upd, idx, out)), fview]
         rec.dispatch(p, views, push, p.groups_for(max(n, checks)))
