@@ -762,8 +762,9 @@ VALUE_INPUT_MAX = 64  # elements: larger inputs are data, never shape-like
 def _value_inputs(graph) -> tuple[str, ...]:
     """Graph inputs that GPU kernels need the values of (a Reshape's shape, a Resize's scales,
     a Reduce's axes: Kernel.host_inputs) when a caller feeds them, and the switches an If's
-    condition is computed from (the If then takes its branch while planning). Plans are made
-    per value of these, so the nodes can go to the GPU instead of staying on the CPU."""
+    condition or a Loop's trip count is computed from (the If then takes its branch, the Loop
+    unrolls, while planning). Plans are made per value of these (at most PLAN_CACHE kept), so
+    the nodes can go to the GPU instead of staying on the CPU."""
     from ..kernels import get_kernel
 
     inputs = set(graph.inputs) - set(graph.constants)
