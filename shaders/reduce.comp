@@ -16,12 +16,23 @@
 //                take every integer TX (64-bit ones with uint64 keys, modes th and wgs only);
 //                ReduceLogSumExp and ReduceSum also take TX = 12 (float64: double arithmetic,
 //                shaderFloat64; modes th and wgs only, with exp/log of its own below: GLSL has
-//                none for double)
+//                none for double); ReduceMax takes TX = 12 too (NaN-propagating double max, modes
+//                th and wgs). ReduceMax/ReduceMin take TX = 13 (bfloat16: stored as its 16 bits,
+//                widened exactly to float32 and keyed as float32, every mode; the result is an
+//                input element, re-narrowed exactly on the bits)
 #extension GL_GOOGLE_include_directive : require
 #define VKML_ST_12 double
 #define VKML_CT_12 double
+#define VKML_ST_13 uint16_t
+#define VKML_CT_13 float
+#if TX == 13
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 #include "include/vkml_types.glsl"
 #include "include/vkml_reduce.glsl"
+#if TX == 13
+#include "include/vkml_round16.glsl"
+#endif
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 
@@ -67,6 +78,9 @@ layout(std430, binding = 1) writeonly buffer BO { SO o[]; };
 #endif
 #if defined(OP_SUM) && TX == 12
 #define SUM64 1  // ReduceSum of float64: double accumulation (modes th and wgs only)
+#endif
+#if defined(OP_MAX) && TX == 12
+#define MAX64 1  // ReduceMax of float64: double max, NaN if any element is NaN (modes th and wgs only)
 #endif
 
 // ArgMax/ArgMin of 64-bit integers compare 64-bit keys (no subgroup variant: subgroup operations
@@ -132,7 +146,7 @@ ACC identity() {
 #endif
 }
 
-#if !defined(LSE64)
+#if !defined(LSE64) && !defined(MAX64)
 // One input element, transformed into the accumulator's terms.
 ACC load(uint i) {
 #if PASS == 2
@@ -142,7 +156,11 @@ ACC load(uint i) {
     return uintBitsToFloat(x[i]);
 #endif
 #else
+#if TX == 13
+    float v = uintBitsToFloat(uint(x[i]) << 16);
+#else
     CX v = CX(x[i]);
+#endif
 #if IS_INT(TX)
 #if defined(ARG64) && IS_SINT(TX)
     return uint64_t(v) ^ 0x8000000000000000ul;  // order-preserving: flip the sign bit
@@ -203,6 +221,8 @@ void store(uint t, ACC a) {
 #elif defined(OP_MAX) || defined(OP_MIN)
 #if IS_INT(TX)
     o[t] = SO(vkml_unkey_int(a));
+#elif TO == 13
+    o[t] = uint16_t(bf16_bits(vkml_unkey(a)));
 #else
     o[t] = SO(vkml_unkey(a));
 #endif
@@ -226,7 +246,7 @@ float lse_shift(uint k) {
 }
 #endif
 
-#if defined(LSE64) || defined(SUM64)
+#if defined(LSE64) || defined(SUM64) || defined(MAX64)
 // ---- float64 log-sum-exp. GLSL's exp and log take no doubles, so: exp by Cody-Waite
 // reduction x = k ln2 + r (|r| <= ln2/2) and exp(r) by its Taylor series to r^13 (truncation
 // < 2^-57 relative), scaled by 2^k built from the exponent bits; log as fdlibm's e_log.c
@@ -348,6 +368,16 @@ void main() {
         for (uint r = r0 + lid; r < r1; r += wg) s += x[base + red_offset(r)];
         s = lse_wg(s, false);
         if (lid == 0u) o[t] = s;
+#elif defined(MAX64)
+        double m = -D_INF;
+        double nn = 0.0lf;  // 1 where this invocation met a NaN (summed: any NaN in the workgroup)
+        for (uint r = r0 + lid; r < r1; r += wg) {
+            double v = x[base + red_offset(r)];
+            if (nan64(v)) nn = 1.0lf; else m = max(m, v);
+        }
+        m = lse_wg(m, true);
+        nn = lse_wg(nn, false);
+        if (lid == 0u) o[t] = nn != 0.0lf ? packDouble2x32(uvec2(0u, 0x7FF80000u)) : m;
 #elif defined(LSE64)
         double m = -D_INF;
         for (uint r = r0 + lid; r < r1; r += wg) {
@@ -415,6 +445,14 @@ void main() {
         double s = 0.0lf;
         for (uint r = 0u; r < n; ++r) s += x[base + red_offset(r)];
         o[t] = s;
+#elif defined(MAX64)
+        double m = -D_INF;
+        bool nn = false;
+        for (uint r = 0u; r < n; ++r) {
+            double v = x[base + red_offset(r)];
+            if (nan64(v)) nn = true; else m = max(m, v);
+        }
+        o[t] = nn ? packDouble2x32(uvec2(0u, 0x7FF80000u)) : m;
 #elif defined(LSE64)
         double m = -D_INF;
         for (uint r = 0u; r < n; ++r) {

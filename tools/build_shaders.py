@@ -170,6 +170,8 @@ def _variants_rotary_swiglu_lse(add) -> None:
     add("reduce_logsumexp_wgs_f64", "reduce.comp", OP_LOGSUMEXP=1, TX=12, TO=12, WG_MODE=1, VKML_SUBGROUP=0)
     add("reduce_sum_th_f64", "reduce.comp", OP_SUM=1, TX=12, TO=12, WG_MODE=0, VKML_SUBGROUP=0)
     add("reduce_sum_wgs_f64", "reduce.comp", OP_SUM=1, TX=12, TO=12, WG_MODE=1, VKML_SUBGROUP=0)
+    add("reduce_max_th_f64", "reduce.comp", OP_MAX=1, TX=12, TO=12, WG_MODE=0, VKML_SUBGROUP=0)
+    add("reduce_max_wgs_f64", "reduce.comp", OP_MAX=1, TX=12, TO=12, WG_MODE=1, VKML_SUBGROUP=0)
 
 
 def _variants_rnn_signal(add) -> None:
@@ -325,6 +327,8 @@ def _variants_matmul(add) -> None:
         add(f"conv_dw_{t}", "conv_dw.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"conv_small_{t}", "conv_small.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"splitk_reduce_{t}", "splitk_reduce.comp", TO=T[t])
+    for t, code in (("f64", 12), ("bf16", 13)):  # MatMul/Gemm of float64 / bfloat16: one invocation per output
+        add(f"matmul_direct_{t}", "matmul_direct.comp", TX=code, TY=code, TO=code)
 
 
 def _variants_reductions(add) -> None:
@@ -358,10 +362,21 @@ def _variants_reductions(add) -> None:
                 for mode, ps in (("p1t", 1), ("p2t", 2)):  # the split in per-output invocations
                     add(f"reduce_{op}_{mode}_{t}", "reduce.comp", **{f"OP_{op.upper()}": 1, "TX": T[t],
                                                                     "TO": T[t], "WG_MODE": 0, "PASS": ps})
+    for op in ("max", "min"):  # bfloat16 (local type code 13): float32 keys, every mode and pass
+        for name, d in (("wg", dict(WG_MODE=1, VKML_SUBGROUP=1)), ("wgs", dict(WG_MODE=1, VKML_SUBGROUP=0)),
+                        ("th", dict(WG_MODE=0, VKML_SUBGROUP=0)), ("p1", dict(WG_MODE=1, PASS=1, VKML_SUBGROUP=1)),
+                        ("p1s", dict(WG_MODE=1, PASS=1, VKML_SUBGROUP=0)), ("p2", dict(WG_MODE=1, PASS=2, VKML_SUBGROUP=1)),
+                        ("p2s", dict(WG_MODE=1, PASS=2, VKML_SUBGROUP=0)), ("p1t", dict(WG_MODE=0, PASS=1)),
+                        ("p2t", dict(WG_MODE=0, PASS=2))):
+            add(f"reduce_{op}_{name}_bf16", "reduce.comp", **{f"OP_{op.upper()}": 1, "TX": 13, "TO": 13, **d})
     for op in ("softmax", "logsoftmax"):
         for t in ("f32", "f16"):
             for mode, d in wg_modes.items():
                 add(f"{op}_{mode}_{t}", "softmax.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t], **d})
+        for mode, d in wg_modes.items():  # bfloat16 (local type code 13): every mode
+            add(f"{op}_{mode}_bf16", "softmax.comp", **{f"OP_{op.upper()}": 1, "TX": 13, "TO": 13, **d})
+        for mode in ("th", "wgs"):  # float64 (code 12, shaderFloat64): no subgroup variant
+            add(f"{op}_{mode}_f64", "softmax.comp", **{f"OP_{op.upper()}": 1, "TX": 12, "TO": 12, **wg_modes[mode]})
     for op in ("hardmax", "lpnorm1", "lpnorm2"):  # an invocation per row only
         for t in ("f32", "f16"):
             add(f"{op}_th_{t}", "softmax.comp", **{f"OP_{op.upper()}": 1, "TX": T[t], "TO": T[t],

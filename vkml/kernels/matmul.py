@@ -5,6 +5,14 @@ Two shaders do the work:
     tile sizes chosen here per problem (specialization constants, so no recompiling);
   * matmul_coop_<acc> (shaders/matmul_coop.comp): float16 A/B on tensor cores through
     VK_KHR_cooperative_matrix, used when the device lists a suitable subgroup shape.
+bfloat16 and float64 (MatMul, Gemm; no fused epilogue) take matmul_direct_<bf16|f64>
+(shaders/matmul_direct.comp): one invocation per output summing its K products in order
+(fma): bfloat16 widened exactly to float32 with float32 accumulation and one rounding to
+nearest even on the bits at the end, float64 in double (devices with shaderFloat64 only).
+NumPy's BLAS sums in another order (blocked, vectorized partial sums), so the results differ
+from the CPU operator by at most the two orders' rounding: |err| <= 2 K eps sum_k |a_k b_k|
+(eps = 2^-24 or 2^-53), plus for bfloat16 one bfloat16 ulp where the two float32 sums round
+to neighbouring bfloat16 values (tests/ops/test_gpu_matmul_bf16_f64.py).
 
 MatMul's batch broadcasting becomes per-operand batch strides (collapsed to rank <= 4); a
 batch that only A has is folded into M when B is shared, so (B, S, K) @ (K, N) is one GEMM.
@@ -17,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from .. import config
@@ -26,6 +35,8 @@ from .gemm import MATMUL_PUSH, MAX_BATCH_RANK, NO_CLIP, Gemm, dispatch_gemm, gem
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 FLOATS = ("f32", "f16")
+# Wider/narrower floats the direct shader takes (dtype -> (variant suffix, device feature)).
+DIRECT = {np.dtype(np.float64): ("f64", "fp64"), np.dtype(ml_dtypes.bfloat16): ("bf16", "storage_16bit")}
 MAX_DIM = (1 << 31) - 1
 
 
@@ -203,6 +214,16 @@ def _record_small(rec, g: Gemm, a, b, c, out, epi: int, res, clip) -> None:
     rec.dispatch(p, views, gemm_push(g, g.k, 1, epi, clip), p.groups_for(total * 32))
 
 
+def _record_direct(rec, g: Gemm, a, b, c, out, suffix: str) -> None:
+    """bfloat16 / float64: an invocation per output (shaders/matmul_direct.comp)."""
+    dev = rec.device
+    has_c = g.c_strides is not None
+    p = dev.pipeline(f"matmul_direct_{suffix}", "rrrw", MATMUL_PUSH.size, (256, g.trans_a, g.trans_b, has_c))
+    # Empty operands (K = 0) still need a binding: the output stands in, never read.
+    views = [a.view if g.k else out.view, b.view if g.k else out.view, c.view if has_c else out.view, out.view]
+    rec.dispatch(p, views, gemm_push(g), p.groups_for(g.m * g.n * g.batch))
+
+
 def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: bool = True,
                 epi: int = 0, res=None, clip: tuple[float, float] = NO_CLIP) -> None:
     """Record out = alpha * op(a) @ op(b) (+ beta * c) for DeviceTensors a, b, c (or None),
@@ -212,6 +233,12 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     if g.m == 0 or g.n == 0 or g.batch == 0:
         return
     dev = rec.device
+    direct = DIRECT.get(np.dtype(out.dtype))
+    if direct is not None:
+        if epi:
+            raise Unsupported(f"no fused epilogue for {np.dtype(out.dtype)} GEMMs")
+        _record_direct(rec, g, a, b, c, out, direct[0])
+        return
     dt = dtype_name(out.dtype)
     if tiling is None and is_small(g):
         _record_small(rec, g, a, b, c, out, epi, res, clip)
@@ -233,13 +260,20 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     dispatch_gemm(rec, p, g, t, [va, vb, vc, out.view], out, vr, epi, clip)
 
 
-def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None]) -> str:
+def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None], device=None) -> str:
     dts = {np.dtype(t.dtype) for t in inputs if t is not None}
     if len(dts) != 1:
         raise Unsupported(f"{op_type} with mixed dtypes {sorted(str(d) for d in dts)}")
-    dt = dtype_name(dts.pop())
+    only = dts.pop()
+    if only in DIRECT:
+        suffix, feat = DIRECT[only]
+        if device is not None and feat not in device.features:
+            raise Unsupported(f"{op_type} of {only} needs {feat}, which {device.name} lacks")
+        return suffix
+    dt = dtype_name(only)
     if dt not in FLOATS:
-        raise Unsupported(f"{op_type} on the GPU supports float32 and float16, not {inputs[0].dtype}")
+        raise Unsupported(f"{op_type} on the GPU supports float32, float16, bfloat16 and float64, "
+                          f"not {inputs[0].dtype}")
     return dt
 
 
@@ -261,8 +295,8 @@ class MatMulKernel(Kernel):
             raise Unsupported(str(e)) from None
 
     def check(self, device, op_type, attrs, inputs):
-        _float_dtypes(op_type, inputs)
-        require_dtypes(device, *[t.dtype for t in inputs if t is not None])
+        if _float_dtypes(op_type, inputs, device) in FLOATS:
+            require_dtypes(device, *[t.dtype for t in inputs if t is not None])
         g, out = self._problem(op_type, attrs, inputs)
         _check_sizes(device, g, list(inputs) + [TensorSpec(out, inputs[0].dtype)])
 
@@ -296,6 +330,8 @@ class FusedGemmKernel(MatMulKernel):
 
     def check(self, device, op_type, attrs, inputs):
         base, ins = self._base(attrs, inputs)
+        if any(t is not None and np.dtype(t.dtype) in DIRECT for t in inputs):
+            raise Unsupported(f"no fused epilogue for {np.dtype(inputs[0].dtype)} GEMMs")
         super().check(device, base, attrs, ins)
         (spec,) = super().infer(base, attrs, ins)
         r = inputs[3] if len(inputs) > 3 else None

@@ -12,7 +12,11 @@ Axes: the attribute, or (ReduceSum-13, the others from 18) the host value of the
 
 dtypes: float32 and float16 (computed in float32), int32 for Max/Min; ReduceLogSumExp also
 float64 where the device has shaderFloat64 (double arithmetic with the shader's own exp/log,
-within 1 ulp each; modes th and wgs only), as the CPU operator computes it in float64.
+within 1 ulp each; modes th and wgs only), as the CPU operator computes it in float64;
+ReduceSum and ReduceMax of float64 likewise (ReduceMax: NaN where any element is NaN, as
+np.max). ReduceMax/ReduceMin of bfloat16 (every mode): the elements widened exactly to float32
+and compared as float32 keys, so the result is bit-exact an input element (NaN where any is,
+as np.max / np.min; +0 and -0 compare equal and either may come back).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import logging
 import math
 from typing import Any, Mapping, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from .. import config
@@ -158,8 +163,10 @@ OPS = {
 SPLITTABLE = {"sum", "mean", "max", "min", "prod", "l1", "l2", "sumsq", "logsum"}
 INT_OK = {"max", "min", "argmax", "argmin"}  # int32 variants exist for these
 ARG_DTYPES = ("f32", "f16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")  # ArgMax/ArgMin's
-F64_OK = {"logsumexp", "sum"}  # float64 variants exist for these (shaders/reduce.comp, TX = 12)
+F64_OK = {"logsumexp", "sum", "max"}  # float64 variants exist for these (shaders/reduce.comp, TX = 12)
 _F64 = np.dtype(np.float64)
+BF16_OK = {"max", "min"}  # bfloat16 variants (TX = 13, stored as uint16 bits)
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 SPLIT_MIN = 16384      # reduce this many elements or more per output in two passes ...
 SPLIT_OUTPUTS = 128    # ... when there are fewer outputs than this
@@ -195,7 +202,8 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
         ks, kst = [1], [0]
     if not rs:  # nothing (or only size-1 axes) reduced: each element on its own
         rs, rst = [1], [0]
-    dt = "f64" if np.dtype(x.dtype) == _F64 and op in F64_OK else dtype_name(x.dtype)
+    dt = ("f64" if np.dtype(x.dtype) == _F64 and op in F64_OK
+          else "bf16" if np.dtype(x.dtype) == _BF16 and op in BF16_OK else dtype_name(x.dtype))
     red_inner = rst[-1] == 1 and n_red > 1
     split_ok = op in SPLITTABLE and dt != "f64"
     # ArgMax/ArgMin's 64-bit keys and float64 sums: shared-memory trees (no subgroup variant)
@@ -281,6 +289,9 @@ class ReduceKernel(Kernel):
         if op in F64_OK and np.dtype(inputs[0].dtype) == _F64:
             if "fp64" not in device.features:
                 raise Unsupported(f"{op_type} of float64 needs shaderFloat64, which {device.name} lacks")
+        elif op in BF16_OK and np.dtype(inputs[0].dtype) == _BF16:
+            if "storage_16bit" not in device.features:
+                raise Unsupported(f"{op_type} of bfloat16 needs storage_16bit, which {device.name} lacks")
         else:
             float_or(inputs[0].dtype, ("f32", "f16", "i32") if op in INT_OK else ("f32", "f16"), op_type)
             require_dtypes(device, inputs[0].dtype)

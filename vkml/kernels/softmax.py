@@ -4,11 +4,20 @@ Opsets 1-12 flatten the input to 2-D at `axis` (default 1) and normalize whole r
 normalize along `axis` only (default -1). The kernel sees no opset unless the caller passes
 the node's as attrs["_opset"]; without it, the node runs here only where both readings agree
 (the axis is given or the input is 2-D, and it is the last axis), else Unsupported.
+
+dtypes: float32, float16; Softmax and LogSoftmax also bfloat16 (computed in float32 like
+float16, rounded to nearest even on the bits) and float64 (double arithmetic with the shader's
+own exp/log, each within 1 ulp; devices with shaderFloat64; modes th and wgs). Against the CPU
+operator (NumPy's exp, pairwise sums): float32/float64 within a few ulps, bfloat16 within one
+bfloat16 ulp (tests/ops/test_gpu_softmax_reduce_bf16_f64.py).
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
+
+import ml_dtypes
+import numpy as np
 
 from .common import PushBlock, dtype_name, require_dtypes
 from .reduce import check_size, float_or, group_count, normalize_axis, threads_wg, wg_mode_name, wg_size
@@ -16,6 +25,15 @@ from .registry import Kernel, TensorSpec, Unsupported, register
 
 SOFTMAX_PUSH = PushBlock("4I", "softmax")
 SHADER = {"Softmax": "softmax", "LogSoftmax": "logsoftmax", "Hardmax": "hardmax"}
+# Softmax/LogSoftmax only: dtype -> (variant suffix, device feature)
+EXTRA = {np.dtype(np.float64): ("f64", "fp64"), np.dtype(ml_dtypes.bfloat16): ("bf16", "storage_16bit")}
+
+
+def _extra(dtype):
+    try:
+        return EXTRA.get(np.dtype(dtype))
+    except TypeError:
+        return None
 
 
 def row_geometry(op_type: str, attrs: Mapping[str, Any], shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -50,8 +68,14 @@ class SoftmaxKernel(Kernel):
     def check(self, device, op_type, attrs, inputs):
         if len(inputs) != 1 or inputs[0] is None:
             raise Unsupported(f"{op_type} takes one input")
-        float_or(inputs[0].dtype, ("f32", "f16"), op_type)
-        require_dtypes(device, inputs[0].dtype)
+        ext = _extra(inputs[0].dtype) if op_type != "Hardmax" else None
+        if ext is not None:
+            if ext[1] not in device.features:
+                raise Unsupported(f"{op_type} of {np.dtype(inputs[0].dtype)} needs {ext[1]}, which "
+                                  f"{device.name} lacks")
+        else:
+            float_or(inputs[0].dtype, ("f32", "f16"), op_type)
+            require_dtypes(device, inputs[0].dtype)
         row_geometry(op_type, attrs, tuple(inputs[0].shape))
         check_size(device, inputs[0])
 
@@ -65,13 +89,15 @@ class SoftmaxKernel(Kernel):
         if rows == 0 or k == 0:
             return
         device = rec.device
-        dt = dtype_name(x.dtype)
+        ext = _extra(x.dtype) if op_type != "Hardmax" else None
+        dt = ext[0] if ext is not None else dtype_name(x.dtype)
         wg = wg_size(device, k)
         whole = rows * k
         use_wg = (op_type != "Hardmax" and k >= 64 and (inner == 1 or rows < 4096)
                   and whole + 4 * inner * wg < (1 << 32))
         if use_wg:
-            name = f"{SHADER[op_type]}_{wg_mode_name(device)}_{dt}"
+            mode = "wgs" if dt == "f64" else wg_mode_name(device)  # float64: no subgroup variant
+            name = f"{SHADER[op_type]}_{mode}_{dt}"
             groups = group_count(device, rows)
         else:
             wg = threads_wg(device)
