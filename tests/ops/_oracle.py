@@ -47,6 +47,18 @@ def gpu_and_cpu(gpu: str, model: onnx.ModelProto, feed: Mapping[str, Any],
     return sess.run(None, feed), want, sess
 
 
+def device_has(feature: str) -> bool:
+    """Whether the first usable Vulkan device reports `feature` (its DeviceInfo.features, e.g.
+    "fp64"): for skipping what a device cannot run, decided by the device and not by whether a
+    kernel happens to work. False without Vulkan (the `gpu` fixture then skips or fails)."""
+    import vkml.vulkan as vk
+
+    if vk.unavailable_reason() is not None:
+        return False
+    usable = [d for d in vk.list_devices() if d.usable]
+    return bool(usable) and bool(usable[0].features.get(feature))
+
+
 def outcome(sess: "vkml.InferenceSession", feed: Mapping[str, Any]) -> tuple[Any, Exception | None]:
     """(first output, None), or (None, the exception) when the run raises: for tests that
     compare errors."""

@@ -35,39 +35,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _oracle import gpu_and_cpu, make_model  # noqa: E402
-
-import vkml  # noqa: E402
+from _oracle import device_has, gpu_and_cpu, make_model  # noqa: E402
 
 HYP = settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", "10")), deadline=None,
                suppress_health_check=list(HealthCheck))
-GPU = "vulkan:0"
 F64 = np.dtype(np.float64)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, -5e-324, 1.0, -2.5, 3e38, 1e300]
 
 
-def _device_features():
-    try:
-        from vkml.vulkan.device import get_device  # type: ignore
-        return get_device(0).features
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _has_fp64() -> bool:
-    try:
-        sess = vkml.InferenceSession(make_model("Neg", {"a": np.zeros(2, F64)}, {}, 21), devices=[GPU])
-        sess.run(None, {"a": np.zeros(2, F64)})
-        return sess.placement()[0].get("device") == GPU
-    except Exception:  # noqa: BLE001
-        return False
-
-
-try:
-    FP64 = _has_fp64()
-except Exception:  # noqa: BLE001
-    FP64 = False
+FP64 = device_has("fp64")
 DTYPES = [pytest.param(F64, marks=pytest.mark.skipif(not FP64, reason="no shaderFloat64")), BF16]
 
 
@@ -96,14 +73,14 @@ def pair(draw, dtype):
     return _values(draw, shape, dtype), _values(draw, bshape, dtype)
 
 
-def _on_gpu(sess):
+def _on_gpu(gpu, sess):
     rows = sess.placement()
-    assert rows and all(r.get("device") == GPU and r.get("pipelines") for r in rows), rows
+    assert rows and all(r.get("device") == gpu and r.get("pipelines") for r in rows), rows
 
 
-def _skip_empty(sess, out):
+def _skip_empty(gpu, sess, out):
     if out.size:
-        _on_gpu(sess)
+        _on_gpu(gpu, sess)
 
 
 def _bits_equal(got, want):
@@ -123,21 +100,21 @@ def _bits_equal(got, want):
                                 "LessOrEqual", "Greater", "GreaterOrEqual"])
 @HYP
 @given(data=st.data())
-def test_binary(dtype, op, data):
+def test_binary(gpu, dtype, op, data):
     a, b = data.draw(pair(dtype))
     feed = {"a": a, "b": b}
-    got, want, sess = gpu_and_cpu(GPU, make_model(op, feed, {}, 21), feed, quiet=True)
+    got, want, sess = gpu_and_cpu(gpu, make_model(op, feed, {}, 21), feed, quiet=True)
     _bits_equal(got[0], want[0])
-    _skip_empty(sess, got[0])
+    _skip_empty(gpu, sess, got[0])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_mean_three(dtype):
+def test_mean_three(gpu, dtype):
     rng = np.random.default_rng(1)
     feed = {k: rng.standard_normal((2, 3)).astype(dtype) for k in "abc"}
-    got, want, sess = gpu_and_cpu(GPU, make_model("Mean", feed, {}, 21), feed)
+    got, want, sess = gpu_and_cpu(gpu, make_model("Mean", feed, {}, 21), feed)
     _bits_equal(got[0], want[0])
-    _on_gpu(sess)
+    _on_gpu(gpu, sess)
 
 
 F64_UNARY = ["Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round"]
@@ -147,13 +124,13 @@ F64_UNARY = ["Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", 
 @pytest.mark.parametrize("op", F64_UNARY)
 @HYP
 @given(data=st.data())
-def test_unary_f64(op, data):
+def test_unary_f64(gpu, op, data):
     shape = tuple(data.draw(st.lists(st.integers(0, 5), max_size=3)))
     x = _values(data.draw, shape, F64)
     if op == "Exp":  # the whole range: overflow, underflow, subnormal results
         x = x * data.draw(st.sampled_from([1.0, 100.0, 700.0]))
     feed = {"x": x}
-    got, want, sess = gpu_and_cpu(GPU, make_model(op, feed, {}, 21), feed, quiet=True)
+    got, want, sess = gpu_and_cpu(gpu, make_model(op, feed, {}, 21), feed, quiet=True)
     g, w = got[0], want[0]
     if op in ("Exp", "Log"):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -164,22 +141,22 @@ def test_unary_f64(op, data):
         assert np.all(np.abs(g[fin] - w[fin]) <= 2 * ulp), np.max(np.abs(g[fin] - w[fin]) / ulp)
     else:
         _bits_equal(g, w)
-    _skip_empty(sess, g)
+    _skip_empty(gpu, sess, g)
 
 
 @pytest.mark.skipif(not FP64, reason="no shaderFloat64")
-def test_exp_log_f64_dense():
+def test_exp_log_f64_dense(gpu):
     """10^5 arguments over the whole range: exp within 1 ulp, log within 1 ulp (measured)."""
     rng = np.random.default_rng(7)
     for op, x in (("Exp", rng.uniform(-745, 710, 100000)),
                   ("Log", np.exp(rng.uniform(-745, 709, 100000)))):
         feed = {"x": x}
-        got, want, sess = gpu_and_cpu(GPU, make_model(op, feed, {}, 21), feed, quiet=True)
+        got, want, sess = gpu_and_cpu(gpu, make_model(op, feed, {}, 21), feed, quiet=True)
         g, w = got[0], want[0]
         fin = (w != 0) & np.isfinite(w)
         ulp = np.spacing(np.abs(w[fin]))
         assert np.max(np.abs(g[fin] - w[fin]) / ulp) <= 1.0
-        _on_gpu(sess)
+        _on_gpu(gpu, sess)
 
 
 BF16_UNARY = [("Abs", {}), ("Neg", {}), ("Sign", {}), ("Relu", {}), ("Exp", {}), ("Log", {}), ("Sqrt", {}),
@@ -195,14 +172,14 @@ EXACT_BF16 = {"Abs", "Neg", "Sign", "Relu", "Floor", "Ceil", "Round", "IsNaN", "
 @pytest.mark.parametrize("op,attrs", BF16_UNARY, ids=lambda v: v if isinstance(v, str) else "")
 @HYP
 @given(data=st.data())
-def test_unary_bf16(op, attrs, data):
+def test_unary_bf16(gpu, op, attrs, data):
     shape = tuple(data.draw(st.lists(st.integers(0, 5), max_size=3)))
     x = _values(data.draw, shape, BF16, positive=op in ("Log", "Sqrt"))
     if op in ("Sin", "Cos"):  # GPU float32 sin/cos are accurate for moderate arguments only
         x = np.where(np.abs(x.astype(np.float32)) <= 100, x, np.asarray(1.5, BF16)).astype(BF16)
     feed = {"x": x}
     opset = 22 if op in ("Gelu", "Mish") else 21
-    got, want, sess = gpu_and_cpu(GPU, make_model(op, feed, attrs, opset), feed, quiet=True)
+    got, want, sess = gpu_and_cpu(gpu, make_model(op, feed, attrs, opset), feed, quiet=True)
     g, w = got[0], want[0]
     if op in EXACT_BF16:
         _bits_equal(g, w)
@@ -212,26 +189,26 @@ def test_unary_bf16(op, attrs, data):
         np.testing.assert_array_equal(np.isnan(g64), np.isnan(w64))
         ok = np.isnan(w64) | (g64 == w64) | (np.abs(g64 - w64) <= 2.0 ** -7 * np.abs(w64) + 1e-12)
         assert ok.all(), (x[~ok], g[~ok], w[~ok])
-    _skip_empty(sess, g)
+    _skip_empty(gpu, sess, g)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @HYP
 @given(data=st.data())
-def test_where(dtype, data):
+def test_where(gpu, dtype, data):
     a, b = data.draw(pair(dtype))
     shape = np.broadcast_shapes(a.shape, b.shape)
     c = np.random.default_rng(data.draw(st.integers(0, 1000))).random(shape[-1:] if shape else ()) < 0.5
     feed = {"c": c, "a": a, "b": b}
-    got, want, sess = gpu_and_cpu(GPU, make_model("Where", feed, {}, 21), feed)
+    got, want, sess = gpu_and_cpu(gpu, make_model("Where", feed, {}, 21), feed)
     _bits_equal(got[0], want[0])
-    _skip_empty(sess, got[0])
+    _skip_empty(gpu, sess, got[0])
 
 
 @pytest.mark.skipif(not FP64, reason="no shaderFloat64")
 @HYP
 @given(data=st.data(), keepdims=st.sampled_from([0, 1]))
-def test_reduce_sum_f64(data, keepdims):
+def test_reduce_sum_f64(gpu, data, keepdims):
     rank = data.draw(st.integers(1, 4))
     shape = tuple(data.draw(st.lists(st.integers(0, 6), min_size=rank, max_size=rank)))
     if data.draw(st.booleans()):  # long reductions: the workgroup shader
@@ -240,22 +217,22 @@ def test_reduce_sum_f64(data, keepdims):
     x = np.random.default_rng(data.draw(st.integers(0, 1000))).standard_normal(shape)
     feed = {"x": x, "axes": np.array(axes, np.int64)}
     model = make_model("ReduceSum", feed, {"keepdims": keepdims}, 18, consts=("axes",))
-    got, want, sess = gpu_and_cpu(GPU, model, {"x": x})
+    got, want, sess = gpu_and_cpu(gpu, model, {"x": x})
     g, w = got[0], want[0]
     assert g.dtype == w.dtype and g.shape == w.shape
     red = tuple(sorted(a % rank for a in axes)) or tuple(range(rank))
     n = max(1, x.size // max(1, w.size))
     bound = 2.0 ** -52 * (n + 2) * np.sum(np.abs(x), axis=red, keepdims=bool(keepdims))
     assert np.all(np.abs(g - w) <= bound)
-    _skip_empty(sess, g)
+    _skip_empty(gpu, sess, g)
 
 
-def test_special_reduce_sum_f64():
+def test_special_reduce_sum_f64(gpu):
     if not FP64:
         pytest.skip("no shaderFloat64")
     x = np.array([[np.inf, 1.0, -np.inf], [np.nan, 2.0, 3.0], [1e308, 1e308, 0.0]])
     feed = {"x": x, "axes": np.array([1], np.int64)}
-    got, want, sess = gpu_and_cpu(GPU, make_model("ReduceSum", feed, {"keepdims": 0}, 18, consts=("axes",)),
+    got, want, sess = gpu_and_cpu(gpu, make_model("ReduceSum", feed, {"keepdims": 0}, 18, consts=("axes",)),
                                   {"x": x}, quiet=True)
     np.testing.assert_array_equal(got[0], want[0])
-    _on_gpu(sess)
+    _on_gpu(gpu, sess)

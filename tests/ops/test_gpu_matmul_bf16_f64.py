@@ -25,19 +25,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _oracle import gpu_and_cpu, make_model  # noqa: E402
+from _oracle import device_has, gpu_and_cpu, make_model  # noqa: E402
 
 HYP = settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", "10")), deadline=None,
                suppress_health_check=list(HealthCheck))
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F64 = np.dtype(np.float64)
-DTYPES = [pytest.param(F64, id="f64"), pytest.param(BF16, id="bf16")]
-GPU = "vulkan:0"
+DTYPES = [pytest.param(F64, id="f64", marks=pytest.mark.skipif(not device_has("fp64"), reason="no shaderFloat64")),
+          pytest.param(BF16, id="bf16")]
 
 
-def _on_gpu(sess, suffix):
+def _on_gpu(gpu, sess, suffix):
     (row,) = sess.placement()
-    assert row["device"] == GPU and row.get("pipelines"), row
+    assert row["device"] == gpu and row.get("pipelines"), row
     assert any(p["shader"] == f"matmul_direct_{suffix}" for p in row["pipelines"]), row
 
 
@@ -87,14 +87,14 @@ def matmul_shapes(draw):
 @pytest.mark.parametrize("dtype", DTYPES)
 @HYP
 @given(shapes=matmul_shapes(), seed=st.integers(0, 2**31), special=st.booleans())
-def test_matmul(dtype, shapes, seed, special):
+def test_matmul(gpu, dtype, shapes, seed, special):
     rng = np.random.default_rng(seed)
     a = _data(rng, shapes[0], dtype, special)
     b = _data(rng, shapes[1], dtype)
     feed = {"a": a, "b": b}
-    (got,), (want,), sess = gpu_and_cpu(GPU, make_model("MatMul", feed, {}, 13), feed, quiet=True)
+    (got,), (want,), sess = gpu_and_cpu(gpu, make_model("MatMul", feed, {}, 13), feed, quiet=True)
     if got.size:
-        _on_gpu(sess, "f64" if dtype == F64 else "bf16")
+        _on_gpu(gpu, sess, "f64" if dtype == F64 else "bf16")
     with np.errstate(all="ignore"):
         s = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     _check(got, want, _bound(dtype, a.shape[-1], s, got, want))
@@ -105,7 +105,7 @@ def test_matmul(dtype, shapes, seed, special):
 @given(m=st.integers(1, 8), k=st.integers(1, 40), n=st.integers(1, 8), ta=st.booleans(), tb=st.booleans(),
        alpha=st.sampled_from([1.0, 0.5, -2.0]), beta=st.sampled_from([1.0, 0.25, 0.0]),
        c_kind=st.sampled_from(["none", "full", "row", "col", "scalar"]), seed=st.integers(0, 2**31))
-def test_gemm(dtype, m, k, n, ta, tb, alpha, beta, c_kind, seed):
+def test_gemm(gpu, dtype, m, k, n, ta, tb, alpha, beta, c_kind, seed):
     rng = np.random.default_rng(seed)
     a = _data(rng, (k, m) if ta else (m, k), dtype)
     b = _data(rng, (n, k) if tb else (k, n), dtype)
@@ -114,8 +114,8 @@ def test_gemm(dtype, m, k, n, ta, tb, alpha, beta, c_kind, seed):
     if c_shape is not None:
         feed["c"] = _data(rng, c_shape, dtype)
     attrs = {"transA": int(ta), "transB": int(tb), "alpha": alpha, "beta": beta}
-    (got,), (want,), sess = gpu_and_cpu(GPU, make_model("Gemm", feed, attrs, 13), feed)
-    _on_gpu(sess, "f64" if dtype == F64 else "bf16")
+    (got,), (want,), sess = gpu_and_cpu(gpu, make_model("Gemm", feed, attrs, 13), feed)
+    _on_gpu(gpu, sess, "f64" if dtype == F64 else "bf16")
     aa = np.abs(a.astype(np.float64))
     bb = np.abs(b.astype(np.float64))
     s = abs(alpha) * ((aa.T if ta else aa) @ (bb.T if tb else bb))
@@ -124,13 +124,13 @@ def test_gemm(dtype, m, k, n, ta, tb, alpha, beta, c_kind, seed):
     _check(got, want, _bound(dtype, k, s, got, want))
 
 
-def test_bf16_rounds_on_the_bits():
+def test_bf16_rounds_on_the_bits(gpu):
     """A bfloat16 product whose float32 sum lies exactly halfway between two bfloat16 values
     rounds to even, as ml_dtypes does on the CPU."""
     a = np.array([[1.0, 2.0 ** -8]], dtype=BF16)   # 1 + 2^-8: halfway between 1 and 1 + 2^-7
     b = np.array([[1.0], [1.0]], dtype=BF16)
     feed = {"a": a, "b": b}
-    (got,), (want,), sess = gpu_and_cpu(GPU, make_model("MatMul", feed, {}, 13), feed)
-    _on_gpu(sess, "bf16")
+    (got,), (want,), sess = gpu_and_cpu(gpu, make_model("MatMul", feed, {}, 13), feed)
+    _on_gpu(gpu, sess, "bf16")
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
     assert float(got[0, 0]) == 1.0

@@ -14,7 +14,6 @@ import sys
 
 import ml_dtypes
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
@@ -23,7 +22,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
 from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
-import vkml  # noqa: E402
 from vkml.kernels import get_kernel  # noqa: E402
 from vkml.kernels.registry import TensorSpec  # noqa: E402
 

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _oracle import gpu_and_cpu, make_model  # noqa: E402
+from _oracle import device_has, gpu_and_cpu, make_model  # noqa: E402
 
 import vkml.vulkan as vk  # noqa: E402
 from vkml.kernels import get_kernel  # noqa: E402
@@ -39,13 +39,13 @@ HYP = settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", "10")), dea
                suppress_health_check=list(HealthCheck))
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F64 = np.dtype(np.float64)
-DTYPES = [pytest.param(F64, id="f64"), pytest.param(BF16, id="bf16")]
-GPU = "vulkan:0"
+NEEDS_FP64 = pytest.mark.skipif(not device_has("fp64"), reason="no shaderFloat64")
+DTYPES = [pytest.param(F64, id="f64", marks=NEEDS_FP64), pytest.param(BF16, id="bf16")]
 
 
-def _on_gpu(sess, prefix):
+def _on_gpu(gpu, sess, prefix):
     (row,) = sess.placement()
-    assert row["device"] == GPU and row.get("pipelines"), row
+    assert row["device"] == gpu and row.get("pipelines"), row
     assert all(p["shader"].startswith(prefix) for p in row["pipelines"]), row
 
 
@@ -72,13 +72,13 @@ def rows(draw):
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
 @HYP
 @given(geom=rows(), opset=st.sampled_from([11, 13]), special=st.booleans(), seed=st.integers(0, 2**31))
-def test_softmax(dtype, op, geom, opset, special, seed):
+def test_softmax(gpu, dtype, op, geom, opset, special, seed):
     shape, axis = geom
     rng = np.random.default_rng(seed)
     x = _data(rng, shape, dtype, special)
-    (got,), (want,), sess = gpu_and_cpu(GPU, make_model(op, {"x": x}, {"axis": axis}, opset), {"x": x},
+    (got,), (want,), sess = gpu_and_cpu(gpu, make_model(op, {"x": x}, {"axis": axis}, opset), {"x": x},
                                         quiet=True)
-    _on_gpu(sess, op.lower())
+    _on_gpu(gpu, sess, op.lower())
     assert got.dtype == want.dtype and got.shape == want.shape
     g, w = got.astype(np.float64), want.astype(np.float64)
     np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
@@ -111,12 +111,12 @@ def reductions(draw):
     return tuple(shape), axes
 
 
-@pytest.mark.parametrize("dtype,op", [pytest.param(F64, "ReduceMax", id="max-f64"),
+@pytest.mark.parametrize("dtype,op", [pytest.param(F64, "ReduceMax", id="max-f64", marks=NEEDS_FP64),
                                       pytest.param(BF16, "ReduceMax", id="max-bf16"),
                                       pytest.param(BF16, "ReduceMin", id="min-bf16")])
 @HYP
 @given(geom=reductions(), keepdims=st.booleans(), special=st.booleans(), seed=st.integers(0, 2**31))
-def test_reduce_max_min(dtype, op, geom, keepdims, special, seed):
+def test_reduce_max_min(gpu, dtype, op, geom, keepdims, special, seed):
     shape, axes = geom
     rng = np.random.default_rng(seed)
     x = _data(rng, shape, dtype, special)
@@ -124,9 +124,9 @@ def test_reduce_max_min(dtype, op, geom, keepdims, special, seed):
         x.reshape(-1)[:2] = [0.0, -0.0]
     inputs = {"x": x, "axes": np.array(axes, np.int64)} if axes else {"x": x}
     model = make_model(op, inputs, {"keepdims": int(keepdims)}, 18, consts=["axes"])
-    (got,), (want,), sess = gpu_and_cpu(GPU, model, {"x": x}, quiet=True)
+    (got,), (want,), sess = gpu_and_cpu(gpu, model, {"x": x}, quiet=True)
     if got.size:
-        _on_gpu(sess, f"reduce_{op[6:].lower()}_")
+        _on_gpu(gpu, sess, f"reduce_{op[6:].lower()}_")
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
     w = want.astype(np.float64)
@@ -135,11 +135,11 @@ def test_reduce_max_min(dtype, op, geom, keepdims, special, seed):
     np.testing.assert_array_equal(got.view(bits)[plain], want.view(bits)[plain])
 
 
-def test_refused_where_no_variant():
+def test_refused_where_no_variant(gpu):
     """Hardmax of bfloat16 and ReduceMin of float64 stay on the CPU (no variants), as does
     complex64 everywhere."""
     sm, rd = get_kernel("Softmax"), get_kernel("ReduceMax")
-    d = vk.device(0)
+    d = vk.device(int(gpu.split(":")[1]))
     assert sm.supports(d, "Hardmax", {"_opset": 13}, [TensorSpec((2, 3), BF16)]) is not None
     assert sm.supports(d, "Softmax", {"_opset": 13}, [TensorSpec((2, 3), np.dtype(np.complex64))]) is not None
     assert sm.supports(d, "Softmax", {"_opset": 13}, [TensorSpec((2, 3), BF16)]) is None
