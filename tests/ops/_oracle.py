@@ -47,6 +47,13 @@ def gpu_and_cpu(gpu: str, model: onnx.ModelProto, feed: Mapping[str, Any],
     return sess.run(None, feed), want, sess
 
 
+def device_of(gpu: str):
+    """The opened vkml.vulkan Device of a `gpu` fixture's name ("vulkan:N")."""
+    import vkml.vulkan as vk
+
+    return vk.device(int(gpu.split(":")[1]))
+
+
 def device_has(feature: str) -> bool:
     """Whether the first usable Vulkan device reports `feature` (its DeviceInfo.features, e.g.
     "fp64"): for skipping what a device cannot run, decided by the device and not by whether a

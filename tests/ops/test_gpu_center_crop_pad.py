@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import gpu_and_cpu, make_model  # noqa: E402
+from _oracle import device_of, gpu_and_cpu, make_model  # noqa: E402
 
-import vkml  # noqa: E402
 from vkml.kernels import TensorSpec, Unsupported, get_kernel  # noqa: E402
 
 EXAMPLES = int(os.environ.get("VKML_TEST_EXAMPLES", "10"))
@@ -72,7 +71,7 @@ def test_crop_and_pad_hwc(gpu):
 
 
 def test_refusals(gpu):
-    dev = vkml.vulkan.device(0)
+    dev = device_of(gpu)
     k = get_kernel("CenterCropPad")
     x = TensorSpec((4, 5), np.dtype(np.float32))
 

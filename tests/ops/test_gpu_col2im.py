@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import gpu_and_cpu, make_model  # noqa: E402
+from _oracle import device_of, gpu_and_cpu, make_model  # noqa: E402
 
-import vkml  # noqa: E402
 from vkml.kernels import TensorSpec, Unsupported, get_kernel  # noqa: E402
 
 EXAMPLES = int(os.environ.get("VKML_TEST_EXAMPLES", "10"))
@@ -104,7 +103,7 @@ def test_col2im_many_overlaps(gpu, dtype):
 
 
 def test_refusals(gpu):
-    dev = vkml.vulkan.device(0)
+    dev = device_of(gpu)
     k = get_kernel("Col2Im")
     f = np.dtype(np.float32)
 

@@ -30,7 +30,7 @@ from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import gpu_and_cpu, make_model  # noqa: E402
+from _oracle import device_of, gpu_and_cpu, make_model  # noqa: E402
 
 import vkml  # noqa: E402
 from vkml.kernels import dft as dft_kernel  # noqa: E402
@@ -228,9 +228,7 @@ def _spec(shape, dtype=np.float32, value=None):
 def test_refused_with_reasons(gpu):
     """What check() refuses, with its reason: an unknown dft_length, a direct sum over its
     limits, other dtypes, and what the CPU operator rejects."""
-    import vkml.vulkan as vk
-
-    dev = vk.device(int(gpu.split(":")[1]))
+    dev = device_of(gpu)
     k = get_kernel("DFT")
     x = _spec((2, 8, 1))
     assert "not known on the host" in k.supports(dev, "DFT", {"_opset": 20}, [x, _spec((), np.int64)])

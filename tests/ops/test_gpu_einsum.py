@@ -24,9 +24,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds  # noqa: E402
-from _oracle import gpu_and_cpu, make_model  # noqa: E402
+from _oracle import device_of, gpu_and_cpu, make_model  # noqa: E402
 
-import vkml  # noqa: E402
 from vkml.kernels import TensorSpec, Unsupported, get_kernel  # noqa: E402
 from vkml.kernels.einsum import gemm_of, plan_einsum  # noqa: E402
 
@@ -227,37 +226,37 @@ def test_gemm_route_shapes(gpu, m, n, k, batch, ta, tb, dtype, seed):
 
 
 # ---------------------------------------------------------------------------- refusals
-def _check(equation, specs, device=None):
-    dev = device or vkml.vulkan.device(0)
+def _check(dev, equation, specs):
     get_kernel("Einsum").check(dev, "Einsum", {"equation": equation.encode()}, specs)
 
 
 def test_refusals(gpu):
+    dev = device_of(gpu)
     f = np.dtype(np.float32)
     spec = TensorSpec((3, 3), f)
     with pytest.raises(Unsupported, match="at most 4"):
-        _check("ij,ij,ij,ij,ij->ij", [spec] * 5)
+        _check(dev, "ij,ij,ij,ij,ij->ij", [spec] * 5)
     with pytest.raises(Unsupported, match="mixed dtypes"):
-        _check("ij,ij->ij", [spec, TensorSpec((3, 3), np.dtype(np.float16))])
+        _check(dev, "ij,ij->ij", [spec, TensorSpec((3, 3), np.dtype(np.float16))])
     with pytest.raises(Unsupported, match="bool"):
-        _check("ij->ji", [TensorSpec((3, 3), np.dtype(np.bool_))])
+        _check(dev, "ij->ji", [TensorSpec((3, 3), np.dtype(np.bool_))])
     with pytest.raises(Unsupported, match="sizes 3 and 4"):
-        _check("ij,ij->ij", [spec, TensorSpec((3, 4), f)])
+        _check(dev, "ij,ij->ij", [spec, TensorSpec((3, 4), f)])
     with pytest.raises(Unsupported, match="repeated label"):
-        _check("ii->i", [TensorSpec((3, 1), f)])
+        _check(dev, "ii->i", [TensorSpec((3, 1), f)])
     with pytest.raises(Unsupported, match="does not fit"):
-        _check("ijk->i", [spec])
+        _check(dev, "ijk->i", [spec])
     with pytest.raises(Unsupported, match="ellipsis"):
-        _check("...ij->ij", [TensorSpec((2, 3, 3), f)])
+        _check(dev, "...ij->ij", [TensorSpec((2, 3, 3), f)])
     nine = TensorSpec((2,) * 9, f)
     with pytest.raises(Unsupported, match="contracted dimensions"):
-        _check("abcdefghi,ihgfedcba->", [nine, nine])  # nine that no merging joins
-    _check("abcdefghi,abcdefghi->", [nine, nine])  # both contiguous alike: one dimension
+        _check(dev, "abcdefghi,ihgfedcba->", [nine, nine])  # nine that no merging joins
+    _check(dev, "abcdefghi,abcdefghi->", [nine, nine])  # both contiguous alike: one dimension
     with pytest.raises(Unsupported, match="terms per output"):
-        _check("ij->", [TensorSpec((4096, 2048), f)])  # 2^23 terms for one thread
-    _check("ij,ij->", [TensorSpec((4096, 2048), f)] * 2)  # a GEMM (an inner product) takes it
+        _check(dev, "ij->", [TensorSpec((4096, 2048), f)])  # 2^23 terms for one thread
+    _check(dev, "ij,ij->", [TensorSpec((4096, 2048), f)] * 2)  # a GEMM (an inner product) takes it
     with pytest.raises(Unsupported, match="shaderFloat64"):
         class NoFp64:
             name, features, max_storage_buffer_range = "fake GPU", frozenset({"int64"}), 1 << 30
-        _check("ij->ji", [TensorSpec((3, 3), np.dtype(np.float64))], NoFp64())
+        _check(NoFp64(), "ij->ji", [TensorSpec((3, 3), np.dtype(np.float64))])
 

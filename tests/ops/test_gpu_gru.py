@@ -25,13 +25,12 @@ import pytest
 from hypothesis import given
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _oracle import make_model  # noqa: E402
+from _oracle import device_of, make_model  # noqa: E402
 from _rnn_gpu_common import (HYP, MODES, Rnn, cases, check_against_reference, check_bad_sequence_lens,  # noqa: E402
                              check_hidden_sizes, check_plan, check_refused, check_shared_memory_reason,
                              rnn_inputs, run_both, run_case)
 
 import vkml  # noqa: E402
-import vkml.vulkan as vk  # noqa: E402
 from vkml.kernels import gru as gru_kernel  # noqa: E402
 
 GRU = Rnn("GRU", gru_kernel, 3, ("X", "W", "R", "B", "sequence_lens", "initial_h"), ("y", "y_h"),
@@ -104,7 +103,7 @@ def test_pipeline_follows_plan(gpu):
         (row,) = sess.placement()
         shaders = {p.get("shader"): p.get("spec") for p in row["pipelines"]}
         assert "gru_prep_f32" not in shaders, shaders
-        wg, slices, hmax, npart = gru_kernel.plan(vk.device(int(gpu.split(":")[1])), 64)
+        wg, slices, hmax, npart = gru_kernel.plan(device_of(gpu), 64)
         assert slices > 1
         assert tuple(shaders["gru_f32"]) == (wg, hmax, slices, npart, 1), shaders
         model = make_model("GRU", inputs, {"hidden_size": 64}, 14, outputs=["y"])

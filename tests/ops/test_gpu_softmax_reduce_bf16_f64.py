@@ -29,9 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _oracle import device_has, gpu_and_cpu, make_model  # noqa: E402
+from _oracle import device_has, device_of, gpu_and_cpu, make_model  # noqa: E402
 
-import vkml.vulkan as vk  # noqa: E402
 from vkml.kernels import get_kernel  # noqa: E402
 from vkml.kernels.registry import TensorSpec  # noqa: E402
 
@@ -139,7 +138,7 @@ def test_refused_where_no_variant(gpu):
     """Hardmax of bfloat16 and ReduceMin of float64 stay on the CPU (no variants), as does
     complex64 everywhere."""
     sm, rd = get_kernel("Softmax"), get_kernel("ReduceMax")
-    d = vk.device(int(gpu.split(":")[1]))
+    d = device_of(gpu)
     assert sm.supports(d, "Hardmax", {"_opset": 13}, [TensorSpec((2, 3), BF16)]) is not None
     assert sm.supports(d, "Softmax", {"_opset": 13}, [TensorSpec((2, 3), np.dtype(np.complex64))]) is not None
     assert sm.supports(d, "Softmax", {"_opset": 13}, [TensorSpec((2, 3), BF16)]) is None
