@@ -117,13 +117,6 @@ def _bitcast_target(attrs) -> np.dtype:
         raise Unsupported(f"BitCast to ONNX type {to!r}") from None
 
 
-def _bits(dtype: np.dtype) -> int:
-    """Bits per element as ONNX counts them (vkml.ops.cast: int4/float4 4, int2 2)."""
-    from vkml.ops.cast import _bits as cpu_bits
-
-    return cpu_bits(dtype)
-
-
 @register
 class BitCastKernel(Kernel):
     """BitCast: output 0 is input 0's bytes read as the target dtype (Kernel.alias)."""
@@ -135,6 +128,8 @@ class BitCastKernel(Kernel):
         if len(inputs) != 1 or inputs[0] is None:
             raise Unsupported("BitCast takes one input")
         x = inputs[0]
+        from vkml.ops.cast import _bits  # bits per element as ONNX counts them (int4/float4 4, int2 2)
+
         to = _bitcast_target(attrs)
         require_elements(device, x.dtype, to)
         if _bits(x.dtype) != _bits(to):
@@ -150,11 +145,6 @@ class BitCastKernel(Kernel):
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         x, out = inputs[0], outputs[0]
         if out.view is x.view:
-            to = _bitcast_target(attrs)
-            if out.dtype != to:
-                # A caller that made the alias with DeviceTensor.reshape (the input's dtype):
-                # give it the same bytes under the target dtype.
-                outputs[0] = type(out)(out.view, out.shape, to)
             return
         if x.nbytes:
             rec.copy(x.view, out.view, x.nbytes)

@@ -55,8 +55,8 @@ def run_ops(device, ops: Sequence[Op], feeds: Mapping[str, np.ndarray],
         specs = [None if t is None else TensorSpec.of(t, host.get(n)) for t, n in zip(in_t, ins)]
         kernel.check(dev, op_type, attrs, specs)
         out_specs = kernel.infer(op_type, attrs, specs)
-        if kernel.alias:  # output 0 shares input 0's buffer
-            out_t = [in_t[0].reshape(out_specs[0].shape)]
+        if kernel.alias:  # output 0 shares input 0's buffer, under its own shape and dtype (BitCast)
+            out_t = [DeviceTensor(in_t[0].view, out_specs[0].shape, out_specs[0].dtype)]
         else:
             out_t = [DeviceTensor.empty(dev, s.shape, s.dtype) for s in out_specs]
         const_vals = {i: host[n] for i, n in enumerate(ins) if n and n in host}
