@@ -49,11 +49,14 @@ class NodeArg:
 
 
 class _DeviceOpener:
-    """resolve_devices(names), then every GPU among them opened, on a thread of its own."""
+    """resolve_devices(names), then every GPU among them opened, on a thread of its own. The
+    names are known before the devices are open (names()), so that the session plans while the
+    driver creates them (vkml/vulkan/facts.py); result() waits for the opening itself."""
 
     def __init__(self, names):
         self._names = names
         self._devices = self._error = None
+        self._resolved = threading.Event()
         if cpu_only(names):
             self._thread = None
             self._open()  # nothing slow: no Vulkan for a CPU session
@@ -64,20 +67,34 @@ class _DeviceOpener:
     def _open(self) -> None:
         try:
             self._devices = resolve_devices(self._names)
+            self._resolved.set()
             for d in self._devices:
                 if d != "cpu":
                     vulkan_device(d)
-        except BaseException as e:  # handed to the caller by result()
+        except BaseException as e:  # handed to the caller by names() or result()
             self._error = e
+        finally:
+            self._resolved.set()
 
     @property
     def opening(self) -> bool:
         """Whether GPUs are being opened (on the opener's thread)."""
         return self._thread is not None
 
-    def result(self) -> list[str]:
+    def names(self) -> list[str]:
+        """The devices, once resolved (the GPUs may still be opening)."""
+        self._resolved.wait()
+        if self._devices is None:
+            return self.result()  # (resolving failed: its error)
+        return self._devices
+
+    def join(self) -> None:
+        """Wait for the opening to end, however it ends."""
         if self._thread is not None:
             self._thread.join()
+
+    def result(self) -> list[str]:
+        self.join()
         if self._error is not None:
             raise self._error
         return self._devices
@@ -157,7 +174,17 @@ class InferenceSession:
         except BaseException:
             opener.result()
             raise
-        self.devices = opener.result()
+        try:
+            self.devices = opener.names()
+            self._prepare(memory_caps, placement, max_slots, warmup, executor, so, fuse)
+        except BaseException:
+            opener.join()
+            raise
+        opener.result()  # (an opening's error that planning did not meet)
+
+    def _prepare(self, memory_caps, placement, max_slots, warmup, executor, so, fuse) -> None:
+        """The session's runner: the GPU runner (warmed up where the shapes are fixed: planned
+        while the devices open, recorded once they are), or the CPU plan."""
         g = self.model.graph
         self._runtime = Runtime(self.model.weights)
         self._required = [n for n in g.inputs if n not in self.model.overridable]

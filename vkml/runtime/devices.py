@@ -126,6 +126,16 @@ def gpu_budget(dev, cap: int | None) -> int:
 
 
 def gpu_facts(name: str, cap: int | None = None) -> GpuFacts:
-    """The facts of GPU `name` ("vulkan:N") now, its budget lowered to `cap` bytes."""
-    dev = vulkan_device(name)
+    """The facts of GPU `name` ("vulkan:N") now, its budget lowered to `cap` bytes. While
+    another thread still opens the device (a new session), they come from the physical device
+    (vkml/vulkan/facts.py), so planning overlaps vkCreateDevice."""
+    if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
+        raise ValueError(f"not a Vulkan device name: {name!r} (expected 'vulkan:N')")
+    from .. import vulkan
+    from ..vulkan.facts import DeviceFacts
+
+    dev = vulkan.device_facts(int(name[7:]))
+    if isinstance(dev, DeviceFacts):
+        budget = dev.budget() if cap is None else min(dev.budget(), int(cap))
+        return GpuFacts(name, dev, budget, dev.alignment, largest_binding(dev))
     return GpuFacts(name, dev, gpu_budget(dev, cap), int(dev.allocator.alignment), largest_binding(dev))

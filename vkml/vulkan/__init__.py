@@ -30,7 +30,7 @@ else:
     _IMPORT_ERROR = None
 
 __all__ = [
-    "available", "unavailable_reason", "list_devices", "preferred_index", "device", "close_all",
+    "available", "unavailable_reason", "list_devices", "preferred_index", "device", "device_facts", "close_all",
     "DeviceInfo", "MemoryHeap", "CoopMatrixShape", "format_table",
     "VulkanError", "VulkanUnavailable", "DeviceLost", "ValidationError",
     "OutOfDeviceMemory", "BufferTooLarge",
@@ -84,6 +84,25 @@ def device(index: int = 0):
         dev = Device(inst, index)
         _devices[index] = dev
         return dev
+
+
+def device_facts(index: int):
+    """What planning needs of physical device `index`: the opened Device when it is open, else
+    its DeviceFacts (vkml/vulkan/facts.py), without waiting for a device another thread is
+    opening (only for the instance)."""
+    dev = _devices.get(index)
+    if dev is not None and not dev.closed:
+        return dev
+    if _instance is None:
+        raise VulkanUnavailable(_IMPORT_ERROR)
+    from .facts import facts_of
+    from .info import from_raw
+
+    raw = _instance.instance().describe(index)
+    info = from_raw(raw)
+    if not info.usable:
+        raise VulkanUnavailable(f"{info.name} ({info.device_name}) cannot be used by vkml: {info.unusable_reason}")
+    return facts_of(raw, info)
 
 
 def close_all() -> None:

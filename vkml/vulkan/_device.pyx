@@ -49,6 +49,7 @@ from vkml.vulkan._instance cimport Instance, check, check_messages
 
 from vkml import config
 from vkml.vulkan.errors import VulkanError, VulkanUnavailable
+from vkml.vulkan.facts import compute_family, device_limits, enabled_features
 from vkml.vulkan.info import from_raw
 
 try:
@@ -137,27 +138,16 @@ cdef class Device:
 
     # ------------------------------------------------------------ creation
     def _create(self, dict raw):
-        disabled = config.disabled_features()
-        supported = raw["features"]
         structs = raw["feature_structs"]
         exts = set(raw["extensions"])
         api = raw["effective_api_version"]
         lim = raw["limits"]
-
-        # The compute queue: a compute-only family if there is one (async compute on
-        # discrete GPUs), else any family with compute.
         fams = raw["queue_families"]
-        compute = [i for i, (flags, count, _) in enumerate(fams) if flags & VK_QUEUE_COMPUTE_BIT and count]
-        dedicated = [i for i in compute if not fams[i][0] & VK_QUEUE_GRAPHICS_BIT]
-        self.queue_family = (dedicated or compute)[0]
+        # (vkml/vulkan/facts.py: the same choices planning makes before the device is open)
+        self.queue_family = compute_family(raw)
         want_lanes = config.queues()
         cdef uint32_t nqueues = max(1, min(want_lanes, fams[self.queue_family][1]))
-
-        def on(name):
-            return bool(supported.get(name)) and name not in disabled
-
-        enabled = {name for name in supported if on(name)}
-        enabled.add("timeline_semaphore")
+        enabled = enabled_features(raw)
 
         cdef FeatureChain fc
         feature_chain_init(&fc, dict(structs, coop_matrix=structs["coop_matrix"] and "cooperative_matrix" in enabled))
@@ -165,9 +155,7 @@ cdef class Device:
         fc.f2.features.shaderInt16 = "int16" in enabled
         fc.f2.features.shaderFloat64 = "fp64" in enabled
         fc.f16s.storageBuffer16BitAccess = "storage_16bit" in enabled
-        fc.f16s.storagePushConstant16 = "push_constant_16bit" in enabled and "storage_16bit" in enabled
-        if not fc.f16s.storagePushConstant16:
-            enabled.discard("push_constant_16bit")
+        fc.f16s.storagePushConstant16 = "push_constant_16bit" in enabled
         fc.f8s.storageBuffer8BitAccess = "storage_8bit" in enabled
         fc.f16a.shaderFloat16 = "fp16_arithmetic" in enabled
         fc.f16a.shaderInt8 = "int8_arithmetic" in enabled
@@ -244,8 +232,7 @@ cdef class Device:
             enabled.discard("push_descriptor")
         self.features = frozenset(enabled)
         self.push_descriptors = "push_descriptor" in enabled
-        self.limits = dict(lim)
-        self.limits["timestamp_valid_bits"] = fams[self.queue_family][2]  # 0: no timestamps on our queue
+        self.limits = device_limits(raw, self.queue_family)  # timestamp_valid_bits 0: none on our queue
         self.max_storage_buffer_range = lim["max_storage_buffer_range"]
         self.max_push_constants_size = lim["max_push_constants_size"]
         self.storage_alignment = lim["min_storage_buffer_offset_alignment"]

@@ -25,6 +25,7 @@ from vkml.vulkan._instance cimport check, check_messages
 
 from vkml import config
 from vkml.vulkan.errors import BufferTooLarge, OutOfDeviceMemory, VulkanError
+from vkml.vulkan.facts import MIN_ALIGNMENT, budget_bytes
 
 _log = logging.getLogger("vkml")
 
@@ -40,7 +41,6 @@ DEVICE_BLOCK_FIRST = 32 * MIB
 HOST_BLOCK_MAX = 64 * MIB
 HOST_BLOCK_FIRST = 4 * MIB
 STAGING_CHUNK = 32 * MIB
-MIN_ALIGNMENT = 256           # offsets: max(minStorageBufferOffsetAlignment, this)
 BIG_COPY = 1 << 16            # memcpy without the GIL from this size on
 
 
@@ -373,15 +373,7 @@ cdef class Allocator:
         size, heap_budget, _ = dev.inst.heap_budgets(dev.index)[heap]
         if "memory_budget" not in dev.features:
             heap_budget = None
-        setting = self.budget_setting
-        if setting is None:
-            if heap_budget is not None:
-                return int(config.DEFAULT_BUDGET_FRACTION * heap_budget)
-            return int(config.DEFAULT_NO_BUDGET_FRACTION * size)
-        kind, v = setting
-        if kind == "fraction":
-            return int(v * (heap_budget if heap_budget is not None else size))
-        return int(v)
+        return budget_bytes(size, heap_budget, self.budget_setting)
 
     def _budget_source(self, int heap) -> str:
         setting = self.budget_setting
