@@ -14,7 +14,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .common import PushBlock, element_count
+from .common import PushBlock, element_count, require_dtypes
 from .registry import Unsupported
 
 # dtype -> the shader's type code (shaders/cast_ext.comp)
@@ -37,8 +37,8 @@ def handles(src, dst) -> bool:
 
 def check(device, src, dst) -> None:
     """Unsupported unless `device` has what the castx variant for src -> dst needs."""
-    if "int64" not in device.features:
-        raise Unsupported(f"casts from {np.dtype(src)} to {np.dtype(dst)} need int64, which {device.name} lacks")
+    # every variant decodes and encodes with 64-bit integer operations, whatever the two dtypes
+    require_dtypes(device, np.int64, what=f"casts from {np.dtype(src)} to {np.dtype(dst)}")
     for dt in (np.dtype(src), np.dtype(dst)):
         feat = _SIZE_FEATURE.get(dt.itemsize)
         if feat and feat not in device.features:

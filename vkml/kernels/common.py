@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Sequence
+from typing import Collection, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from .registry import Unsupported
@@ -14,7 +15,7 @@ PUSH_LIMIT = 128  # bytes: the Vulkan minimum maxPushConstantsSize, what every b
 MAX_RANK = 8      # what the elementwise shaders index (shaders/include/vkml_index.glsl)
 MAX_ELEMENTS = (1 << 31) - 1  # grid-stride loops use uint32 indices and must not wrap
 
-# dtype -> shader suffix, and the device feature it needs
+# dtype -> shader suffix of the types every elementwise-style kernel's shaders take
 DTYPE_NAMES = {
     np.dtype(np.float32): "f32",
     np.dtype(np.float16): "f16",
@@ -28,10 +29,36 @@ DTYPE_NAMES = {
     np.dtype(np.uint32): "u32",
     np.dtype(np.uint64): "u64",
 }
-# 8- and 16-bit integers are stored narrow and computed in 32 bits (shaders/include/
-# vkml_types.glsl): they need the storage features only, not int8/int16 arithmetic.
-DTYPE_FEATURE = {"f16": "storage_16bit", "i64": "int64", "bool": "storage_8bit", "i8": "storage_8bit",
-                 "u8": "storage_8bit", "i16": "storage_16bit", "u16": "storage_16bit", "u64": "int64"}
+# Types only some kernels' shaders take (no DTYPE_NAMES entry, so a kernel that takes them names
+# them in require_dtypes' `allowed`): float64 computes in double, bfloat16 is stored as its 16
+# bits and computed in float32.
+F64 = np.dtype(np.float64)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+# dtype -> the device features (device.features keys) its shaders need, for every dtype a
+# kernel's shaders compute in. 8- and 16-bit integers are stored narrow and computed in 32 bits
+# (shaders/include/vkml_types.glsl): they need the storage features only, not int8/int16
+# arithmetic; bfloat16 likewise needs 16-bit storage only. float64 needs shaderFloat64 and no
+# 64-bit integers (the f64 variants use doubles only). Shaders that merely move or reinterpret
+# bits need other things: elem.SIZE_FEATURE (tensors moved by element size), Mod and Where of
+# float64 (uint64 bits: int64), cast_ext (int64 for every cast).
+DTYPE_FEATURES: dict[np.dtype, tuple[str, ...]] = {
+    np.dtype(np.float32): (),
+    np.dtype(np.float16): ("storage_16bit",),
+    np.dtype(np.int32): (),
+    np.dtype(np.int64): ("int64",),
+    np.dtype(np.bool_): ("storage_8bit",),
+    np.dtype(np.int8): ("storage_8bit",),
+    np.dtype(np.int16): ("storage_16bit",),
+    np.dtype(np.uint8): ("storage_8bit",),
+    np.dtype(np.uint16): ("storage_16bit",),
+    np.dtype(np.uint32): (),
+    np.dtype(np.uint64): ("int64",),
+    F64: ("fp64",),
+    BF16: ("storage_16bit",),
+}
+# device.features key -> the Vulkan feature it is, for the messages
+VULKAN_FEATURE = {"storage_8bit": "storageBuffer8BitAccess", "storage_16bit": "storageBuffer16BitAccess",
+                  "int64": "shaderInt64", "fp64": "shaderFloat64"}
 
 
 def dtype_name(dtype) -> str:
@@ -42,12 +69,18 @@ def dtype_name(dtype) -> str:
         raise Unsupported(f"no GPU shaders for dtype {np.dtype(dtype)}") from None
 
 
-def require_dtypes(device, *dtypes) -> None:
-    """Unsupported unless `device` enabled what these dtypes need in shaders."""
-    for dt in dtypes:
-        feat = DTYPE_FEATURE.get(dtype_name(dt))
-        if feat and feat not in device.features:
-            raise Unsupported(f"{np.dtype(dt)} needs {feat}, which {device.name} lacks")
+def require_dtypes(device, *dtypes, allowed: Collection[np.dtype] = DTYPE_NAMES, what: str = "") -> None:
+    """Unsupported unless these dtypes are among `allowed` (the caller's shaders' types: by
+    default DTYPE_NAMES's; a kernel that also takes float64 or bfloat16 passes its own list) and
+    `device` enabled what they need in shaders (DTYPE_FEATURES). `what` prefixes the message
+    ("ReduceSum" gives "ReduceSum: float64 needs fp64 (shaderFloat64), which <device> lacks")."""
+    for dt in map(np.dtype, dtypes):
+        if dt not in allowed:
+            raise Unsupported(f"no GPU shaders for dtype {dt}")
+        for feat in DTYPE_FEATURES[dt]:
+            if feat not in device.features:
+                raise Unsupported(f"{what + ': ' if what else ''}{dt} needs {feat} ({VULKAN_FEATURE[feat]}), "
+                                  f"which {device.name} lacks")
 
 
 class PushBlock:

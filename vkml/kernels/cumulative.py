@@ -13,25 +13,22 @@ import math
 
 import numpy as np
 
-from .common import PushBlock, require_dtypes
+from .common import DTYPE_NAMES, F64, PushBlock, require_dtypes
 from .reduce import check_size, float_or, group_count, normalize_axis, threads_wg
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 CUM_PUSH = PushBlock("5I", "cumulative")  # lines, k, inner, exclusive, reverse
 SHADER = {"CumSum": "cumsum", "CumProd": "cumprod"}
 DTYPES = ("f32", "f16", "i32", "i64", "i8", "i16", "u8", "u16", "u32", "u64")
-_F64 = np.dtype(np.float64)
+# every dtype the scans take: DTYPES' and float64 (the shaders' type code 12: double arithmetic)
+TAKES = frozenset(d for d, name in DTYPE_NAMES.items() if name in DTYPES) | {F64}
 
 
 def _dtype_suffix(device, dtype, op_type) -> str:
     """The variant suffix for `dtype`; Unsupported where `device` cannot scan it."""
-    if np.dtype(dtype) == _F64:  # the shaders' type code 12: double arithmetic
-        if device is not None and "fp64" not in device.features:
-            raise Unsupported(f"{op_type} of float64 needs shaderFloat64, which {device.name} lacks")
-        return "f64"
-    dt = float_or(dtype, DTYPES, op_type)
+    dt = "f64" if np.dtype(dtype) == F64 else float_or(dtype, DTYPES, op_type)
     if device is not None:
-        require_dtypes(device, dtype)
+        require_dtypes(device, dtype, allowed=TAKES, what=op_type)
     return dt
 
 

@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ..ops._window import resolve
-from .common import PushBlock, require_dtypes, view_or_stand_in
+from .common import F64, PushBlock, require_dtypes, view_or_stand_in
 from .elem import require_bindable
 from .reduce import threads_wg
 from .registry import Kernel, TensorSpec, Unsupported, register
@@ -105,8 +105,8 @@ class DeformConvKernel(Kernel):
             raise Unsupported(f"DeformConv on the GPU takes float32 or float16 throughout, not "
                               f"{[str(s.dtype) for s in given]}")
         require_dtypes(device, x.dtype)
-        if "fp64" not in device.features:
-            raise Unsupported(f"DeformConv's sampling coordinates need shaderFloat64, which {device.name} lacks")
+        # whatever X's dtype, the shader computes the sampling coordinates in float64
+        require_dtypes(device, F64, allowed=(F64,), what="DeformConv's sampling coordinates")
         if x.shape[1] == 0:
             raise Unsupported("DeformConv with no input channels (left to the CPU operator)")
         if plan.steps > MAX_STEPS:

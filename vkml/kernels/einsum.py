@@ -54,12 +54,11 @@ import struct
 from dataclasses import dataclass
 from typing import Sequence
 
-import ml_dtypes
 import numpy as np
 
 from vkml.ops.matmul import parse_einsum
 
-from .common import PushBlock, collapse, require_dtypes
+from .common import BF16, F64, PushBlock, collapse, require_dtypes
 from .elem import attr_str
 from .gemm import MAX_BATCH_RANK, Gemm
 from .matmul import record_gemm
@@ -75,8 +74,8 @@ MAX_TERMS = 1 << 22
 EINSUM_PUSH = PushBlock("4I", "einsum")  # n_out, out_rank, red_rank, red_total
 # dtype -> variant suffix (the shader's type codes: tools/build_shaders.py; f64 and bf16 are
 # einsum.comp's own 12 and 13)
-SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64",
-          np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", F64: "f64",
+          BF16: "bf16", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
           np.dtype(np.int8): "i8", np.dtype(np.int16): "i16", np.dtype(np.uint8): "u8",
           np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32", np.dtype(np.uint64): "u64"}
 GEMM_DTYPES = ("f32", "f16")
@@ -91,14 +90,7 @@ def dtype_suffix(device, dtype, op_type: str) -> str:
         raise Unsupported(f"{op_type} on the GPU takes float32, float16, bfloat16, float64 and the "
                           f"integer types, not {dt}")
     if device is not None:
-        if name == "f64":
-            if "fp64" not in device.features:
-                raise Unsupported(f"{op_type} of float64 needs shaderFloat64, which {device.name} lacks")
-        elif name == "bf16":
-            if "storage_16bit" not in device.features:
-                raise Unsupported(f"bfloat16 needs storage_16bit, which {device.name} lacks")
-        else:
-            require_dtypes(device, dt)
+        require_dtypes(device, dt, allowed=SUFFIX, what=op_type)
     return name
 
 

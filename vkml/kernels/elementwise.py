@@ -23,6 +23,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .common import (
+    BF16,
+    F64,
     PushBlock,
     broadcast_shape,
     broadcast_strides,
@@ -54,14 +56,11 @@ WHERE_PUSH = PushBlock("I", "where")                # n; shape/strides in a stor
 WHERE_META = "<I8I8I8I8I"                            # rank, shape, s_cond, s_x, s_y
 
 
-# float64 and bfloat16 (shaders' local type codes 12 and 13): float64 computes in double and
-# needs the device's shaderFloat64 ("fp64"); bfloat16 is stored as its 16 bits, computed in
-# float32 and rounded to nearest even (as ml_dtypes), needing 16-bit storage only.
-import ml_dtypes as _ml_dtypes
-
-_BF16 = np.dtype(_ml_dtypes.bfloat16)
-EXTRA = {np.dtype(np.float64): "f64", _BF16: "bf16"}
-EXTRA_FEATURE = {"f64": "fp64", "bf16": "storage_16bit"}
+# float64 and bfloat16 (shaders' local type codes 12 and 13): float64 computes in double;
+# bfloat16 is stored as its 16 bits, computed in float32 and rounded to nearest even (as
+# ml_dtypes). The unary and binary kernels take them (require_dtypes' `allowed`: what each
+# needs is common.DTYPE_FEATURES') for these ops only.
+EXTRA = {F64: "f64", BF16: "bf16"}
 UNARY_F64 = {"Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round"}
 BINARY_EXTRA = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Equal", "Less", "LessOrEqual",
                 "Greater", "GreaterOrEqual"}
@@ -73,12 +72,6 @@ def _extra_name(dtype) -> str | None:
         return EXTRA.get(np.dtype(dtype))
     except TypeError:
         return None
-
-
-def _require_extra(device, dt: str) -> None:
-    feat = EXTRA_FEATURE[dt]
-    if feat not in device.features:
-        raise Unsupported(f"{'float64' if dt == 'f64' else 'bfloat16'} needs {feat}, which {device.name} lacks")
 
 
 def _groups(pipeline, n: int) -> int:
@@ -170,7 +163,7 @@ class UnaryKernel(Kernel):
                 raise Unsupported(f"Gelu approximate={attrs.get('approximate')!r}")
             if op_type == "Celu" and _spec_of(attrs, "alpha", 1.0) == 0:
                 raise Unsupported("Celu with alpha 0 (the CPU operator reports the error)")
-            _require_extra(device, ext)
+            require_dtypes(device, inputs[0].dtype, allowed=EXTRA)
             if op_type in BOOL_OUT:
                 require_dtypes(device, np.bool_)
             element_count(inputs[0].shape)
@@ -367,7 +360,6 @@ COMPARE = {"Equal": "equal", "Less": "less", "LessOrEqual": "less_or_equal", "Gr
            "GreaterOrEqual": "greater_or_equal"}
 LOGIC = {"And": "and", "Or": "or", "Xor": "xor"}
 BITWISE = {"BitwiseAnd": "bitand", "BitwiseOr": "bitor", "BitwiseXor": "bitxor"}
-_F64 = np.dtype(np.float64)  # Mod only (mod_f64, fmod_f64)
 
 
 def _record_binary(rec, shader_op: str, dx: str, dy: str, a, b, out) -> None:
@@ -391,7 +383,7 @@ class BinaryKernel(Kernel):
                 + ("Pow", "PRelu", "Mod", "BitShift"))
 
     def _types(self, op_type, inputs):
-        if op_type == "Mod" and len(inputs) == 2 and all(t is not None and np.dtype(t.dtype) == _F64
+        if op_type == "Mod" and len(inputs) == 2 and all(t is not None and np.dtype(t.dtype) == F64
                                                           for t in inputs):
             return ["f64", "f64"]  # Mod's alone: shaders/binary.comp works on its bits
         if op_type in VARIADIC:
@@ -410,7 +402,7 @@ class BinaryKernel(Kernel):
     def check(self, device, op_type, attrs, inputs):
         dts = self._types(op_type, inputs)
         if op_type in BINARY_EXTRA and dts[0] in ("f64", "bf16"):
-            _require_extra(device, dts[0])
+            require_dtypes(device, *[t.dtype for t in inputs], allowed=EXTRA)
             if op_type in COMPARE:
                 require_dtypes(device, np.bool_)
             try:
@@ -443,8 +435,8 @@ class BinaryKernel(Kernel):
                        else F + I if op_type == "PRelu" else FI)
             if dts[0] not in allowed:
                 raise Unsupported(f"{op_type} on the GPU supports {', '.join(allowed)}, not {inputs[0].dtype}")
-        if dts[0] == "f64":  # held as uint64 bits: 64-bit integers, no shaderFloat64
-            require_dtypes(device, np.int64)
+        if dts[0] == "f64":  # Mod's: held as uint64 bits, so 64-bit integers, not float64's shaderFloat64
+            require_dtypes(device, np.int64, what="Mod of float64 (computed on its bits as 64-bit integers)")
         else:
             require_dtypes(device, *[t.dtype for t in inputs])
         if op_type in COMPARE or op_type in LOGIC:
@@ -497,8 +489,9 @@ class BinaryKernel(Kernel):
 
 
 # ---------------------------------------------------------------------------- Where
-# Where only selects, so float64 and bfloat16 use the variants of their unsigned integer twins.
-_WHERE_BITS = {np.dtype(np.float64): np.dtype(np.uint64), _BF16: np.dtype(np.uint16)}
+# Where only selects, so float64 and bfloat16 use the variants of their unsigned integer twins
+# (and need what those need: float64 shaderInt64, not common.DTYPE_FEATURES' shaderFloat64).
+_WHERE_BITS = {F64: np.dtype(np.uint64), BF16: np.dtype(np.uint16)}
 
 @register
 class WhereKernel(Kernel):

@@ -25,18 +25,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-import ml_dtypes
 import numpy as np
 
 from .. import config
-from .common import broadcast_shape, broadcast_strides, collapse, dtype_name, require_dtypes
+from .common import BF16, F64, broadcast_shape, broadcast_strides, collapse, dtype_name, require_dtypes
 from . import matmul_coop
 from .gemm import MATMUL_PUSH, MAX_BATCH_RANK, NO_CLIP, Gemm, dispatch_gemm, gemm_push, residual_view
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 FLOATS = ("f32", "f16")
-# Wider/narrower floats the direct shader takes (dtype -> (variant suffix, device feature)).
-DIRECT = {np.dtype(np.float64): ("f64", "fp64"), np.dtype(ml_dtypes.bfloat16): ("bf16", "storage_16bit")}
+# Wider/narrower floats the direct shader takes (dtype -> variant suffix).
+DIRECT = {F64: "f64", BF16: "bf16"}
+DTYPES = (np.dtype(np.float32), np.dtype(np.float16), *DIRECT)  # what MatMul and Gemm take
 MAX_DIM = (1 << 31) - 1
 
 
@@ -237,7 +237,7 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     if direct is not None:
         if epi:
             raise Unsupported(f"no fused epilogue for {np.dtype(out.dtype)} GEMMs")
-        _record_direct(rec, g, a, b, c, out, direct[0])
+        _record_direct(rec, g, a, b, c, out, direct)
         return
     dt = dtype_name(out.dtype)
     if tiling is None and is_small(g):
@@ -260,16 +260,13 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     dispatch_gemm(rec, p, g, t, [va, vb, vc, out.view], out, vr, epi, clip)
 
 
-def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None], device=None) -> str:
+def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None]) -> str:
     dts = {np.dtype(t.dtype) for t in inputs if t is not None}
     if len(dts) != 1:
         raise Unsupported(f"{op_type} with mixed dtypes {sorted(str(d) for d in dts)}")
     only = dts.pop()
     if only in DIRECT:
-        suffix, feat = DIRECT[only]
-        if device is not None and feat not in device.features:
-            raise Unsupported(f"{op_type} of {only} needs {feat}, which {device.name} lacks")
-        return suffix
+        return DIRECT[only]
     dt = dtype_name(only)
     if dt not in FLOATS:
         raise Unsupported(f"{op_type} on the GPU supports float32, float16, bfloat16 and float64, "
@@ -295,8 +292,8 @@ class MatMulKernel(Kernel):
             raise Unsupported(str(e)) from None
 
     def check(self, device, op_type, attrs, inputs):
-        if _float_dtypes(op_type, inputs, device) in FLOATS:
-            require_dtypes(device, *[t.dtype for t in inputs if t is not None])
+        _float_dtypes(op_type, inputs)
+        require_dtypes(device, *[t.dtype for t in inputs if t is not None], allowed=DTYPES, what=op_type)
         g, out = self._problem(op_type, attrs, inputs)
         _check_sizes(device, g, list(inputs) + [TensorSpec(out, inputs[0].dtype)])
 

@@ -39,7 +39,8 @@ import numpy as np
 
 from vkml.errors import ModelError
 
-from .common import FAULT_ATTR, PushBlock, broadcast_shape, broadcast_strides, collapse, fault_binding
+from .common import (F64, FAULT_ATTR, PushBlock, broadcast_shape, broadcast_strides, collapse, fault_binding,
+                     require_dtypes)
 from .conv import geometry
 from .elem import require_bindable, require_elements, specs_of
 from .reduce import threads_wg
@@ -201,8 +202,8 @@ class QLinearKernel(Kernel):
 
     def check(self, device, op_type, attrs, inputs):
         plan = Plan(op_type, attrs, inputs)
-        if plan.qlinear and "fp64" not in device.features:
-            raise Unsupported(f"{op_type} requantizes in float64: {device.name} lacks shaderFloat64")
+        if plan.qlinear:  # whatever the tensors' dtypes, the shader requantizes in float64
+            require_dtypes(device, F64, allowed=(F64,), what=f"{op_type} requantizes in float64")
         require_elements(device, *plan.dtypes)
         require_bindable(device, *inputs, TensorSpec(plan.shape, plan.out))
 
@@ -248,8 +249,7 @@ class DynamicQuantizeKernel(Kernel):
 
     def check(self, device, op_type, attrs, inputs):
         shape = self._shape(inputs)
-        if "fp64" not in device.features:
-            raise Unsupported(f"DynamicQuantizeLinear divides through float64: {device.name} lacks shaderFloat64")
+        require_dtypes(device, F64, allowed=(F64,), what="DynamicQuantizeLinear divides through float64")
         require_elements(device, np.float32, U8)
         require_bindable(device, inputs[0], TensorSpec(shape, U8))
 

@@ -25,11 +25,10 @@ import logging
 import math
 from typing import Any, Mapping, Sequence
 
-import ml_dtypes
 import numpy as np
 
 from .. import config
-from .common import PushBlock, dtype_name, require_dtypes
+from .common import BF16, F64, PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 MAX_ELEMENTS = (1 << 31) - 1
@@ -164,9 +163,7 @@ SPLITTABLE = {"sum", "mean", "max", "min", "prod", "l1", "l2", "sumsq", "logsum"
 INT_OK = {"max", "min", "argmax", "argmin"}  # int32 variants exist for these
 ARG_DTYPES = ("f32", "f16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")  # ArgMax/ArgMin's
 F64_OK = {"logsumexp", "sum", "max"}  # float64 variants exist for these (shaders/reduce.comp, TX = 12)
-_F64 = np.dtype(np.float64)
 BF16_OK = {"max", "min"}  # bfloat16 variants (TX = 13, stored as uint16 bits)
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 SPLIT_MIN = 16384      # reduce this many elements or more per output in two passes ...
 SPLIT_OUTPUTS = 128    # ... when there are fewer outputs than this
@@ -202,8 +199,8 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
         ks, kst = [1], [0]
     if not rs:  # nothing (or only size-1 axes) reduced: each element on its own
         rs, rst = [1], [0]
-    dt = ("f64" if np.dtype(x.dtype) == _F64 and op in F64_OK
-          else "bf16" if np.dtype(x.dtype) == _BF16 and op in BF16_OK else dtype_name(x.dtype))
+    dt = ("f64" if np.dtype(x.dtype) == F64 and op in F64_OK
+          else "bf16" if np.dtype(x.dtype) == BF16 and op in BF16_OK else dtype_name(x.dtype))
     red_inner = rst[-1] == 1 and n_red > 1
     split_ok = op in SPLITTABLE and dt != "f64"
     # ArgMax/ArgMin's 64-bit keys and float64 sums: shared-memory trees (no subgroup variant)
@@ -286,12 +283,9 @@ class ReduceKernel(Kernel):
         if not inputs or inputs[0] is None or len(inputs) > 2:
             raise Unsupported(f"{op_type} takes one or two inputs")
         op = OPS[op_type]
-        if op in F64_OK and np.dtype(inputs[0].dtype) == _F64:
-            if "fp64" not in device.features:
-                raise Unsupported(f"{op_type} of float64 needs shaderFloat64, which {device.name} lacks")
-        elif op in BF16_OK and np.dtype(inputs[0].dtype) == _BF16:
-            if "storage_16bit" not in device.features:
-                raise Unsupported(f"{op_type} of bfloat16 needs storage_16bit, which {device.name} lacks")
+        dt = np.dtype(inputs[0].dtype)
+        if (dt == F64 and op in F64_OK) or (dt == BF16 and op in BF16_OK):
+            require_dtypes(device, dt, allowed=(F64, BF16), what=op_type)
         else:
             float_or(inputs[0].dtype, ("f32", "f16", "i32") if op in INT_OK else ("f32", "f16"), op_type)
             require_dtypes(device, inputs[0].dtype)

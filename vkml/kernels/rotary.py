@@ -21,14 +21,14 @@ import math
 
 import numpy as np
 
-from .common import FAULT_ATTR, PushBlock, fault_binding, require_dtypes
+from .common import F64, FAULT_ATTR, PushBlock, fault_binding, require_dtypes
 from .elem import HostInputs, require_bindable, specs_of
 from .reduce import threads_wg
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 # n, head, half, interleaved, seq, s_div, b_div, n_pos, pos_mode, fault site
 ROTARY_PUSH = PushBlock("10I", "rotary")
-DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64"}
+DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", F64: "f64"}
 POS_MODES = {np.dtype(np.int32): 1, np.dtype(np.int64): 2}
 WHAT = "RotaryEmbedding position_ids"
 
@@ -96,11 +96,7 @@ class RotaryKernel(Kernel):
             raise Unsupported(f"RotaryEmbedding on the GPU takes float32, float16 and float64, not {x.dtype}")
         if cos.dtype != x.dtype or sin.dtype != x.dtype:
             raise Unsupported(f"RotaryEmbedding with caches of {cos.dtype}/{sin.dtype} for X of {x.dtype}")
-        if x.dtype == np.float64:
-            if "fp64" not in device.features:
-                raise Unsupported(f"RotaryEmbedding of float64 needs shaderFloat64, which {device.name} lacks")
-        else:
-            require_dtypes(device, x.dtype)
+        require_dtypes(device, x.dtype, allowed=DTYPES, what="RotaryEmbedding")
         if pos is not None and pos.dtype not in POS_MODES:
             raise Unsupported(f"RotaryEmbedding position_ids of {pos.dtype} (int64 and int32 run on the GPU)")
         if not math.prod(x.shape) or not math.prod(cos.shape):

@@ -16,17 +16,16 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-import ml_dtypes
 import numpy as np
 
-from .common import PushBlock, dtype_name, require_dtypes
+from .common import BF16, F64, PushBlock, dtype_name, require_dtypes
 from .reduce import check_size, float_or, group_count, normalize_axis, threads_wg, wg_mode_name, wg_size
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 SOFTMAX_PUSH = PushBlock("4I", "softmax")
 SHADER = {"Softmax": "softmax", "LogSoftmax": "logsoftmax", "Hardmax": "hardmax"}
-# Softmax/LogSoftmax only: dtype -> (variant suffix, device feature)
-EXTRA = {np.dtype(np.float64): ("f64", "fp64"), np.dtype(ml_dtypes.bfloat16): ("bf16", "storage_16bit")}
+# Softmax/LogSoftmax only: dtype -> variant suffix
+EXTRA = {F64: "f64", BF16: "bf16"}
 
 
 def _extra(dtype):
@@ -70,9 +69,7 @@ class SoftmaxKernel(Kernel):
             raise Unsupported(f"{op_type} takes one input")
         ext = _extra(inputs[0].dtype) if op_type != "Hardmax" else None
         if ext is not None:
-            if ext[1] not in device.features:
-                raise Unsupported(f"{op_type} of {np.dtype(inputs[0].dtype)} needs {ext[1]}, which "
-                                  f"{device.name} lacks")
+            require_dtypes(device, inputs[0].dtype, allowed=EXTRA, what=op_type)
         else:
             float_or(inputs[0].dtype, ("f32", "f16"), op_type)
             require_dtypes(device, inputs[0].dtype)
@@ -90,7 +87,7 @@ class SoftmaxKernel(Kernel):
             return
         device = rec.device
         ext = _extra(x.dtype) if op_type != "Hardmax" else None
-        dt = ext[0] if ext is not None else dtype_name(x.dtype)
+        dt = ext if ext is not None else dtype_name(x.dtype)
         wg = wg_size(device, k)
         whole = rows * k
         use_wg = (op_type != "Hardmax" and k >= 64 and (inner == 1 or rows < 4096)
