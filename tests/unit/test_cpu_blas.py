@@ -30,20 +30,36 @@ class FakeBlas:
         self.n = n
 
 
-def test_auto_divides_the_process_setting_and_puts_it_back():
-    b = FakeBlas(4)
+def test_auto_divides_the_process_setting_and_puts_it_back(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(blas.time, "monotonic", lambda: clock[0])
+    b = FakeBlas(16)
     lim = blas.Limiter(b, "auto")
     lim.enter(1, True)
+    assert b.n == 16
+    lim.enter(1, True)  # two in flight: 16 // 2**2
     assert b.n == 4
-    lim.enter(1, True)
-    assert b.n == 2
-    lim.enter(2, True)  # a parallel plan of width 2
+    lim.enter(2, True)  # a parallel plan of width 2 joins: three runs, 16 // 3**2
     assert b.n == 1
     lim.exit(2, True)
     lim.exit(1, True)
+    assert b.n == 1  # not raised while others are still in a GEMM
+    lim.enter(1, True)
+    assert b.n == 1  # two in flight again, within HOLD_S of four
+    lim.exit(1, True)
+    clock[0] += 2 * blas.HOLD_S
+    lim.enter(1, True)  # two in flight, long after the four: raised
     assert b.n == 4
     lim.exit(1, True)
-    assert b.n == 4
+    lim.exit(1, True)
+    assert b.n == 16  # the process's setting back when none is in flight
+    assert b.calls == [16, 4, 1, 4, 16]
+    alone = FakeBlas(16)
+    lim = blas.Limiter(alone, "auto")
+    lim.enter(2, True)  # one run of a parallel plan two branches wide: its branches share the 16
+    assert alone.n == 8
+    lim.exit(2, True)
+    assert alone.n == 16
 
 
 def test_small_gemm_runs_get_one_thread_and_a_user_setting_survives():
@@ -51,10 +67,10 @@ def test_small_gemm_runs_get_one_thread_and_a_user_setting_survives():
     lim = blas.Limiter(b, "auto")
     lim.enter(1, False)
     assert b.n == 1
-    lim.enter(1, True)  # a big run joins: 3 // 2
+    lim.enter(1, True)  # a big run joins: 3 // 2**2, at least 1
     assert b.n == 1
     lim.exit(1, False)
-    assert b.n == 3
+    assert b.n == 1  # (raised at the next run's start, HOLD_S later: never under a GEMM)
     lim.exit(1, True)
     assert b.n == 3
     b.n = 5  # the user changes it between runs: vkml saves the new value

@@ -23,6 +23,7 @@ import logging
 import os
 import math
 import threading
+import time
 from typing import Any
 
 from .. import config
@@ -138,13 +139,26 @@ def plan_is_big(plan: Any) -> bool:
     return False
 
 
+# How long the cap of a busier moment holds before a quieter one may raise it again (auto).
+HOLD_S = 0.05
+
+
 class Limiter:
     """Sets BLAS's threads while vkml's CPU runs are in flight; puts the process's back after.
 
     `width` is the number of threads in flight that call BLAS (the sum over runs). With policy
-    "auto" the cap is the saved setting divided by that width, at least 1, and 1 while no run in
-    flight has a big GEMM; with an int, that int. The lock is held only around the ctypes calls
-    (about 0.5 µs each).
+    "auto": one run alone gets the saved setting divided by its width; while n > 1 runs are in
+    flight, the saved setting divided by n squared, at least 1; and 1 while no run in flight has
+    a big GEMM. With an int, that int. OpenBLAS's threaded GEMMs called from several threads at
+    once wait for each other's thread pool, and changing its thread count while others are in a
+    GEMM stalls them: on the H100 box's 16 cores, resnet18 on the CPU device (its parallel plan
+    two branches wide) at 2 / 4 / 8 threads made 51 / 59 / 61 runs/s with a fixed cap of 4,
+    31 / 62 / 103 with a cap of 1, 46 / 53 / 44 with 8, and 30-52 / 30-40 / 96-106 with the
+    former rule (the setting divided by the width, re-set at every run's start and end;
+    `.scratch` probe, 2026-11-25). So under auto a cap is lowered at once when runs pile up,
+    raised again only after HOLD_S without that many in flight, and the process's setting comes
+    back when the last run ends. The lock is held only around the ctypes calls (about
+    0.5 µs each).
     """
 
     def __init__(self, blas: Blas | None, policy: str | int | None) -> None:
@@ -152,16 +166,29 @@ class Limiter:
         self.policy = policy
         self._lock = threading.Lock()
         self._width = 0
+        self._runs = 0       # runs in flight
         self._big = 0        # runs in flight with a GEMM worth threading
         self._saved = 0      # the process's setting when the first run in flight entered
         self._current = 0    # what vkml set, 0 when it has set nothing
+        self._needed = 0.0   # (auto) when the current cap was last called for
 
     def _cap(self) -> int:
         if self.policy == "auto":
             if not self._big:
                 return 1
-            return max(1, self._saved // max(1, self._width))
+            if self._runs <= 1:
+                return max(1, self._saved // max(1, self._width))
+            return max(1, self._saved // self._runs ** 2)
         return int(self.policy)
+
+    def _apply(self, now: float) -> None:
+        cap = self._cap()
+        if cap == self._current:
+            self._needed = now
+        elif cap < self._current or not self._current or self.policy != "auto" or now - self._needed > HOLD_S:
+            self.blas.set(cap)
+            self._current = cap
+            self._needed = now
 
     def enter(self, width: int = 1, big: bool = True) -> None:
         blas = self.blas
@@ -171,11 +198,9 @@ class Limiter:
             if self._width == 0:
                 self._saved = blas.get()
             self._width += width
+            self._runs += 1
             self._big += bool(big)
-            cap = self._cap()
-            if cap != self._current:
-                blas.set(cap)
-                self._current = cap
+            self._apply(time.monotonic())
 
     def exit(self, width: int = 1, big: bool = True) -> None:
         blas = self.blas
@@ -183,15 +208,16 @@ class Limiter:
             return
         with self._lock:
             self._width -= width
+            self._runs -= 1
             self._big -= bool(big)
-            if self._width <= 0:
-                self._width = self._big = 0
+            if self._width <= 0 or self._runs <= 0:
+                self._width = self._runs = self._big = 0
                 if self._current and self._current != self._saved:
                     blas.set(self._saved)
                 self._current = 0
                 return
             cap = self._cap()
-            if cap != self._current:
+            if cap < self._current:  # (the last big run left: the small ones get one thread)
                 blas.set(cap)
                 self._current = cap
 
