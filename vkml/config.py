@@ -185,9 +185,11 @@ def num_threads(limit: int) -> int:
 _setting("VKML_CPU_BLAS_THREADS", "auto", "auto/off/count", """
     How many threads the BLAS that NumPy loaded (OpenBLAS) may use while vkml's CPU runs are in
     flight; the process's own setting is put back when the last one ends (vkml/runtime/blas.py).
-    auto: the process's setting divided by the number of BLAS-calling threads of vkml's runs in
-    flight (concurrent run() calls, and the scheduler pool's width for a parallel plan), at least
-    1, so that concurrent runs never oversubscribe the cores. N: N while runs are in flight.
+    auto: one run alone gets the process's setting divided by its BLAS-calling threads (the
+    scheduler pool's width for a parallel plan); n > 1 concurrent runs get the setting divided by
+    n squared, at least 1 (OpenBLAS's threaded GEMMs called from several threads wait for each
+    other), lowered at once and raised only after 50 ms with fewer runs in flight; 1 while no run
+    has a big GEMM. N: N while runs are in flight.
     off: never touch BLAS's threads. Read when the limiter is first made.""")
 
 
