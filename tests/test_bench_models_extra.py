@@ -86,3 +86,29 @@ def test_vkml_gpu_matches_onnxruntime(case, gpu):
     print(f"{bm.name} on {gpu}: {counts[gpu]} of {len(placement)} nodes on the GPU; on the CPU: {on_cpu}")
     # Every op of both graphs has a Vulkan kernel today; a fallback would be a regression.
     assert counts[gpu] == len(placement), on_cpu
+
+
+def test_transformers_family_without_torch(tmp_path):
+    """Without torch, torch_transformer says why instead of raising, and `vkml bench --only
+    transformers` records every case as skipped with that reason (at full sizes: the builder is
+    asked) and with the quick-sizes reason under --smoke (it is not)."""
+    import importlib.util
+
+    from vkml.benchmarks import suite
+
+    assert suite.FAMILIES[-1] == "transformers" and suite.WEIGHTS["transformers"] > 0
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is importable: the family would export and time 100M-parameter models")
+    bm, why = M.torch_transformer("bert_base")
+    assert bm is None and "torch not importable" in why
+    with pytest.raises(ValueError, match="unknown"):
+        M.torch_transformer("bert_large")
+    for extra, reason in (([], "torch not importable"), (["--smoke"], "quick sizes")):
+        args = suite.build_parser().parse_args(
+            extra + ["--out", str(tmp_path), "--machine", "tf", "--device", "cpu", "-q", "--no-charts",
+                     "--only", "transformers"])
+        recs = [r for r in suite.run(args)["records"] if r["benchmark"] != "runtimes"]
+        got = {(r["benchmark"], r["config"]) for r in recs}
+        assert got == {("bert_base", "b1 seq128"), ("gpt2_small", "b1 seq128"), ("gpt2_small", "b1 seq512"),
+                       ("vit_b_16", "b1 224x224")}, got
+        assert all(r["status"] == "skipped" and reason in r["reason"] for r in recs), recs

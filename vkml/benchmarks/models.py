@@ -5,7 +5,8 @@ weights or export quirks. BatchNorm is folded into the convolutions, as exporter
 inference graphs, except in dbnet_like, which keeps its BatchNormalization nodes as real
 detector exports carry them. When torch and torchvision are importable, resnet18 and mobilenet_v2 can come
 from torchvision instead (`torchvision_model`); the builders here are the fallback and the default
-on machines without them.
+on machines without them. BERT-base, GPT-2 small and ViT-B/16 exist only as PyTorch modules with
+seeded random weights, exported to ONNX (`torch_transformer`; needs torch).
 """
 from __future__ import annotations
 
@@ -398,6 +399,188 @@ def torchvision_model(name: str, batch: int, size: int = 224):
         return None, f"torchvision export failed: {type(e).__name__}: {e}"
     bm = BenchModel(name, proto, {"x": x.numpy()}, source=f"torchvision {torchvision.__version__}",
                     meta={"batch": batch, "size": size})
+    bm.meta["torch_module"] = net
+    return bm, None
+
+
+# ------------------------------------------------------------------------ torch transformers
+# name: (layers, hidden, heads, ffn, vocab, max positions). The text models are written here with
+# torch.nn (HF's classes are not a dependency); ViT-B/16 is torchvision's.
+TRANSFORMERS = {
+    "bert_base": (12, 768, 12, 3072, 30522, 512),
+    "gpt2_small": (12, 768, 12, 3072, 50257, 1024),
+    "vit_b_16": (12, 768, 12, 3072, 0, 0),
+}
+
+
+def _transformer_flops(batch: int, tokens: int, layers: int, hidden: int, ffn: int) -> float:
+    """2 x (weights of the layers' GEMMs) x tokens, plus Q·Kᵀ and ·V (the masked half counted too:
+    it is computed)."""
+    gemm = 2.0 * batch * tokens * (4 * hidden * hidden + 2 * hidden * ffn)
+    attention = 2.0 * 2 * batch * tokens * tokens * hidden
+    return layers * (gemm + attention)
+
+
+def _torch_text_model(name: str, seq: int):
+    """BERT-base or GPT-2 small as plain torch.nn modules, weights drawn from torch's global RNG
+    (the caller seeds it). The classes are made here because torch is optional."""
+    import math
+
+    import torch
+    from torch import nn
+
+    layers, hidden, heads, ffn, vocab, max_pos = TRANSFORMERS[name]
+
+    class Attention(nn.Module):
+        """Q·Kᵀ/√d, softmax, ·V spelled out, as exports of HF's models show it (no
+        nn.MultiheadAttention: its eval fast path has no ONNX export)."""
+
+        def __init__(self, fused: bool, causal: bool):
+            super().__init__()
+            self.d = hidden // heads
+            if fused:  # GPT-2's c_attn: one projection, split in three
+                self.qkv = nn.Linear(hidden, 3 * hidden)
+            else:  # BERT's query, key, value
+                self.q, self.k, self.v = (nn.Linear(hidden, hidden) for _ in range(3))
+            self.out = nn.Linear(hidden, hidden)
+            self.fused = fused
+            # True above the diagonal: the future a GPT-2 token may not see
+            self.register_buffer("future", torch.ones(seq, seq, dtype=torch.bool).triu(1) if causal else None,
+                                 persistent=False)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            if self.fused:
+                q, k, v = self.qkv(x).split(hidden, dim=-1)
+            else:
+                q, k, v = self.q(x), self.k(x), self.v(x)
+            q, k, v = (t.reshape(b, s, heads, self.d).transpose(1, 2) for t in (q, k, v))
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
+            if self.future is not None:
+                scores = scores.masked_fill(self.future, torch.finfo(scores.dtype).min)
+            ctx = torch.matmul(torch.softmax(scores, dim=-1), v)
+            return self.out(ctx.transpose(1, 2).reshape(b, s, hidden))
+
+    class Block(nn.Module):
+        """BERT's post-LayerNorm encoder layer (erf GELU) or GPT-2's pre-LayerNorm block (tanh GELU)."""
+
+        def __init__(self, gpt2: bool):
+            super().__init__()
+            eps = 1e-5 if gpt2 else 1e-12
+            self.gpt2 = gpt2
+            self.attn = Attention(fused=gpt2, causal=gpt2)
+            self.ln1, self.ln2 = nn.LayerNorm(hidden, eps=eps), nn.LayerNorm(hidden, eps=eps)
+            self.mlp = nn.Sequential(nn.Linear(hidden, ffn), nn.GELU(approximate="tanh" if gpt2 else "none"),
+                                     nn.Linear(ffn, hidden))
+
+        def forward(self, x):
+            if self.gpt2:
+                x = x + self.attn(self.ln1(x))
+                return x + self.mlp(self.ln2(x))
+            x = self.ln1(x + self.attn(x))
+            return self.ln2(x + self.mlp(x))
+
+    class TextModel(nn.Module):
+        """Token + position embeddings, the blocks; BERT: embedding LayerNorm first, output the last
+        hidden state; GPT-2: final LayerNorm, then the tied LM head on the last position only."""
+
+        def __init__(self, gpt2: bool):
+            super().__init__()
+            self.gpt2 = gpt2
+            self.tok, self.pos = nn.Embedding(vocab, hidden), nn.Embedding(max_pos, hidden)
+            self.ln = nn.LayerNorm(hidden, eps=1e-5 if gpt2 else 1e-12)
+            self.blocks = nn.ModuleList(Block(gpt2) for _ in range(layers))
+
+        def forward(self, input_ids):
+            x = self.tok(input_ids) + self.pos.weight[: input_ids.shape[1]]
+            if not self.gpt2:
+                x = self.ln(x)
+            for block in self.blocks:
+                x = block(x)
+            if not self.gpt2:
+                return x
+            return nn.functional.linear(self.ln(x)[:, -1:], self.tok.weight)  # (batch, 1, vocab)
+
+    net = TextModel(gpt2=name == "gpt2_small")
+    for m in net.modules():  # HF's initialization: N(0, 0.02), zero biases (LayerNorm stays 1, 0)
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear):
+            nn.init.zeros_(m.bias)
+    return net
+
+
+def _onnx_export(torch, net, args: tuple, input_names: list[str]) -> onnx.ModelProto:
+    """The TorchScript exporter, grad enabled and the MHA fast path off: under no_grad an eval
+    nn.MultiheadAttention (ViT's) takes torch._native_multi_head_attention, which has no ONNX form."""
+    import inspect
+    import warnings
+
+    kw = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    mha = getattr(torch.backends, "mha", None)
+    fast = mha.get_fastpath_enabled() if hasattr(mha, "get_fastpath_enabled") else None
+    buf = io.BytesIO()
+    try:
+        if fast is not None:
+            mha.set_fastpath_enabled(False)
+        with torch.enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TracerWarnings on shapes, the exporter's deprecation notice
+            torch.onnx.export(net, args, buf, input_names=input_names, output_names=["y"],
+                              opset_version=OPSET, **kw)
+    finally:
+        if fast is not None:
+            mha.set_fastpath_enabled(fast)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def torch_transformer(name: str, batch: int = 1, seq: int = 128, size: int = 224):
+    """(BenchModel exported from a real PyTorch architecture with seeded random weights, None) or
+    (None, reason) when torch is missing or the export fails. name: bert_base, gpt2_small (`seq`
+    tokens) or vit_b_16 (a `size`² image, torchvision's). meta["torch_module"] is the module in eval
+    mode, which the torch peers run instead of the ONNX graph."""
+    if name not in TRANSFORMERS:
+        raise ValueError(f"torch_transformer: unknown {name!r}; one of {sorted(TRANSFORMERS)}")
+    layers, hidden, heads, ffn, vocab, max_pos = TRANSFORMERS[name]
+    if vocab and not 0 < seq <= max_pos:
+        raise ValueError(f"torch_transformer: {name} takes 1..{max_pos} tokens, got seq={seq}")
+    for lib in ("torch", "torchvision") if name == "vit_b_16" else ("torch",):
+        try:
+            __import__(lib)
+        except Exception as e:  # missing, or broken CUDA libraries
+            return None, f"{lib} not importable: {type(e).__name__}: {e}"
+    import torch
+    rng = np.random.default_rng(1)
+    meta = {"batch": batch, "layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn}
+    try:
+        torch.manual_seed(0)
+        if name == "vit_b_16":
+            import torchvision
+
+            net = torchvision.models.vit_b_16(weights=None, image_size=size).eval()
+            torch.nn.init.normal_(net.heads.head.weight, std=0.02)  # torchvision zeroes it: all-zero logits
+            feed = {"x": rng.standard_normal((batch, 3, size, size), dtype=np.float32)}
+            tokens = (size // 16) ** 2 + 1  # the patches and the class token
+            flops = (_transformer_flops(batch, tokens, layers, hidden, ffn)
+                     + 2.0 * batch * (tokens - 1) * hidden * 3 * 16 * 16 + 2.0 * batch * hidden * 1000)
+            source = f"torchvision {torchvision.__version__} vit_b_16(weights=None), torch.manual_seed(0)"
+            meta.update(size=size, seq=tokens, output="logits (batch, 1000)")
+        else:
+            net = _torch_text_model(name, seq).eval()
+            feed = {"input_ids": rng.integers(0, vocab, (batch, seq), dtype=np.int64)}
+            flops = _transformer_flops(batch, seq, layers, hidden, ffn)
+            if name == "gpt2_small":
+                flops += 2.0 * batch * hidden * vocab
+                meta["output"] = "logits of the last position (batch, 1, vocab): final LayerNorm, tied LM head"
+            else:
+                meta["output"] = "last hidden state (batch, seq, hidden); no attention mask input"
+            source = f"torch {torch.__version__} nn modules (vkml.benchmarks.models), torch.manual_seed(0)"
+            meta.update(seq=seq, vocab=vocab)
+        args = tuple(torch.from_numpy(v) for v in feed.values())
+        proto = _onnx_export(torch, net, args, list(feed))
+    except Exception as e:
+        return None, f"{name} export failed: {type(e).__name__}: {e}"
+    meta["params"] = sum(p.numel() for p in net.parameters())
+    bm = BenchModel(name, proto, feed, flops=flops, source=source, meta=meta)
     bm.meta["torch_module"] = net
     return bm, None
 

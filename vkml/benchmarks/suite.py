@@ -6,7 +6,8 @@
 Families: chain_add (per-op overhead, µs/op slope), mnist, conv_cnn, mlp (fp32/fp16), matmul
 (TFLOPS; also vkml's GEMM kernel alone, gemm_kernel.py), resnet18, mobilenet_v2,
 memory (peak RSS holding resnet18, each runtime in its own process), threaded (1/2/4/8 threads on
-one session). Each timed case runs host NumPy → host NumPy, and again device-resident where the
+one session), first_run, transformers (BERT-base, GPT-2 small, ViT-B/16 from PyTorch; full sizes
+only). Each timed case runs host NumPy → host NumPy, and again device-resident where the
 runtime has a way (ORT I/O binding, torch tensors on the GPU, vkml.Tensor when present).
 
 Writes <out>/<machine>-<date>.jsonl (--out, the current directory by default) (one record per benchmark × runtime × config × mode,
@@ -38,12 +39,12 @@ from .gpu_busy import GpuBusy
 from .runtimes import Runtime, Unavailable, discover
 
 FAMILIES = ("chain_add", "mnist", "matmul", "mlp", "resnet18", "mobilenet_v2", "resnet50", "efficientnet_b0",
-            "conv_cnn", "memory", "threaded", "first_run")
+            "conv_cnn", "memory", "threaded", "first_run", "transformers")
 # Under --time-limit each family gets this share of the time still left (of the families still to
 # run), so one slow family cannot starve the rest; time a family leaves unused goes to the next.
 WEIGHTS = {"chain_add": 60, "mnist": 15, "matmul": 60, "mlp": 60, "resnet18": 65, "mobilenet_v2": 65,
            "resnet50": 65, "efficientnet_b0": 65, "conv_cnn": 25, "memory": 30, "threaded": 70,
-           "first_run": 60}  # ~seconds each took on an H100 machine
+           "first_run": 60, "transformers": 180}  # ~seconds each took on an H100 machine (transformers: a guess)
 
 
 @dataclass
@@ -323,6 +324,33 @@ def fam_resnet50(ctx: Ctx) -> None:
 
 def fam_efficientnet_b0(ctx: Ctx) -> None:
     _image_models(ctx, "efficientnet_b0")
+
+
+# (model, tokens or image side): batch 1 each
+TRANSFORMER_CASES = (("bert_base", 128), ("gpt2_small", 128), ("gpt2_small", 512), ("vit_b_16", 224))
+
+
+def fam_transformers(ctx: Ctx) -> None:
+    """BERT-base, GPT-2 small and ViT-B/16 at batch 1: real PyTorch architectures with seeded random
+    weights, exported to ONNX (the torch peers run the module itself). Full sizes only: quick and
+    smoke runs would spend their minutes building 86-124M-parameter models."""
+    for name, n in TRANSFORMER_CASES:
+        vit = name == "vit_b_16"
+        config = f"b1 {n}x{n}" if vit else f"b1 seq{n}"
+        params = {"batch": 1, "size" if vit else "seq": n}
+        if ctx.sizes.image != 224:
+            bm, why = None, "quick sizes: the transformers run only at full sizes"
+        elif ctx.deadline.expired():
+            bm, why = None, "suite time limit reached"
+        else:
+            bm, why = M.torch_transformer(name, 1, size=n) if vit else M.torch_transformer(name, 1, seq=n)
+        if bm is None:
+            for rt in ctx.runtimes:
+                ctx.emit(name, config, rt.label, "host", "skipped", reason=why, params=params)
+            continue
+        run_model(ctx, name, config, bm, *ctx.sizes.model_runs, params)
+        del bm
+        _release()
 
 
 def fam_memory(ctx: Ctx) -> None:
