@@ -5,13 +5,21 @@
 // applies Relu, bit 2 Clip(ELO, EHI) (NaN kept, as shaders/unary.comp's Clip), bit 3 SiLU
 // (v * Sigmoid(v), the Sigmoid rounded to the output type as the separate op's would be). Each step rounds to the output type first, as
 // the separate ops would (exact for float32; for float16 the same roundings as Conv, Add, Relu).
+// Shaders that define VKML_EPILOGUE_GELU before including this also take bit 4: GELU as
+// exporters write it, ((v / ELO) -> Erf -> + 1 -> * v) * EHI (ELO = sqrt(2), EHI = 0.5), each
+// step as its separate op computes it (shaders/unary.comp's Erf, binary.comp's correctly
+// rounded Div) and none contracted into an fma with the next.
 #ifndef VKML_EPILOGUE_GLSL
 #define VKML_EPILOGUE_GLSL
+#ifdef VKML_EPILOGUE_GELU
+#include "vkml_math.glsl"
+#endif
 
 const uint EPI_RESIDUAL = 1u;
 const uint EPI_RELU = 2u;
 const uint EPI_CLIP = 4u;
 const uint EPI_SILU = 8u;
+const uint EPI_GELU = 16u;
 
 float epilogue(float v, uint i, uint flags) {
     if (flags == 0u) return v;
@@ -26,6 +34,15 @@ float epilogue(float v, uint i, uint flags) {
     if ((flags & EPI_CLIP) != 0u && (floatBitsToUint(v) & 0x7FFFFFFFu) <= 0x7F800000u)
         v = min(max(v, pc.ELO), pc.EHI);
     if ((flags & EPI_SILU) != 0u) v = float(SO(v * float(SO(1.0 / (1.0 + exp(-v))))));
+#ifdef VKML_EPILOGUE_GELU
+    if ((flags & EPI_GELU) != 0u) {
+        precise float t = float(SO(vkml_div(v, pc.ELO)));
+        t = float(SO(vkml_erf(t)));
+        t = float(SO(t + 1.0));
+        t = float(SO(v * t));
+        v = float(SO(t * pc.EHI));
+    }
+#endif
     return v;
 }
 

@@ -2,6 +2,8 @@
 node and gives what the separate ops give, bit for bit (float32), on the GPU and the CPU."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -423,3 +425,96 @@ def test_activations_fuse_into_gemms(gpu, vkml_env):
                 cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, feeds)[0]
                 tol = 2e-2 if dtype == np.float16 else 1e-5
                 np.testing.assert_allclose(got.astype(np.float32), cpu.astype(np.float32), rtol=tol, atol=tol)
+
+
+def _transformer_model(kind: str, dtype, m: int, k: int, n: int) -> bytes:
+    """What transformer exports put after their MatMuls (torch's ONNX exporter): a 3-D
+    activation @ a 2-D weight, then Add(bias, .) with the bias first, then a residual Add or
+    GELU as Div(., sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5)."""
+    et = T.FLOAT if dtype == np.float32 else T.FLOAT16
+    rng = np.random.default_rng(m * 7 + n)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(dtype)
+    bias = (rng.standard_normal(1 if kind == "scalar_bias" else n) * 0.5).astype(dtype)
+    c = lambda name, v: nh.from_array(np.array(v, dtype), name)  # noqa: E731
+    inits = [nh.from_array(w, "w"), nh.from_array(bias, "bias"), c("sqrt2", 1.4142135381698608),
+             c("one", 2.0 if kind == "not_gelu" else 1.0), c("half", 0.5)]
+    inputs = [h.make_tensor_value_info("a", et, [2, m, k])]
+    nodes = [h.make_node("MatMul", ["a", "w"], ["mm"], name="mm")]
+    x = "mm"
+    if kind != "gelu_no_bias":
+        nodes.append(h.make_node("Add", ["bias", "mm"], ["b"], name="bias_add"))
+        x = "b"
+    if kind == "residual":
+        inputs.append(h.make_tensor_value_info("r", et, [2, m, n]))
+        nodes.append(h.make_node("Add", ["r", x], ["y"], name="act"))
+    else:
+        nodes += [h.make_node("Div", [x, "sqrt2"], ["d"], name="div"), h.make_node("Erf", ["d"], ["e"], name="erf"),
+                  h.make_node("Add", ["e", "one"], ["p"], name="plus1"),
+                  h.make_node("Mul", [x, "p"], ["q"], name="mulx"),
+                  h.make_node("Mul", ["q", "half"], ["y"], name="act")]
+    g = h.make_graph(nodes, "g", inputs, [h.make_tensor_value_info("y", et, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_transformer_bias_residual_and_gelu_fuse_into_gemms(gpu, vkml_env):
+    """A batched-activation MatMul with the bias Add torch writes after it, and a residual Add or
+    an erf GELU after that, is one GPU node that gives what the separate ops give, bit for bit
+    in float32 (the GELU's Div, Erf, Add and Muls computed as their own shaders compute them);
+    a GELU look-alike (+2 instead of +1) keeps its ops, and the CPU replays the originals."""
+    rng = np.random.default_rng(11)
+    for dtype in (np.float32, np.float16):
+        for kind in ("residual", "gelu", "gelu_no_bias", "scalar_bias", "not_gelu"):
+            for m, k, n in ((5, 24, 40), (64, 256, 128), (128, 768, 96)):
+                model = _transformer_model(kind, dtype, m, k, n)
+                feeds = {"a": rng.standard_normal((2, m, k)).astype(dtype)}
+                if kind == "residual":
+                    feeds["r"] = rng.standard_normal((2, m, n)).astype(dtype)
+                vkml_env(VKML_FUSE="0")
+                ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)[0]
+                vkml_env(VKML_FUSE="1")
+                s = vkml.InferenceSession(model, devices=[gpu])
+                got = s.run(None, feeds)[0]
+                rows = {r["node"]: r for r in s.placement()}
+                assert all(r["device"] == gpu for r in rows.values()), rows
+                fused = {name for name, r in rows.items() if "fused into" in r["reason"]}
+                want = {"residual": {"mm", "bias_add", "act"}, "not_gelu": {"mm", "bias_add"},
+                        "gelu_no_bias": {"mm", "div", "erf", "plus1", "mulx", "act"}}.get(
+                    kind, {"mm", "bias_add", "div", "erf", "plus1", "mulx", "act"})
+                assert fused == want, (kind, fused)
+                what = f"{kind} {np.dtype(dtype).name} {m}x{k}x{n}"
+                if dtype == np.float16:  # (the cooperative-matrix store: see test_activations_fuse_into_gemms)
+                    np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3,
+                                               atol=4e-3, err_msg=what)
+                else:
+                    np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32), err_msg=what)
+                cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, feeds)[0]
+                tol = 2e-2 if dtype == np.float16 else 1e-5
+                np.testing.assert_allclose(got.astype(np.float32), cpu.astype(np.float32), rtol=tol, atol=tol,
+                                           err_msg=what)
+
+
+def test_fused_gemm_replays_bias_and_gelu_on_the_cpu(vkml_env):
+    """A FusedGemm whose GPU is gone runs its original ops on the CPU, in order, bit for bit."""
+    from vkml.compile import epilogue
+    from vkml.ir.graph import TensorDesc
+    from vkml.ops.bind import load_model
+
+    rng = np.random.default_rng(3)
+    model = load_model(_transformer_model("gelu", np.float32, 6, 16, 8))
+    g = model.graph
+    values = dict(g.values)
+    consts = {k: np.asarray(v) for k, v in model.weights.items()}
+    values["a"] = TensorDesc(np.dtype(np.float32), (2, 6, 16))
+    for nd in g.nodes:
+        for o in nd.outputs:
+            values[o] = TensorDesc(np.dtype(np.float32), (2, 6, 8))
+    live, fused = epilogue.fuse_epilogues(list(g.nodes), values, g.outputs, frozenset(), consts)
+    (node,) = live
+    assert fused[node.name] and node.attrs["epilogue"] == epilogue.EPI_GELU
+    a = rng.standard_normal((2, 6, 16)).astype(np.float32)
+    y = node.op.run(a, consts["w"], consts["bias"], None)[0]
+    x = a @ consts["w"]
+    x = consts["bias"] + x
+    erf = np.vectorize(lambda v: math.erf(float(v)))(x / np.float32(1.4142135381698608)).astype(np.float32)
+    want = (x * (np.float32(1.0) + erf)) * np.float32(0.5)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)

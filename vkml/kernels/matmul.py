@@ -22,7 +22,7 @@ VKML_MATMUL_TILE="BM,BN,BK,TM,TN" forces the SIMT tiling (for tuning on a device
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -315,9 +315,10 @@ FUSED_GEMM = "FusedGemm"  # vkml/compile/epilogue.py: Gemm or MatMul [+ Add resi
 
 @register
 class FusedGemmKernel(MatMulKernel):
-    """A Gemm or MatMul (attrs["base"]) whose following Add (a residual of the output's shape)
-    and/or activation run in its epilogue: inputs A, B, C (absent for MatMul), R (or absent);
-    attrs: the base op's plus `epilogue` (EPI_* flags) and `clip`."""
+    """A Gemm or MatMul (attrs["base"]) whose following Adds (a constant bias along the last
+    axis, a residual of the output's shape) and/or activation run in its epilogue: inputs A, B,
+    C (Gemm's C, or a MatMul's bias; absent if none), R (or absent); attrs: the base op's plus
+    `epilogue` (EPI_* flags) and `clip` (Clip's bounds; GELU's divisor and factor)."""
     op_types = (FUSED_GEMM,)
 
     def _base(self, attrs, inputs):
@@ -325,12 +326,27 @@ class FusedGemmKernel(MatMulKernel):
         return base, list(inputs[:3]) if base == "Gemm" and len(inputs) > 2 and inputs[2] is not None \
             else list(inputs[:2])
 
+    def _bias(self, attrs, inputs, g: Gemm) -> Gemm:
+        """A MatMul's problem with its bias (inputs[2]) added along the last axis."""
+        c = inputs[2] if attrs["base"] == "MatMul" and len(inputs) > 2 else None
+        if c is None:
+            return g
+        size = math.prod(c.shape)
+        if g.batch != 1 or size not in (1, g.n) or any(d != 1 for d in tuple(c.shape)[:-1]):
+            raise Unsupported(f"bias {tuple(c.shape)} does not run along the last axis of one {g.m}x{g.n} GEMM")
+        return replace(g, beta=1.0, c_strides=(0, 1 if size == g.n and g.n > 1 else 0))
+
     def check(self, device, op_type, attrs, inputs):
         base, ins = self._base(attrs, inputs)
         if any(t is not None and np.dtype(t.dtype) in DIRECT for t in inputs):
             raise Unsupported(f"no fused epilogue for {np.dtype(inputs[0].dtype)} GEMMs")
         super().check(device, base, attrs, ins)
         (spec,) = super().infer(base, attrs, ins)
+        g, _ = self._problem(base, attrs, ins)
+        self._bias(attrs, inputs, g)
+        c = inputs[2] if len(inputs) > 2 else None
+        if c is not None and np.dtype(c.dtype) != spec.dtype:
+            raise Unsupported(f"C / bias {c.dtype} differs from the output's {spec.dtype}")
         r = inputs[3] if len(inputs) > 3 else None
         if r is not None and (tuple(r.shape) != tuple(spec.shape) or np.dtype(r.dtype) != spec.dtype):
             raise Unsupported(f"residual {tuple(r.shape)} {r.dtype} does not match the output {tuple(spec.shape)}")
@@ -342,7 +358,8 @@ class FusedGemmKernel(MatMulKernel):
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         base, ins = self._base(attrs, inputs)
         g, _ = self._problem(base, attrs, [None if t is None else TensorSpec.of(t) for t in ins])
-        c = ins[2] if len(ins) == 3 and g.c_strides is not None else None
+        g = self._bias(attrs, [None if t is None else TensorSpec.of(t) for t in inputs], g)
+        c = inputs[2] if len(inputs) > 2 and g.c_strides is not None else None
         res = inputs[3] if len(inputs) > 3 else None
         clip = tuple(float(v) for v in attrs.get("clip") or NO_CLIP)
         record_gemm(rec, g, ins[0], ins[1], c, outputs[0], epi=int(attrs["epilogue"]), res=res, clip=clip)
