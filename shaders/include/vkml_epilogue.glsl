@@ -8,7 +8,9 @@
 // Shaders that define VKML_EPILOGUE_GELU before including this also take bit 4: GELU as
 // exporters write it, ((v / ELO) -> Erf -> + 1 -> * v) * EHI (ELO = sqrt(2), EHI = 0.5), each
 // step as its separate op computes it (shaders/unary.comp's Erf, binary.comp's correctly
-// rounded Div) and none contracted into an fma with the next.
+// rounded Div) and none contracted into an fma with the next; and bit 5: GELU's tanh form as
+// torch writes it, 0.5 * (v * (1 + tanh(EHI * (v + ELO * (v * (v * v)))))) (ELO = 0.044715, EHI
+// = sqrt(2 / pi)), Tanh as unary.comp's.
 #ifndef VKML_EPILOGUE_GLSL
 #define VKML_EPILOGUE_GLSL
 #ifdef VKML_EPILOGUE_GELU
@@ -20,6 +22,7 @@ const uint EPI_RELU = 2u;
 const uint EPI_CLIP = 4u;
 const uint EPI_SILU = 8u;
 const uint EPI_GELU = 16u;
+const uint EPI_GELU_TANH = 32u;
 
 float epilogue(float v, uint i, uint flags) {
     if (flags == 0u) return v;
@@ -41,6 +44,12 @@ float epilogue(float v, uint i, uint flags) {
         t = float(SO(t + 1.0));
         t = float(SO(v * t));
         v = float(SO(t * pc.EHI));
+    }
+    if ((flags & EPI_GELU_TANH) != 0u) {
+        precise float x3 = float(SO(v * float(SO(v * v))));
+        precise float s = float(SO(v + float(SO(pc.ELO * x3))));
+        precise float t = float(SO(1.0 + float(SO(vkml_tanh(float(SO(pc.EHI * s)))))));
+        v = float(SO(float(SO(v * t)) * 0.5));
     }
 #endif
     return v;

@@ -447,6 +447,14 @@ def _transformer_model(kind: str, dtype, m: int, k: int, n: int) -> bytes:
     if kind == "residual":
         inputs.append(h.make_tensor_value_info("r", et, [2, m, n]))
         nodes.append(h.make_node("Add", ["r", x], ["y"], name="act"))
+    elif kind == "gelu_tanh":  # GPT-2's, as torch writes it
+        inits += [c("c1", 0.044714998453855515), c("c2", 0.7978845834732056)]
+        nodes += [h.make_node("Mul", [x, x], ["x2"], name="sq"), h.make_node("Mul", [x, "x2"], ["x3"], name="cube"),
+                  h.make_node("Mul", ["c1", "x3"], ["a3"], name="times_c1"),
+                  h.make_node("Add", [x, "a3"], ["s"], name="plus_x"),
+                  h.make_node("Mul", ["c2", "s"], ["u"], name="times_c2"), h.make_node("Tanh", ["u"], ["th"], name="tanh"),
+                  h.make_node("Add", ["one", "th"], ["p"], name="plus1"), h.make_node("Mul", [x, "p"], ["q"], name="mulx"),
+                  h.make_node("Mul", ["half", "q"], ["y"], name="act")]
     else:
         nodes += [h.make_node("Div", [x, "sqrt2"], ["d"], name="div"), h.make_node("Erf", ["d"], ["e"], name="erf"),
                   h.make_node("Add", ["e", "one"], ["p"], name="plus1"),
@@ -458,12 +466,12 @@ def _transformer_model(kind: str, dtype, m: int, k: int, n: int) -> bytes:
 
 def test_transformer_bias_residual_and_gelu_fuse_into_gemms(gpu, vkml_env):
     """A batched-activation MatMul with the bias Add torch writes after it, and a residual Add or
-    an erf GELU after that, is one GPU node that gives what the separate ops give, bit for bit
-    in float32 (the GELU's Div, Erf, Add and Muls computed as their own shaders compute them);
-    a GELU look-alike (+2 instead of +1) keeps its ops, and the CPU replays the originals."""
+    a GELU (erf form; float32 tanh form, GPT-2's) after that, is one GPU node that gives what the
+    separate ops give, bit for bit in float32 (each GELU step computed as its own shader computes
+    it); a GELU look-alike (+2 instead of +1) keeps its ops, and the CPU replays the originals."""
     rng = np.random.default_rng(11)
     for dtype in (np.float32, np.float16):
-        for kind in ("residual", "gelu", "gelu_no_bias", "scalar_bias", "not_gelu"):
+        for kind in ("residual", "gelu", "gelu_no_bias", "scalar_bias", "not_gelu", "gelu_tanh"):
             for m, k, n in ((5, 24, 40), (64, 256, 128), (128, 768, 96)):
                 model = _transformer_model(kind, dtype, m, k, n)
                 feeds = {"a": rng.standard_normal((2, m, k)).astype(dtype)}
@@ -478,6 +486,8 @@ def test_transformer_bias_residual_and_gelu_fuse_into_gemms(gpu, vkml_env):
                 assert all(r["device"] == gpu for r in rows.values()), rows
                 fused = {name for name, r in rows.items() if "fused into" in r["reason"]}
                 want = {"residual": {"mm", "bias_add", "act"}, "not_gelu": {"mm", "bias_add"},
+                        "gelu_tanh": {"mm", "bias_add", "sq", "cube", "times_c1", "plus_x", "times_c2", "tanh",
+                                      "plus1", "mulx", "act"} if dtype == np.float32 else {"mm", "bias_add"},
                         "gelu_no_bias": {"mm", "div", "erf", "plus1", "mulx", "act"}}.get(
                     kind, {"mm", "bias_add", "div", "erf", "plus1", "mulx", "act"})
                 assert fused == want, (kind, fused)
@@ -518,3 +528,93 @@ def test_fused_gemm_replays_bias_and_gelu_on_the_cpu(vkml_env):
     erf = np.vectorize(lambda v: math.erf(float(v)))(x / np.float32(1.4142135381698608)).astype(np.float32)
     want = (x * (np.float32(1.0) + erf)) * np.float32(0.5)
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def _attention_model(dtype, s: int, heads: int, d: int, k_perm=(0, 2, 3, 1)) -> bytes:
+    """Attention as torch exports it: q, k, v (batch, seq, heads, d) split into heads by
+    Transposes, scores = q @ kᵀ, Softmax, @ v."""
+    et = T.FLOAT if dtype == np.float32 else T.FLOAT16
+    nodes = [h.make_node("Transpose", ["q"], ["qt"], name="tq", perm=[0, 2, 1, 3]),
+             h.make_node("Transpose", ["k"], ["kt"], name="tk", perm=list(k_perm)),
+             h.make_node("MatMul", ["qt", "kt"], ["sc"], name="scores"),
+             h.make_node("Softmax", ["sc"], ["p"], name="softmax", axis=-1),
+             h.make_node("Transpose", ["v"], ["vt"], name="tv", perm=[0, 2, 1, 3]),
+             h.make_node("MatMul", ["p", "vt"], ["y"], name="ctx")]
+    ins = [h.make_tensor_value_info(n, et, [1, s, heads, d]) for n in "qkv"]
+    g = h.make_graph(nodes, "g", ins, [h.make_tensor_value_info("y", et, None)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_attention_transposes_are_read_in_place(gpu, vkml_env):
+    """The head-splitting Transposes before attention's MatMuls are not run: the GEMM reads q, k
+    and v where they are (strides and a transposed operand), giving what the Transposes and
+    MatMuls give, bit for bit in float32; a permutation that leaves no unit stride in the last
+    two dims stays a Transpose."""
+    rng = np.random.default_rng(2)
+    for dtype in (np.float32, np.float16):
+        for s, heads, d in ((7, 3, 8), (128, 12, 64), (33, 2, 20)):
+            feeds = {n: rng.standard_normal((1, s, heads, d)).astype(dtype) for n in "qkv"}
+            model = _attention_model(dtype, s, heads, d)
+            vkml_env(VKML_FUSE="0")
+            ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)[0]
+            vkml_env(VKML_FUSE="1")
+            sess = vkml.InferenceSession(model, devices=[gpu])
+            got = sess.run(None, feeds)[0]
+            rows = {r["node"]: r for r in sess.placement()}
+            assert all(r["device"] == gpu for r in rows.values()), rows
+            assert all("fused into" in rows[t]["reason"] for t in ("tq", "tk", "tv")), rows
+            what = f"{np.dtype(dtype).name} s={s} heads={heads} d={d}"
+            if dtype == np.float32:
+                np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32), err_msg=what)
+            else:
+                np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3, atol=4e-3,
+                                           err_msg=what)
+            cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, feeds)[0]
+            tol = 2e-2 if dtype == np.float16 else 1e-5
+            np.testing.assert_allclose(got.astype(np.float32), cpu.astype(np.float32), rtol=tol, atol=tol, err_msg=what)
+    # x (2, 3, 4) through (2, 0, 1) is (4, 2, 3) with strides (1, 12, 4): no unit stride in the
+    # matrix dims, so that Transpose runs; the identity one on b is read in place
+    model = _perm_model((2, 3, 4), (4, 3, 5), (2, 0, 1), (0, 1, 2))
+    feeds = {"a": rng.standard_normal((2, 3, 4)).astype(np.float32), "b": rng.standard_normal((4, 3, 5)).astype(np.float32)}
+    vkml_env(VKML_FUSE="1")
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    got = sess.run(None, feeds)[0]
+    rows = {r["node"]: r for r in sess.placement()}
+    assert "fused into" not in rows["ta"]["reason"] and "fused into" in rows["tb"]["reason"], rows
+    np.testing.assert_allclose(got, np.transpose(feeds["a"], (2, 0, 1)) @ feeds["b"], rtol=1e-5, atol=1e-5)
+
+
+def test_strided_matmul_problems_match_numpy(gpu):
+    """matmul_problem with operand permutations, against NumPy: every rank-3/4 permutation of
+    either operand that keeps a unit stride in its last two dims, through the GEMM kernel."""
+    import itertools
+
+    from vkml.kernels.matmul import matmul_problem
+
+    rng = np.random.default_rng(4)
+    a0 = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    checked = 0
+    for pa in itertools.permutations(range(4)):
+        a = np.transpose(a0, pa)  # logical A (.., m, k)
+        b0 = rng.standard_normal(a.shape[:-2] + (a.shape[-1], 6)).astype(np.float32)
+        for pb in ((0, 1, 2, 3), (0, 1, 3, 2), (1, 0, 2, 3)):
+            src_b = np.ascontiguousarray(np.transpose(b0, np.argsort(pb)))  # so that transpose(src_b, pb) == b0
+            try:
+                matmul_problem(a0.shape, src_b.shape, pa, pb)
+            except ValueError:
+                continue
+            model = _perm_model(a0.shape, src_b.shape, pa, pb)
+            got = vkml.InferenceSession(model, devices=[gpu]).run(None, {"a": a0, "b": src_b})[0]
+            np.testing.assert_allclose(got, a @ b0, rtol=1e-5, atol=1e-5, err_msg=f"{pa} {pb}")
+            checked += 1
+    assert checked >= 20, checked
+
+
+def _perm_model(a_shape, b_shape, pa, pb) -> bytes:
+    nodes = [h.make_node("Transpose", ["a"], ["at"], name="ta", perm=list(pa)),
+             h.make_node("Transpose", ["b"], ["bt"], name="tb", perm=list(pb)),
+             h.make_node("MatMul", ["at", "bt"], ["y"], name="mm")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("a", T.FLOAT, list(a_shape)),
+                                  h.make_tensor_value_info("b", T.FLOAT, list(b_shape))],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()

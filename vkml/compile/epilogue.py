@@ -30,9 +30,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..ir.graph import Node, TensorDesc, _graphs_in
+from ..ops.fused import BINARY_CODES, OP_TYPE as FUSED_ELEMENTWISE, UNARY_CODES
 from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route
 from ..kernels.matmul import FUSED_GEMM
-from ..kernels.gemm import EPI_CLIP, EPI_GELU, EPI_RELU, EPI_RESIDUAL, EPI_SILU
+from ..kernels.gemm import EPI_CLIP, EPI_GELU, EPI_GELU_TANH, EPI_RELU, EPI_RESIDUAL, EPI_SILU
 from ..kernels.matmul import matmul_problem
 from ..ops.registry import Op
 from .rewrite import fold_chain, only_reader, readers_of, rewritten
@@ -71,24 +72,34 @@ class FusedConv(Op):
 
 
 class FusedGemm(Op):
-    """Gemm or MatMul (`base`) [+ Add bias] [+ Add residual] [+ Relu, Clip, SiLU or GELU]. Inputs:
-    A, B, C ("" if none: Gemm's C, or a MatMul's bias), R ("" if none). `replay`: (gemm or
+    """[Transpose of A or B] Gemm or MatMul (`base`) [+ Add bias] [+ Add residual] [+ Relu, Clip,
+    SiLU or GELU]. Inputs: A, B (a MatMul's: before the Transposes `a_perm` / `b_perm`, whose
+    operators `views` replays), C ("" if none: Gemm's C, or a MatMul's bias), R ("" if none). `replay`: (gemm or
     matmul, add or None, activation or None), as FusedConv's, a GELU as ("gelu", [(op, operand
     order)] of its Div, Erf, Add, Mul, Mul); `bias`: a MatMul's bias Add and whether it reads
     the bias first, else None."""
 
     op_type, domain, since = FUSED_GEMM, DOMAIN, 1
     attrs = {"base": None, "epilogue": None, "replay": None, "fused": None, "clip": None, "alpha": 1.0,
-             "beta": 1.0, "transA": 0, "transB": 0, "bias": None}
+             "beta": 1.0, "transA": 0, "transB": 0, "bias": None, "a_perm": None, "b_perm": None,
+             "views": None}
 
     def check(self) -> None:
         self._mm, self._add, self._act = self.replay
+        self._views = self.views or (None, None)
 
     def infer(self, inputs: list[TensorDesc], consts: list) -> list[TensorDesc]:
         n = 3 if self.base == "Gemm" and len(inputs) > 2 and inputs[2] is not None else 2
-        return self._mm.infer(list(inputs[:n]), list(consts[:n]))
+        ins = list(inputs[:n])
+        for i, t in enumerate(self._views):
+            if t is not None:
+                ins[i] = t.infer([ins[i]], [None])[0]
+        return self._mm.infer(ins, list(consts[:n]))
 
     def run(self, a, b, c=None, r=None) -> list[np.ndarray]:
+        ta, tb = self._views
+        a = a if ta is None else ta.run(a)[0]
+        b = b if tb is None else tb.run(b)[0]
         if self.bias is not None:
             y = self._mm.run(a, b)[0]
             add, first = self.bias
@@ -190,11 +201,54 @@ def _gelu(name: str, readers, values, y: TensorDesc, keep, replace, consts):
     if one != 1.0 or c3 is None or sorted(mul1.inputs) != sorted([name, add.outputs[0]]) \
             or len(add.inputs) != 2 or len(mul2.inputs) != 2 or values.get(div.outputs[0]) != y:
         return None
-    arg = lambda n, x, prev: tuple(prev if i == x else "y" if i == name else consts[i] for i in n.inputs)  # noqa: E731
-    replay = [(div.op, ("y", consts[div.inputs[1]])), (erf.op, ("t",)),
-              (add.op, arg(add, erf.outputs[0], "t")), (mul1.op, arg(mul1, add.outputs[0], "t")),
-              (mul2.op, arg(mul2, mul1.outputs[0], "t"))]
+    replay = [(div.op, ("y", consts[div.inputs[1]]))] + [(n.op, _args(n, name, prev.outputs[0], consts))
+                                                         for prev, n in zip(nodes, nodes[1:])]
     return nodes, (c1, c3), replay
+
+
+def _args(node: Node, x: str, prev: str, consts) -> tuple:
+    """A replay template of `node`'s inputs: "y" for the epilogue's input, "t" for the value
+    the step before made, else the constant."""
+    return tuple("t" if i == prev else "y" if i == x else consts[i] for i in node.inputs)
+
+
+def _gelu_tanh(name: str, readers, values, y: TensorDesc, keep, replace, consts):
+    """GELU's tanh form as torch exports it (GPT-2's): x*x -> * x -> * c1 -> x + . -> [* c2 ->
+    Tanh -> + 1, the fusion pass's FusedElementwise] -> x * . -> * 0.5, float32, each link the
+    only reader of the one before and x read by exactly the four that take it. (nodes, (c1, c2),
+    replay), else None."""
+    if y.dtype != F32:
+        return None
+    rs = readers.get(name, ())
+    if None in rs or len(rs) != 5:  # (x * x reads it twice)
+        return None
+    m1 = next((r for r in rs if _single(r, "Mul") and list(r.inputs) == [name, name]), None)
+    if m1 is None:
+        return None
+    nodes, t = [m1], m1.outputs[0]
+    for want in ("Mul", "Mul", "Add", FUSED_ELEMENTWISE, "Mul", "Mul"):
+        r = only_reader(readers, t)
+        if r is None or values.get(r.outputs[0]) != y or r.name in keep or id(r) in replace or len(r.outputs) != 1 \
+                or (r.op_type != want if want == FUSED_ELEMENTWISE else not _single(r, want)):
+            return None
+        nodes.append(r)
+        t = r.outputs[0]
+    _, m2, m3, add, fe, m5, m6 = nodes
+    if {id(r) for r in rs} != {id(m1), id(m2), id(add), id(m5)} or m1.name in keep or id(m1) in replace:
+        return None
+    if sorted(m2.inputs) != sorted([name, m1.outputs[0]]) or sorted(add.inputs) != sorted([name, m3.outputs[0]]) \
+            or sorted(m5.inputs) != sorted([name, fe.outputs[0]]):
+        return None
+    other = lambda n, x: n.inputs[1] if n.inputs[0] == x else n.inputs[0]  # noqa: E731
+    c1 = _scalar(consts, other(m3, m2.outputs[0]), F32)
+    half = _scalar(consts, other(m6, m5.outputs[0]), F32)
+    prog = [(int(r[0]), float(r[1])) for r in np.asarray(fe.attrs["program"])]
+    if c1 is None or half != 0.5 or len(prog) != 3 or prog[0][0] != BINARY_CODES["Mul"][0] \
+            or prog[1][0] != UNARY_CODES["Tanh"] or prog[2] != (BINARY_CODES["Add"][0], 1.0):
+        return None
+    replay = [(m1.op, ("y", "y"))] + [(n.op, _args(n, name, prev.outputs[0], consts))
+                                      for prev, n in zip(nodes, nodes[1:])]
+    return nodes, (c1, prog[0][1]), replay
 
 
 def _bias(head: Node, y: TensorDesc, values, next_node, replace, consts):
@@ -262,15 +316,17 @@ def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, 
     elif nxt is None:
         silu = None if flags & EPI_RESIDUAL else _silu(cur, readers, values, y, keep, replace)
         gelu = _gelu(cur, readers, values, y, keep, replace, consts) if gemm and silu is None else None
+        tanh = _gelu_tanh(cur, readers, values, y, keep, replace, consts) \
+            if gemm and silu is None and gelu is None else None
         if silu is not None:
             sig, mul = silu
             chain += [sig, mul]
             flags |= EPI_SILU
             act = ("silu", sig.op, mul.op, mul.inputs[0] == cur)
-        elif gelu is not None:
-            nodes, clip, replay = gelu
+        elif gelu is not None or tanh is not None:
+            nodes, clip, replay = gelu or tanh
             chain += nodes
-            flags |= EPI_GELU
+            flags |= EPI_GELU if gelu is not None else EPI_GELU_TANH
             act = ("gelu", replay)
     return chain, res, flags, clip, act, bias
 
@@ -290,14 +346,55 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
 
     replace: dict[int, Node | None] = {}
     fused: dict[str, list[Node]] = {}
+    producers = {o: n for n in live for o in n.outputs if o}
     for head in live:
         if head.name in keep or id(head) in replace or len(head.outputs) != 1 or head.op is None:
             continue
         if _single(head, "Conv"):
             _fuse_conv(head, values, readers, next_node, keep, replace, fused, consts)
         elif _single(head, "Gemm") or _single(head, "MatMul"):
-            _fuse_gemm(head, values, readers, next_node, keep, replace, fused, consts)
+            views = _transposed_operands(head, producers, values, readers, keep, replace) \
+                if head.op_type == "MatMul" else (None, None)
+            _fuse_gemm(head, values, readers, next_node, keep, replace, fused, consts, views)
     return rewritten(live, replace, fused)
+
+
+def _transposed_operands(mm: Node, producers, values, readers, keep, replace) -> tuple:
+    """For each MatMul operand: the Transpose that made it, when that Transpose has no other
+    reader and the GEMM can read its input in place (a unit stride in the last two dims of the
+    view: attention's head split (0, 2, 1, 3) and K's (0, 2, 3, 1)), else None."""
+    found = []
+    for name in mm.inputs[:2]:
+        t = producers.get(name)
+        d = values.get(t.inputs[0]) if t is not None and t.inputs else None
+        ok = t is not None and _single(t, "Transpose") and t.name not in keep and id(t) not in replace \
+            and t.op is not None and only_reader(readers, name) is mm and d is not None and d.static
+        found.append((t, _perm(t, len(d.shape))) if ok else None)
+    if len(mm.inputs) < 2 or any(values.get(i) is None or not values[i].static for i in mm.inputs[:2]):
+        return None, None
+    shapes = [values[mm.inputs[i]].shape if f is None else values[f[0].inputs[0]].shape for i, f in enumerate(found)]
+    for i in range(2):  # (each alone: a view the GEMM cannot read stays a Transpose)
+        if found[i] is None:
+            continue
+        perms = [None, None]
+        perms[i] = found[i][1]
+        trial = list(shapes)
+        trial[1 - i] = values[mm.inputs[1 - i]].shape
+        try:
+            matmul_problem(*trial, *perms)
+        except ValueError:
+            found[i] = None
+    if found[0] is not None and found[1] is not None:
+        try:
+            matmul_problem(*shapes, found[0][1], found[1][1])
+        except ValueError:
+            found[1] = None
+    return tuple(found)
+
+
+def _perm(t: Node, rank: int) -> tuple[int, ...]:
+    perm = t.attrs.get("perm")
+    return tuple(int(p) for p in perm) if perm is not None else tuple(range(rank - 1, -1, -1))
 
 
 def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, consts) -> None:
@@ -334,8 +431,9 @@ def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, con
     fold_chain(replace, fused, node, chain)
 
 
-def _fuse_gemm(mm: Node, values, readers, next_node, keep, replace, fused, consts) -> None:
-    """A Gemm or MatMul (float32 or float16) and what _tail finds after it, as one FusedGemm."""
+def _fuse_gemm(mm: Node, values, readers, next_node, keep, replace, fused, consts, views=(None, None)) -> None:
+    """A Gemm or MatMul (float32 or float16), the Transposes before it that it can read through
+    (`views`: (Transpose, perm) or None per operand) and what _tail finds after it, as one FusedGemm."""
     a, b = mm.inputs[0], mm.inputs[1] if len(mm.inputs) > 1 else ""
     y = values.get(mm.outputs[0])
     ad, bd = values.get(a), values.get(b)
@@ -343,15 +441,24 @@ def _fuse_gemm(mm: Node, values, readers, next_node, keep, replace, fused, const
             or not ad.static or not bd.static or ad.dtype != y.dtype or bd.dtype != y.dtype:
         return
     chain, res, flags, clip, act, bias = _tail(mm, y, values, readers, next_node, keep, replace, consts, gemm=True)
-    if len(chain) == 1:
+    va, vb = views
+    if len(chain) == 1 and va is None and vb is None:
         return
-    add = chain[2 if bias is not None else 1] if flags & EPI_RESIDUAL else None
+    if va is not None:
+        a = va[0].inputs[0]
+    if vb is not None:
+        b = vb[0].inputs[0]
+    chain = [v[0] for v in (va, vb) if v is not None] + chain
+    at = chain.index(mm)
+    add = chain[at + (2 if bias is not None else 1)] if flags & EPI_RESIDUAL else None
     c = mm.inputs[2] if mm.op_type == "Gemm" and len(mm.inputs) > 2 else ""
     if bias is not None:
         c = bias[1]
     attrs = {k: v for k, v in mm.attrs.items()}
     attrs.update(base=mm.op_type, epilogue=flags, replay=(mm.op, None if add is None else add.op, act),
-                 fused=[n.name for n in chain], clip=clip, bias=None if bias is None else (bias[0].op, bias[2]))
+                 fused=[n.name for n in chain], clip=clip, bias=None if bias is None else (bias[0].op, bias[2]),
+                 a_perm=None if va is None else va[1], b_perm=None if vb is None else vb[1],
+                 views=None if va is None and vb is None else (va and va[0].op, vb and vb[0].op))
     if bias is not None:
         attrs["beta"] = 1.0  # (a Gemm without C: its beta never applied; the bias is added as is)
     node = Node("+".join(n.name for n in chain), FUSED_GEMM, DOMAIN, [a, b, c, res], [chain[-1].outputs[0]],

@@ -133,11 +133,39 @@ def _vec_ok(g: Gemm, a_side: bool) -> bool:
     return run % 4 == 0 and ld % 4 == 0 and all(s % 4 == 0 for s in strides)
 
 
-def matmul_problem(a_shape: Sequence[int], b_shape: Sequence[int]) -> tuple[Gemm, tuple[int, ...]]:
+def _view(shape: Sequence[int], perm: Sequence[int] | None) -> tuple[tuple[int, ...], list[int]]:
+    """(shape, element strides) of a C-contiguous `shape` tensor read through Transpose(perm)."""
+    st = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        st[d] = st[d + 1] * shape[d + 1]
+    if perm is None:
+        return tuple(shape), st
+    return tuple(shape[p] for p in perm), [st[p] for p in perm]
+
+
+def _matrix(shape, strides, rows: int, cols: int) -> tuple[bool, int] | None:
+    """(transposed, leading dimension) of the matrix in the last two dims of a strided operand;
+    None when neither of them is contiguous."""
+    if len(shape) < 2:
+        return False, cols
+    sr, sc = strides[-2], strides[-1]
+    if sc == 1 or cols == 1:
+        return False, max(sr, cols) if rows > 1 else cols
+    if sr == 1 or rows == 1:
+        return True, max(sc, rows) if cols > 1 else rows
+    return None
+
+
+def matmul_problem(a_shape: Sequence[int], b_shape: Sequence[int], a_perm: Sequence[int] | None = None,
+                   b_perm: Sequence[int] | None = None) -> tuple[Gemm, tuple[int, ...]]:
     """MatMul (NumPy semantics) as a Gemm plus the output shape. ValueError if the shapes
-    do not multiply."""
+    do not multiply. `a_perm` / `b_perm`: the operand is read through that Transpose of the
+    given (pre-transpose) shape, in place (ValueError when its last two dims have no unit stride)."""
     if len(a_shape) == 0 or len(b_shape) == 0:
         raise ValueError(f"MatMul operands must have rank >= 1, got {tuple(a_shape)} and {tuple(b_shape)}")
+    if (a_perm is not None and len(a_shape) < 2) or (b_perm is not None and len(b_shape) < 2):
+        raise ValueError("a transposed MatMul operand needs rank >= 2")
+    (a_shape, sa_full), (b_shape, sb_full) = _view(a_shape, a_perm), _view(b_shape, b_perm)
     a2 = (1,) + tuple(a_shape) if len(a_shape) == 1 else tuple(a_shape)
     b2 = tuple(b_shape) + (1,) if len(b_shape) == 1 else tuple(b_shape)
     m, k = a2[-2:]
@@ -146,14 +174,30 @@ def matmul_problem(a_shape: Sequence[int], b_shape: Sequence[int]) -> tuple[Gemm
         raise ValueError(f"inner dimensions differ: {tuple(a_shape)} @ {tuple(b_shape)}")
     batch_shape = broadcast_shape(a2[:-2], b2[:-2])
     out = tuple(batch_shape) + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
-    sa = [s * m * k for s in broadcast_strides(a2[:-2], batch_shape)]
-    sb = [s * k * n for s in broadcast_strides(b2[:-2], batch_shape)]
+    if a_perm is None and b_perm is None:
+        sa = [s * m * k for s in broadcast_strides(a2[:-2], batch_shape)]
+        sb = [s * k * n for s in broadcast_strides(b2[:-2], batch_shape)]
+        ta, tb, lda, ldb = False, False, k, n
+    else:
+        ma, mb = _matrix(a2, sa_full, m, k), _matrix(b2, sb_full, k, n)
+        if ma is None or mb is None:
+            raise ValueError("a transposed MatMul operand with no unit stride in its last two dims")
+        (ta, lda), (tb, ldb) = ma, mb
+        sa = _batch_strides(a2, sa_full if len(a_shape) > 1 else [0] + sa_full, batch_shape)
+        sb = _batch_strides(b2, sb_full if len(b_shape) > 1 else sb_full + [0], batch_shape)
     shape, (sa, sb) = collapse(batch_shape, [sa, sb])
-    g = Gemm(m, n, k, False, False, k, n, shape, sa, sb)
+    g = Gemm(m, n, k, ta, tb, lda, ldb, shape, sa, sb)
     # A batched against one shared B: stack A's batches into M (one bigger GEMM).
-    if len(shape) == 1 and sb[0] == 0 and sa[0] == m * k and shape[0] > 1:
-        g = Gemm(m * shape[0], n, k, False, False, k, n, [1], [0], [0])
+    if not ta and lda == k and len(shape) == 1 and sb[0] == 0 and sa[0] == m * k and shape[0] > 1:
+        g = Gemm(m * shape[0], n, k, False, tb, k, ldb, [1], [0], [0])
     return g, out
+
+
+def _batch_strides(shape2, strides, batch_shape) -> list[int]:
+    """An operand's element strides over the output's batch dims (0 where it broadcasts)."""
+    dims, st = shape2[:-2], strides[:-2]
+    pad = len(batch_shape) - len(dims)
+    return [0] * pad + [0 if d == 1 else s for d, s in zip(dims, st)]
 
 
 def gemm_problem(attrs: Mapping[str, Any], a_shape, b_shape, c_shape) -> tuple[Gemm, tuple[int, int]]:
@@ -283,7 +327,8 @@ class MatMulKernel(Kernel):
             if op_type == "MatMul":
                 if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
                     raise Unsupported("MatMul takes two inputs")
-                return matmul_problem(inputs[0].shape, inputs[1].shape)
+                # (a FusedGemm's operands may be read through Transposes: attrs a_perm / b_perm)
+                return matmul_problem(inputs[0].shape, inputs[1].shape, attrs.get("a_perm"), attrs.get("b_perm"))
             if len(inputs) not in (2, 3) or inputs[0] is None or inputs[1] is None:
                 raise Unsupported("Gemm takes A, B and an optional C")
             c = inputs[2].shape if len(inputs) == 3 and inputs[2] is not None else None
