@@ -390,6 +390,33 @@ def _gemm_model(kind: str, dtype, m: int = 5, k: int = 24, n: int = 40) -> bytes
     return h.make_model(g, opset_imports=[h.make_opsetid("", 10 if kind == "gemm_clip" else 17)]).SerializeToString()
 
 
+def _fused_matches_separate(gpu, vkml_env, model: bytes, feeds: dict, what: str, exact: bool = True) -> dict:
+    """Run `model` on `gpu` with fusion off and on and on the CPU: the fused run gives what the
+    separate ops give on the GPU (bit for bit in float32 where `exact`, else within 2e-3; float16
+    within a few ulps: where the separate GEMM stores straight from the cooperative matrices,
+    their float16 conversion is the hardware's, not the epilogue's, H100: up to 5 ulps after the
+    residual Add, bitwise on lavapipe) and what the CPU gives within float tolerances; every node
+    on the GPU. Returns the fused session's placement by node."""
+    dtype = next(iter(feeds.values())).dtype
+    vkml_env(VKML_FUSE="0")
+    ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)[0]
+    vkml_env(VKML_FUSE="1")
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    got = sess.run(None, feeds)[0]
+    rows = {r["node"]: r for r in sess.placement()}
+    assert all(r["device"] == gpu for r in rows.values()), rows
+    if not exact:
+        np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=2e-3, atol=2e-3, err_msg=what)
+    elif dtype == np.float16:
+        np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3, atol=4e-3, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32), err_msg=what)
+    cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, feeds)[0]
+    tol = 2e-2 if dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(got.astype(np.float32), cpu.astype(np.float32), rtol=tol, atol=tol, err_msg=what)
+    return rows
+
+
 def test_activations_fuse_into_gemms(gpu, vkml_env):
     """Gemm / MatMul [+ residual Add] [+ Relu | Clip | SiLU] is one GPU node (FusedGemm) that
     gives what the separate ops give on the GPU: bit for bit in float32, within a few ulps in
@@ -403,28 +430,10 @@ def test_activations_fuse_into_gemms(gpu, vkml_env):
                 feeds = {"a": rng.standard_normal([2, m, k] if kind == "batched_relu" else [m, k]).astype(dtype)}
                 if kind == "residual_relu":
                     feeds["r"] = rng.standard_normal((m, n)).astype(dtype)
-                vkml_env(VKML_FUSE="0")
-                ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)[0]
-                vkml_env(VKML_FUSE="1")
-                s = vkml.InferenceSession(model, devices=[gpu])
-                got = s.run(None, feeds)[0]
-                rows = {r["node"]: r for r in s.placement()}
+                # (bias_relu: fold_bias's folded bias is rounded once; it bounds that)
+                rows = _fused_matches_separate(gpu, vkml_env, model, feeds, f"{kind} {np.dtype(dtype).name} {m}x{k}x{n}",
+                                               exact=kind != "bias_relu")
                 assert "fused into" in rows["act"]["reason"], (kind, dtype, rows)
-                assert all(r["device"] == gpu for r in rows.values()), rows
-                if kind == "bias_relu":  # (the folded bias is rounded once: fold_bias bounds that)
-                    np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=2e-3, atol=2e-3)
-                elif dtype == np.float16:
-                    # A few float16 ulps: where the separate GEMM stores straight from the
-                    # cooperative matrices, their float16 conversion is the hardware's, not the
-                    # epilogue's (H100: up to 5 ulps after the residual Add; bitwise on lavapipe).
-                    np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3, atol=4e-3)
-                else:
-                    np.testing.assert_array_equal(got.view(np.uint16 if dtype == np.float16 else np.uint32),
-                                                  ref.view(np.uint16 if dtype == np.float16 else np.uint32),
-                                                  err_msg=f"{kind} {np.dtype(dtype).name} {m}x{k}x{n}")
-                cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, feeds)[0]
-                tol = 2e-2 if dtype == np.float16 else 1e-5
-                np.testing.assert_allclose(got.astype(np.float32), cpu.astype(np.float32), rtol=tol, atol=tol)
 
 
 def _transformer_model(kind: str, dtype, m: int, k: int, n: int) -> bytes:
@@ -477,13 +486,7 @@ def test_transformer_bias_residual_and_gelu_fuse_into_gemms(gpu, vkml_env):
                 feeds = {"a": rng.standard_normal((2, m, k)).astype(dtype)}
                 if kind == "residual":
                     feeds["r"] = rng.standard_normal((2, m, n)).astype(dtype)
-                vkml_env(VKML_FUSE="0")
-                ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)[0]
-                vkml_env(VKML_FUSE="1")
-                s = vkml.InferenceSession(model, devices=[gpu])
-                got = s.run(None, feeds)[0]
-                rows = {r["node"]: r for r in s.placement()}
-                assert all(r["device"] == gpu for r in rows.values()), rows
+                rows = _fused_matches_separate(gpu, vkml_env, model, feeds, f"{kind} {np.dtype(dtype).name} {m}x{k}x{n}")
                 fused = {name for name, r in rows.items() if "fused into" in r["reason"]}
                 want = {"residual": {"mm", "bias_add", "act"}, "not_gelu": {"mm", "bias_add"},
                         "gelu_tanh": {"mm", "bias_add", "sq", "cube", "times_c1", "plus_x", "times_c2", "tanh",
@@ -491,16 +494,6 @@ def test_transformer_bias_residual_and_gelu_fuse_into_gemms(gpu, vkml_env):
                         "gelu_no_bias": {"mm", "div", "erf", "plus1", "mulx", "act"}}.get(
                     kind, {"mm", "bias_add", "div", "erf", "plus1", "mulx", "act"})
                 assert fused == want, (kind, fused)
-                what = f"{kind} {np.dtype(dtype).name} {m}x{k}x{n}"
-                if dtype == np.float16:  # (the cooperative-matrix store: see test_activations_fuse_into_gemms)
-                    np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3,
-                                               atol=4e-3, err_msg=what)
-                else:
-                    np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32), err_msg=what)
-                cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, feeds)[0]
-                tol = 2e-2 if dtype == np.float16 else 1e-5
-                np.testing.assert_allclose(got.astype(np.float32), cpu.astype(np.float32), rtol=tol, atol=tol,
-                                           err_msg=what)
 
 
 def test_fused_gemm_replays_bias_and_gelu_on_the_cpu(vkml_env):
@@ -554,24 +547,9 @@ def test_attention_transposes_are_read_in_place(gpu, vkml_env):
     for dtype in (np.float32, np.float16):
         for s, heads, d in ((7, 3, 8), (128, 12, 64), (33, 2, 20)):
             feeds = {n: rng.standard_normal((1, s, heads, d)).astype(dtype) for n in "qkv"}
-            model = _attention_model(dtype, s, heads, d)
-            vkml_env(VKML_FUSE="0")
-            ref = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)[0]
-            vkml_env(VKML_FUSE="1")
-            sess = vkml.InferenceSession(model, devices=[gpu])
-            got = sess.run(None, feeds)[0]
-            rows = {r["node"]: r for r in sess.placement()}
-            assert all(r["device"] == gpu for r in rows.values()), rows
+            rows = _fused_matches_separate(gpu, vkml_env, _attention_model(dtype, s, heads, d), feeds,
+                                           f"{np.dtype(dtype).name} s={s} heads={heads} d={d}")
             assert all("fused into" in rows[t]["reason"] for t in ("tq", "tk", "tv")), rows
-            what = f"{np.dtype(dtype).name} s={s} heads={heads} d={d}"
-            if dtype == np.float32:
-                np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32), err_msg=what)
-            else:
-                np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3, atol=4e-3,
-                                           err_msg=what)
-            cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, feeds)[0]
-            tol = 2e-2 if dtype == np.float16 else 1e-5
-            np.testing.assert_allclose(got.astype(np.float32), cpu.astype(np.float32), rtol=tol, atol=tol, err_msg=what)
     # x (2, 3, 4) through (2, 0, 1) is (4, 2, 3) with strides (1, 12, 4): no unit stride in the
     # matrix dims, so that Transpose runs; the identity one on b is read in place
     model = _perm_model((2, 3, 4), (4, 3, 5), (2, 0, 1), (0, 1, 2))
