@@ -33,7 +33,7 @@ from ..ir.graph import Node, TensorDesc, _graphs_in
 from ..ops.fused import BINARY_CODES, OP_TYPE as FUSED_ELEMENTWISE, UNARY_CODES
 from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route
 from ..kernels.matmul import FUSED_GEMM
-from ..kernels.gemm import EPI_CLIP, EPI_GELU, EPI_GELU_TANH, EPI_RELU, EPI_RESIDUAL, EPI_SILU
+from ..kernels.gemm import EPI_CLIP, EPI_GELU, EPI_GELU_TANH, EPI_RELU, EPI_RESIDUAL, EPI_SILU, MAX_BATCH_RANK
 from ..kernels.matmul import matmul_problem
 from ..ops.registry import Op
 from .rewrite import fold_chain, only_reader, readers_of, rewritten
@@ -373,6 +373,13 @@ def _transposed_operands(mm: Node, producers, values, readers, keep, replace) ->
     if len(mm.inputs) < 2 or any(values.get(i) is None or not values[i].static for i in mm.inputs[:2]):
         return None, None
     shapes = [values[mm.inputs[i]].shape if f is None else values[f[0].inputs[0]].shape for i, f in enumerate(found)]
+    def readable(trial, perms) -> bool:  # (batch strides that do not collapse count against the kernel's rank)
+        try:
+            g, _ = matmul_problem(*trial, *perms)
+        except ValueError:
+            return False
+        return len(g.bshape) <= MAX_BATCH_RANK
+
     for i in range(2):  # (each alone: a view the GEMM cannot read stays a Transpose)
         if found[i] is None:
             continue
@@ -380,15 +387,10 @@ def _transposed_operands(mm: Node, producers, values, readers, keep, replace) ->
         perms[i] = found[i][1]
         trial = list(shapes)
         trial[1 - i] = values[mm.inputs[1 - i]].shape
-        try:
-            matmul_problem(*trial, *perms)
-        except ValueError:
+        if not readable(trial, perms):
             found[i] = None
-    if found[0] is not None and found[1] is not None:
-        try:
-            matmul_problem(*shapes, found[0][1], found[1][1])
-        except ValueError:
-            found[1] = None
+    if found[0] is not None and found[1] is not None and not readable(shapes, [found[0][1], found[1][1]]):
+        found[1] = None
     return tuple(found)
 
 
