@@ -49,7 +49,7 @@ layout(push_constant) uniform Push {
     float ELO, EHI;         // Clip's bounds (EPI & 4)
 } pc;
 
-#define VKML_EPILOGUE_GELU
+#define VKML_EPILOGUE_GEMM
 #include "include/vkml_epilogue.glsl"
 
 uint KEND;                  // the end of this split's k range

@@ -102,7 +102,7 @@ layout(push_constant) uniform Push {
 // The epilogue's residual, laid out like the output (bound to the output when unused).
 layout(std430, binding = 5) readonly buffer BR { float16_t res[]; };
 #define SO float16_t
-#define VKML_EPILOGUE_GELU
+#define VKML_EPILOGUE_GEMM
 #include "include/vkml_epilogue.glsl"
 
 uint KEND;                  // the end of this split's k range

@@ -36,7 +36,7 @@ layout(push_constant) uniform Push {
     float ELO, EHI;
 } pc;
 
-#define VKML_EPILOGUE_GELU
+#define VKML_EPILOGUE_GEMM
 #include "include/vkml_epilogue.glsl"
 
 shared float sums[256];

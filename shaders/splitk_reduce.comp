@@ -26,7 +26,7 @@ layout(push_constant) uniform Push {
     float ELO, EHI;         // Clip's bounds (EPI & 4)
 } pc;
 
-#define VKML_EPILOGUE_GELU
+#define VKML_EPILOGUE_GEMM
 #include "include/vkml_epilogue.glsl"
 
 void main() {

@@ -525,31 +525,33 @@ def test_fused_gemm_replays_bias_and_gelu_on_the_cpu(vkml_env):
 
 def _attention_model(dtype, s: int, heads: int, d: int, k_perm=(0, 2, 3, 1)) -> bytes:
     """Attention as torch exports it: q, k, v (batch, seq, heads, d) split into heads by
-    Transposes, scores = q @ kᵀ, Softmax, @ v."""
+    Transposes, scores = q @ kᵀ / sqrt(d), Softmax, @ v."""
     et = T.FLOAT if dtype == np.float32 else T.FLOAT16
     nodes = [h.make_node("Transpose", ["q"], ["qt"], name="tq", perm=[0, 2, 1, 3]),
              h.make_node("Transpose", ["k"], ["kt"], name="tk", perm=list(k_perm)),
-             h.make_node("MatMul", ["qt", "kt"], ["sc"], name="scores"),
+             h.make_node("MatMul", ["qt", "kt"], ["sc0"], name="scores"),
+             h.make_node("Div", ["sc0", "root_d"], ["sc"], name="scale"),
              h.make_node("Softmax", ["sc"], ["p"], name="softmax", axis=-1),
              h.make_node("Transpose", ["v"], ["vt"], name="tv", perm=[0, 2, 1, 3]),
              h.make_node("MatMul", ["p", "vt"], ["y"], name="ctx")]
     ins = [h.make_tensor_value_info(n, et, [1, s, heads, d]) for n in "qkv"]
-    g = h.make_graph(nodes, "g", ins, [h.make_tensor_value_info("y", et, None)])
+    g = h.make_graph(nodes, "g", ins, [h.make_tensor_value_info("y", et, None)],
+                     [nh.from_array(np.array(np.sqrt(d), dtype), "root_d")])
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
 
 
 def test_attention_transposes_are_read_in_place(gpu, vkml_env):
     """The head-splitting Transposes before attention's MatMuls are not run: the GEMM reads q, k
-    and v where they are (strides and a transposed operand), giving what the Transposes and
-    MatMuls give, bit for bit in float32; a permutation that leaves no unit stride in the last
-    two dims stays a Transpose."""
+    and v where they are (strides and a transposed operand), and the scores' division by sqrt(d)
+    runs in its epilogue, giving what the separate ops give, bit for bit in float32; a
+    permutation that leaves no unit stride in the last two dims stays a Transpose."""
     rng = np.random.default_rng(2)
     for dtype in (np.float32, np.float16):
         for s, heads, d in ((7, 3, 8), (128, 12, 64), (33, 2, 20)):
             feeds = {n: rng.standard_normal((1, s, heads, d)).astype(dtype) for n in "qkv"}
             rows = _fused_matches_separate(gpu, vkml_env, _attention_model(dtype, s, heads, d), feeds,
                                            f"{np.dtype(dtype).name} s={s} heads={heads} d={d}")
-            assert all("fused into" in rows[t]["reason"] for t in ("tq", "tk", "tv")), rows
+            assert all("fused into" in rows[t]["reason"] for t in ("tq", "tk", "tv", "scale")), rows
     # x (2, 3, 4) through (2, 0, 1) is (4, 2, 3) with strides (1, 12, 4): no unit stride in the
     # matrix dims, so that Transpose runs; the identity one on b is read in place
     model = _perm_model((2, 3, 4), (4, 3, 5), (2, 0, 1), (0, 1, 2))
@@ -596,3 +598,32 @@ def _perm_model(a_shape, b_shape, pa, pb) -> bytes:
                                   h.make_tensor_value_info("b", T.FLOAT, list(b_shape))],
                      [h.make_tensor_value_info("y", T.FLOAT, None)])
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_fused_gemm_replays_views_and_div_on_the_cpu():
+    """A FusedGemm that reads its operands through Transposes and divides by a constant, run on
+    the CPU (where its GPU kernel could not take it): the original operators in order, bit for bit."""
+    from vkml.compile import epilogue
+    from vkml.ir.graph import TensorDesc
+    from vkml.ops.bind import load_model
+
+    s, heads, d = 6, 2, 4
+    model = load_model(_attention_model(np.float32, s, heads, d))
+    g = model.graph
+    consts = {k: np.asarray(v) for k, v in model.weights.items()}
+    values = dict(g.values)
+    f32 = np.dtype(np.float32)
+    for n in "qkv":
+        values[n] = TensorDesc(f32, (1, s, heads, d))
+    for n, shape in (("qt", (1, heads, s, d)), ("kt", (1, heads, d, s)), ("vt", (1, heads, s, d)),
+                     ("sc0", (1, heads, s, s)), ("sc", (1, heads, s, s)), ("p", (1, heads, s, s)),
+                     ("y", (1, heads, s, d))):
+        values[n] = TensorDesc(f32, shape)
+    live, fused = epilogue.fuse_epilogues(list(g.nodes), values, g.outputs, frozenset(), consts)
+    node = next(n for n in live if "scale" in [m.name for m in fused.get(n.name, ())])
+    assert node.attrs["epilogue"] == epilogue.EPI_DIV and node.attrs["a_perm"] == (0, 2, 1, 3)
+    rng = np.random.default_rng(9)
+    q, k = (rng.standard_normal((1, s, heads, d)).astype(np.float32) for _ in range(2))
+    got = node.op.run(q, k, None, None)[0]
+    want = np.matmul(np.transpose(q, (0, 2, 1, 3)), np.transpose(k, (0, 2, 3, 1))) / np.float32(np.sqrt(d))
+    np.testing.assert_array_equal(got, want)

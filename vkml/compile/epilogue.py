@@ -33,7 +33,8 @@ from ..ir.graph import Node, TensorDesc, _graphs_in
 from ..ops.fused import BINARY_CODES, OP_TYPE as FUSED_ELEMENTWISE, UNARY_CODES
 from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route
 from ..kernels.matmul import FUSED_GEMM
-from ..kernels.gemm import EPI_CLIP, EPI_GELU, EPI_GELU_TANH, EPI_RELU, EPI_RESIDUAL, EPI_SILU, MAX_BATCH_RANK
+from ..kernels.gemm import (EPI_CLIP, EPI_DIV, EPI_GELU, EPI_GELU_TANH, EPI_RELU, EPI_RESIDUAL, EPI_SILU,
+                            MAX_BATCH_RANK)
 from ..kernels.matmul import matmul_problem
 from ..ops.registry import Op
 from .rewrite import fold_chain, only_reader, readers_of, rewritten
@@ -72,17 +73,17 @@ class FusedConv(Op):
 
 
 class FusedGemm(Op):
-    """[Transpose of A or B] Gemm or MatMul (`base`) [+ Add bias] [+ Add residual] [+ Relu, Clip,
-    SiLU or GELU]. Inputs: A, B (a MatMul's: before the Transposes `a_perm` / `b_perm`, whose
-    operators `views` replays), C ("" if none: Gemm's C, or a MatMul's bias), R ("" if none). `replay`: (gemm or
-    matmul, add or None, activation or None), as FusedConv's, a GELU as ("gelu", [(op, operand
-    order)] of its Div, Erf, Add, Mul, Mul); `bias`: a MatMul's bias Add and whether it reads
-    the bias first, else None."""
+    """[Transpose of A or B] Gemm or MatMul (`base`) [+ Add bias] [/ constant] [+ Add residual]
+    [+ Relu, Clip, SiLU or GELU]. Inputs: A, B (a MatMul's: before the Transposes `a_perm` /
+    `b_perm`, whose operators `views` replays), C ("" if none: Gemm's C, or a MatMul's bias), R
+    ("" if none). `replay`: (gemm or matmul, add or None, activation or None), as FusedConv's, a
+    GELU as ("gelu", [(op, operand order)] of its steps); `bias`: a MatMul's bias Add and whether
+    it reads the bias first, else None; `div`: the Div's operator and divisor, else None."""
 
     op_type, domain, since = FUSED_GEMM, DOMAIN, 1
     attrs = {"base": None, "epilogue": None, "replay": None, "fused": None, "clip": None, "alpha": 1.0,
              "beta": 1.0, "transA": 0, "transB": 0, "bias": None, "a_perm": None, "b_perm": None,
-             "views": None}
+             "views": None, "div": None}
 
     def check(self) -> None:
         self._mm, self._add, self._act = self.replay
@@ -106,6 +107,8 @@ class FusedGemm(Op):
             y = add.run(c, y)[0] if first else add.run(y, c)[0]
         else:
             y = self._mm.run(a, b, c)[0] if c is not None else self._mm.run(a, b)[0]
+        if self.div is not None:
+            y = self.div[0].run(y, self.div[1])[0]
         if self._add is not None:
             y = self._add.run(y, r)[0]
         return [_activate(self._act, y)]
@@ -281,15 +284,26 @@ def _bias(head: Node, y: TensorDesc, values, next_node, replace, consts):
 
 def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, consts, gemm: bool = False):
     """What follows `head` and can run in its epilogue: (chain from head on, residual value or
-    "", EPI_* flags, Clip bounds (GELU: its divisor and factor) or None, activation replay or
-    None, bias (Add, value, bias first) or None). `gemm`: a Gemm/MatMul head, which also takes a
-    constant bias Add along the last axis first and a GELU."""
+    "", EPI_* flags, Clip bounds (GELU: its constants; Div: its divisor) or None, activation
+    replay or None, bias (Add, value, bias first) or None, (Div, divisor) or None). `gemm`: a
+    Gemm/MatMul head, which also takes a constant bias Add along the last axis first, then a
+    division by a constant, and GELU."""
     chain, res, flags = [head], "", 0
     bias = _bias(head, y, values, next_node, replace, consts) if gemm else None
     if bias is not None:
         chain.append(bias[0])
     cur = chain[-1].outputs[0]
     nxt = next_node(cur)
+    div = None  # (Div, divisor): a GEMM's division by a constant (attention's scores / sqrt(d))
+    if gemm and nxt is not None and _single(nxt, "Div") and len(nxt.inputs) == 2 and nxt.inputs[0] == cur \
+            and id(nxt) not in replace and values.get(nxt.outputs[0]) == y:
+        c = _scalar(consts, nxt.inputs[1], y.dtype)
+        if c is not None:
+            div = (nxt, c)
+            chain.append(nxt)
+            flags |= EPI_DIV
+            cur = nxt.outputs[0]
+            nxt = next_node(cur)
     if nxt is not None and _single(nxt, "Add") and len(nxt.inputs) == 2 and id(nxt) not in replace:
         other = nxt.inputs[1] if nxt.inputs[0] == cur else nxt.inputs[0]
         od = values.get(other)
@@ -306,7 +320,7 @@ def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, 
             chain.append(nxt)
             flags |= EPI_RELU
             act = ("unary", nxt.op, ())
-        elif _single(nxt, "Clip") and len(nxt.outputs) == 1 and nxt.op is not None:
+        elif _single(nxt, "Clip") and len(nxt.outputs) == 1 and nxt.op is not None and div is None:
             got = _clip_bounds(nxt, consts)
             if got is not None:
                 clip, args = got
@@ -315,9 +329,9 @@ def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, 
                 act = ("unary", nxt.op, args)
     elif nxt is None:
         silu = None if flags & EPI_RESIDUAL else _silu(cur, readers, values, y, keep, replace)
-        gelu = _gelu(cur, readers, values, y, keep, replace, consts) if gemm and silu is None else None
+        gelu = _gelu(cur, readers, values, y, keep, replace, consts) if gemm and silu is None and div is None else None
         tanh = _gelu_tanh(cur, readers, values, y, keep, replace, consts) \
-            if gemm and silu is None and gelu is None else None
+            if gemm and silu is None and gelu is None and div is None else None
         if silu is not None:
             sig, mul = silu
             chain += [sig, mul]
@@ -328,7 +342,9 @@ def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, 
             chain += nodes
             flags |= EPI_GELU if gelu is not None else EPI_GELU_TANH
             act = ("gelu", replay)
-    return chain, res, flags, clip, act, bias
+    if div is not None:
+        clip = (div[1], 0.0)  # (the divisor travels where Clip's bounds would: no Clip or GELU then)
+    return chain, res, flags, clip, act, bias, div
 
 
 def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outputs: Sequence[str],
@@ -408,7 +424,7 @@ def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, con
         return
     if not fusable_route("Conv", conv.attrs, xd.shape, wd.shape):
         return
-    chain, res, flags, clip, act, _ = _tail(conv, y, values, readers, next_node, keep, replace, consts)
+    chain, res, flags, clip, act, _, _ = _tail(conv, y, values, readers, next_node, keep, replace, consts)
     pool, window = None, 0
     nxt = next_node(chain[-1].outputs[0])
     if nxt is not None and not flags & EPI_RESIDUAL and id(nxt) not in replace and _single(nxt, "MaxPool") \
@@ -442,7 +458,8 @@ def _fuse_gemm(mm: Node, values, readers, next_node, keep, replace, fused, const
     if not b or y is None or ad is None or bd is None or y.dtype not in (F32, F16) or not y.static \
             or not ad.static or not bd.static or ad.dtype != y.dtype or bd.dtype != y.dtype:
         return
-    chain, res, flags, clip, act, bias = _tail(mm, y, values, readers, next_node, keep, replace, consts, gemm=True)
+    chain, res, flags, clip, act, bias, div = _tail(mm, y, values, readers, next_node, keep, replace, consts,
+                                                    gemm=True)
     va, vb = views
     if len(chain) == 1 and va is None and vb is None:
         return
@@ -452,7 +469,7 @@ def _fuse_gemm(mm: Node, values, readers, next_node, keep, replace, fused, const
         b = vb[0].inputs[0]
     chain = [v[0] for v in (va, vb) if v is not None] + chain
     at = chain.index(mm)
-    add = chain[at + (2 if bias is not None else 1)] if flags & EPI_RESIDUAL else None
+    add = chain[at + 1 + (bias is not None) + (div is not None)] if flags & EPI_RESIDUAL else None
     c = mm.inputs[2] if mm.op_type == "Gemm" and len(mm.inputs) > 2 else ""
     if bias is not None:
         c = bias[1]
@@ -460,7 +477,8 @@ def _fuse_gemm(mm: Node, values, readers, next_node, keep, replace, fused, const
     attrs.update(base=mm.op_type, epilogue=flags, replay=(mm.op, None if add is None else add.op, act),
                  fused=[n.name for n in chain], clip=clip, bias=None if bias is None else (bias[0].op, bias[2]),
                  a_perm=None if va is None else va[1], b_perm=None if vb is None else vb[1],
-                 views=None if va is None and vb is None else (va and va[0].op, vb and vb[0].op))
+                 views=None if va is None and vb is None else (va and va[0].op, vb and vb[0].op),
+                 div=None if div is None else (div[0].op, consts[div[0].inputs[1]]))
     if bias is not None:
         attrs["beta"] = 1.0  # (a Gemm without C: its beta never applied; the bias is added as is)
     node = Node("+".join(n.name for n in chain), FUSED_GEMM, DOMAIN, [a, b, c, res], [chain[-1].outputs[0]],

@@ -29,6 +29,7 @@ EPI_CLIP = 4   # Clip(lo, hi): the bounds travel with the flags as `clip`
 EPI_SILU = 8   # x * Sigmoid(x)
 EPI_GELU = 16  # GELU, erf form (only the GEMM shaders: include/vkml_epilogue.glsl)
 EPI_GELU_TANH = 32  # GELU, tanh form (the same)
+EPI_DIV = 64   # / a constant, first (the same; its divisor in the Clip bounds' place)
 NO_CLIP = (0.0, 0.0)
 # Split K when a GEMM has fewer workgroups than this: a GPU has ~100 multiprocessors (an H100
 # 132), each running several workgroups; a 512 x 49 output (ResNet-50's last 3x3 convs at batch
