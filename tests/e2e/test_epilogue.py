@@ -15,11 +15,11 @@ import vkml.compile.fusion
 from _models import resnet_like
 
 
-def _model(kernel: int, stride: int, relu_first: bool = False) -> bytes:
+def _model(kernel: int, stride: int, relu_first: bool = False, dtype=np.float32) -> bytes:
     """Two branches from x: conv a (3x3 or 1x1) -> Add(b) -> Relu, where b is a strided projection
     computed after a; a second conv -> Relu; plus a Conv -> Relu -> Add that must not fuse the Add."""
     rng = np.random.default_rng(kernel * 10 + stride)
-    w = lambda *s: nh.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), f"w{len(inits)}")
+    w = lambda *s: nh.from_array((rng.standard_normal(s) * 0.3).astype(dtype), f"w{len(inits)}")
     inits = []
     for shape in ((8, 4, kernel, kernel), (8,), (8, 4, 1, 1), (8, 8, 3, 3)):
         inits.append(w(*shape))
@@ -31,8 +31,9 @@ def _model(kernel: int, stride: int, relu_first: bool = False) -> bytes:
              h.make_node("Conv", ["r", "w3"], ["c"], name="conv_c", pads=[1] * 4),
              h.make_node("Relu", ["c"], ["rc"], name="relu_c"),
              h.make_node("Add", ["rc", "r"], ["y"], name="add_after_relu")]
-    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 9, 9])],
-                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    et = T.FLOAT if dtype == np.float32 else T.FLOAT16
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", et, [1, 4, 9, 9])],
+                     [h.make_tensor_value_info("y", et, None)], inits)
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
 
 
@@ -43,18 +44,25 @@ def _run(model, devices, x, fuse, vkml_env):
 
 
 def test_fused_conv_bitwise_equal_to_separate_ops(gpu, vkml_env):
-    x = np.random.default_rng(1).standard_normal((1, 4, 9, 9)).astype(np.float32)
-    x[0, 0, :3, :3] = -0.0
-    for kernel, stride in ((3, 1), (1, 1), (3, 2)):
-        model = _model(kernel, stride)
-        ref, _ = _run(model, [gpu], x, False, vkml_env)
-        got, report = _run(model, [gpu], x, True, vkml_env)
-        fused = {r["node"]: r["reason"] for r in report if "fused into" in r["reason"]}
-        assert {"add", "relu"} <= set(fused) and "relu_c" in fused and "add_after_relu" not in fused, fused
-        assert all(r["device"] == gpu for r in report)
-        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
-        cpu_ref, _ = _run(model, ["cpu"], x, False, vkml_env)
-        np.testing.assert_allclose(got, cpu_ref, rtol=1e-5, atol=1e-5)
+    """float32 bit for bit; float16 too on lavapipe, within a few float16 ulps where a driver
+    keeps float(float16_t(x)) unrounded (as test_activations_fuse_into_gemms)."""
+    for dtype in (np.float32, np.float16):
+        x = np.random.default_rng(1).standard_normal((1, 4, 9, 9)).astype(dtype)
+        x[0, 0, :3, :3] = -0.0
+        for kernel, stride in ((3, 1), (1, 1), (3, 2)):
+            model = _model(kernel, stride, dtype=dtype)
+            ref, _ = _run(model, [gpu], x, False, vkml_env)
+            got, report = _run(model, [gpu], x, True, vkml_env)
+            fused = {r["node"]: r["reason"] for r in report if "fused into" in r["reason"]}
+            assert {"add", "relu"} <= set(fused) and "relu_c" in fused and "add_after_relu" not in fused, fused
+            assert all(r["device"] == gpu for r in report)
+            if dtype == np.float32:
+                np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+            else:
+                np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3, atol=4e-3)
+            cpu_ref, _ = _run(model, ["cpu"], x, False, vkml_env)
+            tol = 1e-5 if dtype == np.float32 else 2e-2
+            np.testing.assert_allclose(got.astype(np.float32), cpu_ref.astype(np.float32), rtol=tol, atol=tol)
 
 
 def test_fused_conv_on_the_cpu_replays_the_ops():

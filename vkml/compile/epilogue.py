@@ -18,8 +18,8 @@ The patterns, on one input signature's live nodes (concrete shapes): Conv -> Rel
 Conv -> Add -> Relu (and Clip in Relu's place wherever its bounds are constants; SiLU: the value
 read by exactly a Sigmoid and a Mul of it with the Sigmoid's output), where each intermediate
 value has that one reader and is no graph output, the Add's other input has the Conv output's
-shape and dtype (no broadcasting), the dtype is float32 and the Conv's geometry is one the GPU
-kernel takes. The fused node
+shape and dtype (no broadcasting), the dtype is float32 or float16 (each step rounded to it) and
+the Conv's geometry is one the GPU kernel takes. The fused node
 keeps the results: on the CPU it replays the original operators, on the GPU each step rounds to
 the output type as the separate ops do.
 """
@@ -133,9 +133,9 @@ def _single(node: Node, op_type: str) -> bool:
     return node.op_type == op_type and node.domain in ("", "ai.onnx") and not _graphs_in(node.attrs)
 
 
-def _clip_bounds(node: Node, consts: Mapping[str, np.ndarray]) -> tuple[tuple[float, float], tuple] | None:
-    """((lo, hi), the bound arrays Clip.run takes) of a float32 Clip whose bounds are known now
-    (attributes before opset 11, constant inputs after), else None."""
+def _clip_bounds(node: Node, consts: Mapping[str, np.ndarray], dtype=F32) -> tuple[tuple[float, float], tuple] | None:
+    """((lo, hi), the bound arrays Clip.run takes) of a Clip of `dtype` whose bounds are known
+    now (attributes before opset 11, constant inputs after), else None."""
     if node.opset < 11:
         lo, hi = float(node.attrs.get("min", -np.inf)), float(node.attrs.get("max", np.inf))
         return (lo, hi), ()
@@ -145,7 +145,7 @@ def _clip_bounds(node: Node, consts: Mapping[str, np.ndarray]) -> tuple[tuple[fl
             args.append(None)
             continue
         v = consts.get(name)
-        if v is None or v.dtype != F32 or v.size != 1:
+        if v is None or v.dtype != dtype or v.size != 1:
             return None
         args.append(v)
         bounds[k] = float(v.reshape(-1)[0])
@@ -321,7 +321,7 @@ def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, 
             flags |= EPI_RELU
             act = ("unary", nxt.op, ())
         elif _single(nxt, "Clip") and len(nxt.outputs) == 1 and nxt.op is not None and div is None:
-            got = _clip_bounds(nxt, consts)
+            got = _clip_bounds(nxt, consts, y.dtype)
             if got is not None:
                 clip, args = got
                 chain.append(nxt)
@@ -419,7 +419,7 @@ def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, con
     x, w = conv.inputs[0], conv.inputs[1] if len(conv.inputs) > 1 else ""
     y = values.get(conv.outputs[0])
     xd, wd = values.get(x), values.get(w)
-    if not w or y is None or xd is None or wd is None or y.dtype != F32 or not y.static \
+    if not w or y is None or xd is None or wd is None or y.dtype not in (F32, F16) or not y.static \
             or not xd.static or not wd.static:
         return
     if not fusable_route("Conv", conv.attrs, xd.shape, wd.shape):
