@@ -107,7 +107,7 @@ class InferenceSession:
                  providers: Sequence[Any] | None = None, provider_options: Sequence[Mapping[str, Any]] | None = None,
                  *, sess_options: SessionOptions | None = None, executor: str = "auto",
                  memory_caps: Mapping[str, int] | None = None, placement: Mapping[str, str] | None = None,
-                 max_slots: int | None = None, warmup: bool | None = None):
+                 max_slots: int | None = None, warmup: bool | None = None, precision: str = "fp32"):
         """devices: in order of preference; None means every real GPU, then the CPU (a CPU-type
         Vulkan device such as lavapipe is used only when named). The CPU is always last and
         runs what no GPU can.
@@ -126,7 +126,11 @@ class InferenceSession:
         warmup: prepare the GPU plan now (placement, recording, every pipeline compiled, in
         parallel) rather than at the first run. None (the default) does it when a GPU takes part
         and every input's shape is fixed; True insists (ValueError for symbolic shapes: call
-        warmup(input_shapes) instead); False leaves it to the first run."""
+        warmup(input_shapes) instead); False leaves it to the first run.
+        precision: "fp32" (the default) computes as the model says; "fp16" runs a float32 model's
+        convolutions, GEMMs, elementwise ops, pools, Softmax and LayerNormalization in float16 on
+        the GPUs (inputs and outputs stay float32; vkml/compile/half.py says which ops and how
+        far results move)."""
         if isinstance(devices, SessionOptions):
             if sess_options is not None:
                 raise TypeError("sess_options given twice (positionally and by name)")
@@ -141,7 +145,10 @@ class InferenceSession:
                            sess_options=sess_options, executor=executor,
                            memory_caps=None if memory_caps is None else dict(memory_caps),
                            placement=None if placement is None else dict(placement),
-                           max_slots=max_slots, warmup=warmup))
+                           max_slots=max_slots, warmup=warmup, precision=precision))
+        if precision not in ("fp32", "fp16"):
+            raise ValueError(f"precision must be 'fp32' or 'fp16', not {precision!r}")
+        self.precision = precision
         so = sess_options if sess_options is not None else SessionOptions()
         if providers is not None:
             if devices is not None:
@@ -206,7 +213,7 @@ class InferenceSession:
             # The runtime compiles each new input signature through this (vkml/compile/pipeline.py),
             # the model and the session's choices bound: it imports nothing of the compile layer.
             compile = functools.partial(compile_signature, g, self.model.weights, devices=tuple(self.devices),
-                                        forced=dict(forced), fuse=fuse)
+                                        forced=dict(forced), fuse=fuse, precision=self.precision)
             self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, executor, slots, compile)
             from .. import vulkan
 

@@ -38,6 +38,7 @@ from . import fusion
 from .epilogue import fuse_epilogues
 from .fold_bias import fold_bias_adds
 from .fold_bn import fold_batchnorm
+from .half import to_half
 from .gpuplan import UnitPlan, build
 from .placement import Placement
 from .specialize import Concrete, concretize, device_specs, place_concrete
@@ -67,6 +68,7 @@ class Target:
     forced: Mapping[str, str] = field(default_factory=dict)
     broken: Mapping[str, str] = field(default_factory=dict)
     fuse: bool = True
+    precision: str = "fp32"  # "fp16": a float32 model's heavy ops in float16 (compile/half.py)
 
 
 @dataclass
@@ -103,16 +105,21 @@ def specialize(graph: Graph, weights: Mapping[str, np.ndarray], sig: Signature,
     return concretize(graph, weights, sig.inputs, sig.fed, sig.known, keep)
 
 
-def rewrite(graph: Graph, c: Concrete, keep: frozenset[str]) -> Concrete:
+def rewrite(graph: Graph, c: Concrete, keep: frozenset[str], precision: str = "fp32", fuse: bool = True) -> Concrete:
     """The compile rewrites on `c` (made fresh by specialize, and changed in place): Conv +
-    BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, chains
-    of elementwise ops become one dispatch, and so do Convs with what follows them. `keep`:
-    nodes left alone (those the user placed). c.fused says which graph nodes each new node runs
-    (the nodes of an inlined If's branch run that If)."""
-    for step in (lambda live: fold_batchnorm(live, c.values, c.consts, graph.outputs, keep),
-                 lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
-                 lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
-                 lambda live: fuse_epilogues(live, c.values, graph.outputs, keep, c.consts)):
+    BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, under
+    precision "fp16" the heavy ops go to float16 (compile/half.py), chains of elementwise ops
+    become one dispatch, and so do Convs with what follows them; with `fuse` off only the
+    precision step runs. `keep`: nodes left alone (those the user placed). c.fused says which
+    graph nodes each new node runs (the nodes of an inlined If's branch run that If)."""
+    steps = [lambda live: fold_batchnorm(live, c.values, c.consts, graph.outputs, keep),
+             lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep)] if fuse else []
+    if precision == "fp16":
+        steps.append(lambda live: to_half(live, c.values, c.consts, graph.inputs, graph.outputs, keep))
+    if fuse:
+        steps += [lambda live: fusion.fuse(live, c.values, c.consts, graph.outputs, keep),
+                  lambda live: fuse_epilogues(live, c.values, graph.outputs, keep, c.consts)]
+    for step in steps:
         c.live, more = step(c.live)
         for name, chain in more.items():  # (in terms of the graph's own nodes, each once)
             c.fused[name] = list(dict.fromkeys(o for n in chain for o in c.fused.pop(n.name, [n])))
@@ -140,14 +147,14 @@ def compile_signature(graph: Graph, weights: Mapping[str, np.ndarray], inputs: M
                       fed: frozenset[str] = frozenset(), output_device: str | None = None,
                       known: Mapping[str, np.ndarray] | None = None, devices: Sequence[str],
                       gpus: Mapping[str, Any], forced: Mapping[str, str] | None = None,
-                      broken: Mapping[str, str] | None = None, fuse: bool = True) -> Compiled:
+                      broken: Mapping[str, str] | None = None, fuse: bool = True,
+                      precision: str = "fp32") -> Compiled:
     """Compile `graph` for one input signature (the arguments: Signature and Target). The
-    session binds graph, weights, devices, forced and fuse; the runtime gives the rest."""
+    session binds graph, weights, devices, forced, fuse and precision; the runtime gives the rest."""
     sig = Signature(dict(inputs), frozenset(fed), output_device, dict(known or {}))
-    target = Target(tuple(devices), dict(gpus), dict(forced or {}), dict(broken or {}), bool(fuse))
+    target = Target(tuple(devices), dict(gpus), dict(forced or {}), dict(broken or {}), bool(fuse), precision)
     c = specialize(graph, weights, sig, frozenset(target.forced))
-    if target.fuse:
-        c = rewrite(graph, c, frozenset(target.forced))
+    c = rewrite(graph, c, frozenset(target.forced), target.precision, target.fuse)
     placed = place(graph, c, target)
     units = partition(graph, c, placed, sig.output_device, target.gpus)
     return Compiled(sig, c, placed.placement, placed.report, units)

@@ -273,7 +273,8 @@ def place_concrete(graph: Graph, concrete: Concrete, specs: Sequence[DeviceSpec]
             if orig.op_type == "If" and orig.name in concrete.inlined:
                 parts.setdefault(id(orig), []).append((n, d, r))
             else:
-                where[id(orig)] = (d, f"fused into {n.name}: {r}")
+                # (a node rewritten in place, as compile/half.py's, keeps its name: no "fused")
+                where[id(orig)] = (d, r if orig.name == n.name else f"fused into {n.name}: {r}")
     for node in graph.nodes:
         if id(node) in parts:
             where[id(node)] = _inlined_row(concrete.inlined[node.name], parts[id(node)])
