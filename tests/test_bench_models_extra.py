@@ -112,3 +112,18 @@ def test_transformers_family_without_torch(tmp_path):
         assert got == {("bert_base", "b1 seq128"), ("gpt2_small", "b1 seq128"), ("gpt2_small", "b1 seq512"),
                        ("vit_b_16", "b1 224x224")}, got
         assert all(r["status"] == "skipped" and reason in r["reason"] for r in recs), recs
+
+
+def test_fp16_runtime_runs_sessions_in_float16(gpu):
+    """`vkml bench --fp16` adds vkml-fp16/<gpu>: sessions with precision="fp16", whose outputs
+    stay float32 and near the float32 runtime's."""
+    from vkml.benchmarks.runtimes import Vkml, discover
+
+    runtimes, _ = discover(None, [gpu], fp16=True)
+    labels = [rt.label for rt in runtimes]
+    assert f"vkml/{gpu}" in labels and f"vkml-fp16/{gpu}" in labels
+    assert f"vkml-fp16/{gpu}" not in [rt.label for rt in discover(None, [gpu])[0]]
+    bm = M.BUILDERS["mnist"]()
+    full, half = Vkml(gpu).load(bm).host()[0], Vkml(gpu, "fp16").load(bm).host()[0]
+    assert half.dtype == full.dtype == np.float32
+    np.testing.assert_allclose(half, full, rtol=2e-2, atol=2e-2 * float(np.abs(full).max()))

@@ -51,8 +51,11 @@ class Runtime:
 class Vkml(Runtime):
     name = "vkml"
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, precision: str = "fp32"):
         self.device = device
+        self.precision = precision  # "fp16": InferenceSession(precision="fp16"), labelled vkml-fp16
+        if precision != "fp32":
+            self.name = f"vkml-{precision}"
 
     def version(self) -> str:
         import vkml
@@ -62,7 +65,8 @@ class Vkml(Runtime):
         import vkml
 
         try:
-            sess = vkml.InferenceSession(bm.bytes(), devices=[self.device])
+            extra = {} if self.precision == "fp32" else {"precision": self.precision}
+            sess = vkml.InferenceSession(bm.bytes(), devices=[self.device], **extra)
         except vkml.UnsupportedOpsError as e:
             raise Unavailable("unsupported", str(e)) from None
         except ValueError as e:  # devices it cannot run sessions on yet, and the like
@@ -255,9 +259,10 @@ class Ncnn(Runtime):
 
 
 # ---------------------------------------------------------------------------------- discovery
-def discover(cpu_threads: int | None = None, only_devices: list[str] | None = None
+def discover(cpu_threads: int | None = None, only_devices: list[str] | None = None, fp16: bool = False
              ) -> tuple[list[Runtime], list[dict]]:
-    """(runtimes that can run, [{runtime, status, reason}] for those that cannot at all)."""
+    """(runtimes that can run, [{runtime, status, reason}] for those that cannot at all); `fp16`
+    adds vkml with precision="fp16" on each GPU (vkml-fp16/vulkan:N)."""
     runtimes: list[Runtime] = []
     missing: list[dict] = []
 
@@ -270,6 +275,8 @@ def discover(cpu_threads: int | None = None, only_devices: list[str] | None = No
     for d in vkml.devices():
         if want(d.name):
             runtimes.append(Vkml(d.name))
+            if fp16 and d.name != "cpu":
+                runtimes.append(Vkml(d.name, "fp16"))
     try:
         import onnxruntime as ort
         provs = ort.get_available_providers()

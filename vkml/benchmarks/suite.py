@@ -496,7 +496,7 @@ def fam_first_run(ctx: Ctx) -> None:
             env = fr.child_env(cache)
             cases = []
             for rt in ctx.runtimes:
-                if isinstance(rt, Vkml):
+                if isinstance(rt, Vkml) and rt.precision == "fp32":  # (children open plain sessions)
                     cases += [(rt.label, "cold", "vkml", rt.device, env), (rt.label, "warm", "vkml", rt.device, env)]
                 elif isinstance(rt, OnnxRuntime) and rt.device == "cpu":
                     cases.append((rt.label, "cold", "onnxruntime", "cpu", fr.child_env(None)))
@@ -531,6 +531,8 @@ def build_parser(ap: argparse.ArgumentParser | None = None) -> argparse.Argument
                     help="stop starting new cases after S seconds (the rest are recorded as skipped)")
     ap.add_argument("--case-seconds", type=float, default=None, help="per case and mode timing budget")
     ap.add_argument("--cpu-threads", type=int, default=None, help="onnxruntime intra-op threads")
+    ap.add_argument("--fp16", action="store_true",
+                    help='also vkml with precision="fp16" on each GPU (vkml-fp16/vulkan:N)')
     ap.add_argument("--no-charts", action="store_true")
     ap.add_argument("-q", "--quiet", action="store_true")
     return ap
@@ -545,10 +547,10 @@ def run(args: argparse.Namespace) -> dict:
     bad = [x for x in only if x not in FAMILIES]
     if bad:
         raise ValueError(f"unknown benchmark(s) {bad}; choose from {list(FAMILIES)}")
-    runtimes, missing = discover(args.cpu_threads, args.device)
+    runtimes, missing = discover(args.cpu_threads, args.device, getattr(args, "fp16", False))
     # GPU sessions last within each case: their first run builds a plan (slow for long graphs),
     # and the cheaper runtimes should not lose their turn to it under a time limit.
-    runtimes.sort(key=lambda rt: rt.name == "vkml" and rt.device != "cpu")
+    runtimes.sort(key=lambda rt: rt.name.startswith("vkml") and rt.device != "cpu")
     info = machine_info.describe(runtimes, args.cpu_threads)
     name = args.machine or info["slug"]
     date = _dt.datetime.now().strftime("%Y-%m-%d")
