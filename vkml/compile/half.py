@@ -9,7 +9,8 @@ node or a graph output reads them. The GEMMs then run on cooperative matrices wh
 has them, every tensor moves half the bytes, and the outputs keep the model's float32 type.
 
 Why opt in: float16 has an 11-bit significand and a range of +-65504, so results differ from
-float32 by ~1e-3 relative and activations beyond that range overflow; the accuracy on the zoo
+float32 by ~1e-3 relative, activations beyond that range overflow, and a comparison of values
+computed in float16 (Greater, Where's condition, ArgMax) may decide otherwise than in float32; the accuracy on the zoo
 models is measured against onnxruntime's float32 in tests/zoo/test_zoo_half.py. Ops that are not
 in HALF (Softmax, exponentials, powers, reductions other than the mean, index and shape
 arithmetic, anything without a float16 GPU kernel) stay float32.
