@@ -216,11 +216,11 @@ def _args(node: Node, x: str, prev: str, consts) -> tuple:
 
 
 def _gelu_tanh(name: str, readers, values, y: TensorDesc, keep, replace, consts):
-    """GELU's tanh form as torch exports it (GPT-2's): x*x -> * x -> * c1 -> x + . -> [* c2 ->
-    Tanh -> + 1, the fusion pass's FusedElementwise] -> x * . -> * 0.5, float32, each link the
-    only reader of the one before and x read by exactly the four that take it. (nodes, (c1, c2),
-    replay), else None."""
-    if y.dtype != F32:
+    """GELU's tanh form as torch exports it (GPT-2's): x*x -> * x -> * c1 -> x + . -> * c2 ->
+    Tanh -> + 1 -> x * . -> * 0.5, the middle three as written (float16) or as the fusion pass's
+    FusedElementwise (float32), each link the only reader of the one before and x read by exactly
+    the four that take it. (nodes, (c1, c2), replay), else None."""
+    if y.dtype not in (F32, F16):
         return None
     rs = readers.get(name, ())
     if None in rs or len(rs) != 5:  # (x * x reads it twice)
@@ -228,30 +228,54 @@ def _gelu_tanh(name: str, readers, values, y: TensorDesc, keep, replace, consts)
     m1 = next((r for r in rs if _single(r, "Mul") and list(r.inputs) == [name, name]), None)
     if m1 is None:
         return None
-    nodes, t = [m1], m1.outputs[0]
-    for want in ("Mul", "Mul", "Add", FUSED_ELEMENTWISE, "Mul", "Mul"):
+
+    def link(t: str, want: str):
         r = only_reader(readers, t)
-        if r is None or values.get(r.outputs[0]) != y or r.name in keep or id(r) in replace or len(r.outputs) != 1 \
-                or (r.op_type != want if want == FUSED_ELEMENTWISE else not _single(r, want)):
+        ok = r is not None and values.get(r.outputs[0]) == y and r.name not in keep and id(r) not in replace \
+            and len(r.outputs) == 1 and (r.op_type == want if want == FUSED_ELEMENTWISE else _single(r, want))
+        return r if ok else None
+
+    nodes = [m1]
+    for want in ("Mul", "Mul", "Add"):
+        nodes.append(link(nodes[-1].outputs[0], want))
+        if nodes[-1] is None:
             return None
-        nodes.append(r)
-        t = r.outputs[0]
-    _, m2, m3, add, fe, m5, m6 = nodes
+    fe = link(nodes[-1].outputs[0], FUSED_ELEMENTWISE)
+    middle = [fe] if fe is not None else []
+    if fe is None:
+        for want in ("Mul", "Tanh", "Add"):
+            middle.append(link((middle or nodes)[-1].outputs[0], want))
+            if middle[-1] is None:
+                return None
+    nodes += middle
+    for want in ("Mul", "Mul"):
+        nodes.append(link(nodes[-1].outputs[0], want))
+        if nodes[-1] is None:
+            return None
+    m2, m3, add, m5, m6 = nodes[1], nodes[2], nodes[3], nodes[-2], nodes[-1]
     if {id(r) for r in rs} != {id(m1), id(m2), id(add), id(m5)} or m1.name in keep or id(m1) in replace:
         return None
     if sorted(m2.inputs) != sorted([name, m1.outputs[0]]) or sorted(add.inputs) != sorted([name, m3.outputs[0]]) \
-            or sorted(m5.inputs) != sorted([name, fe.outputs[0]]):
+            or sorted(m5.inputs) != sorted([name, middle[-1].outputs[0]]):
         return None
     other = lambda n, x: n.inputs[1] if n.inputs[0] == x else n.inputs[0]  # noqa: E731
-    c1 = _scalar(consts, other(m3, m2.outputs[0]), F32)
-    half = _scalar(consts, other(m6, m5.outputs[0]), F32)
-    prog = [(int(r[0]), float(r[1])) for r in np.asarray(fe.attrs["program"])]
-    if c1 is None or half != 0.5 or len(prog) != 3 or prog[0][0] != BINARY_CODES["Mul"][0] \
-            or prog[1][0] != UNARY_CODES["Tanh"] or prog[2] != (BINARY_CODES["Add"][0], 1.0):
+    c1 = _scalar(consts, other(m3, m2.outputs[0]), y.dtype)
+    half = _scalar(consts, other(m6, m5.outputs[0]), y.dtype)
+    if fe is not None:
+        prog = [(int(r[0]), float(r[1])) for r in np.asarray(fe.attrs["program"])]
+        ok = len(prog) == 3 and prog[0][0] == BINARY_CODES["Mul"][0] and prog[1][0] == UNARY_CODES["Tanh"] \
+            and prog[2] == (BINARY_CODES["Add"][0], 1.0)
+        c2 = prog[0][1] if ok else None
+    else:
+        mul_c2, tanh, plus1 = middle
+        c2 = _scalar(consts, other(mul_c2, add.outputs[0]), y.dtype)
+        ok = len(mul_c2.inputs) == 2 and len(plus1.inputs) == 2 and \
+            _scalar(consts, other(plus1, tanh.outputs[0]), y.dtype) == 1.0
+    if not ok or c1 is None or c2 is None or half != 0.5:
         return None
     replay = [(m1.op, ("y", "y"))] + [(n.op, _args(n, name, prev.outputs[0], consts))
                                       for prev, n in zip(nodes, nodes[1:])]
-    return nodes, (c1, prog[0][1]), replay
+    return nodes, (c1, c2), replay
 
 
 def _bias(head: Node, y: TensorDesc, values, next_node, replace, consts):
