@@ -13,19 +13,17 @@ import pytest
 import vkml
 import vkml.vulkan as vk
 from vkml.compile import pipeline
-from vkml.ir.graph import TensorDesc
 from vkml.ops.bind import load_model
 from vkml.runtime.devices import GpuFacts, gpu_facts, largest_binding
 from vkml.vulkan import facts
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "zoo"))
-from _zoo import ZOO  # noqa: E402
+from _zoo import ZOO, plan_signature  # noqa: E402
 
 
 def _facts(gpu: str) -> facts.DeviceFacts:
     index = int(gpu.split(":")[1])
-    raw = vk._instance.instance().describe(index)
-    return facts.facts_of(raw, vk.info.from_raw(raw))
+    return facts.facts_of(vk._instance.instance().describe(index))
 
 
 def test_facts_match_the_opened_device(gpu):
@@ -58,17 +56,11 @@ def test_budget_rules():
     assert facts.budget_bytes(1000, None, ("fraction", 0.5)) == 500
 
 
-def _descs(model, feeds) -> dict:
-    return {n: TensorDesc(np.asarray(v).dtype, tuple(np.asarray(v).shape)) for n, v in feeds.items()
-            if n in model.graph.inputs}
-
-
 @pytest.mark.parametrize("name", list(ZOO))
 def test_a_plan_on_the_facts_is_the_plan_on_the_device(gpu, name):
     blob, feeds, _ = ZOO[name].build()
     model = load_model(blob)
-    descs = _descs(model, feeds)
-    known = {n: np.asarray(v) for n, v in feeds.items() if np.asarray(v).size <= 8 and np.asarray(v).dtype.kind in "iu"}
+    descs, known = plan_signature(model, feeds)
     f = _facts(gpu)
     on_facts = GpuFacts(gpu, f, f.budget(), f.alignment, largest_binding(f))
     plans = [pipeline.compile_signature(model.graph, model.weights, descs, known=known, devices=(gpu, "cpu"),

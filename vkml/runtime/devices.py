@@ -60,13 +60,18 @@ def devices() -> list[DeviceInfo]:
     return gpus + [cpu]
 
 
-def vulkan_device(name: str):
-    """The opened vkml.vulkan.Device for "vulkan:N" (ValueError for any other name)."""
+def _vulkan_index(name: str) -> int:
+    """N of "vulkan:N" (ValueError for any other name)."""
     if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
         raise ValueError(f"not a Vulkan device name: {name!r} (expected 'vulkan:N')")
+    return int(name[7:])
+
+
+def vulkan_device(name: str):
+    """The opened vkml.vulkan.Device for "vulkan:N" (ValueError for any other name)."""
     from .. import vulkan
 
-    return vulkan.device(int(name[7:]))
+    return vulkan.device(_vulkan_index(name))
 
 
 def cpu_only(names: Sequence[str] | str | None) -> bool:
@@ -118,10 +123,15 @@ def largest_binding(dev) -> int:
 
 
 def gpu_budget(dev, cap: int | None) -> int:
-    """Bytes placement may put on `dev`: the allocator's budget for its device-memory heap,
-    lowered to the user's cap."""
-    alloc = dev.allocator
-    budget = int(alloc.budget(alloc.pools["device"].heap))
+    """Bytes placement may put on `dev` (an opened Device, or its DeviceFacts while it opens):
+    the allocator's budget for its device-memory heap, lowered to the user's cap."""
+    from ..vulkan.facts import DeviceFacts
+
+    if isinstance(dev, DeviceFacts):
+        budget = dev.budget()
+    else:
+        alloc = dev.allocator
+        budget = int(alloc.budget(alloc.pools["device"].heap))
     return budget if cap is None else min(budget, int(cap))
 
 
@@ -129,13 +139,9 @@ def gpu_facts(name: str, cap: int | None = None) -> GpuFacts:
     """The facts of GPU `name` ("vulkan:N") now, its budget lowered to `cap` bytes. While
     another thread still opens the device (a new session), they come from the physical device
     (vkml/vulkan/facts.py), so planning overlaps vkCreateDevice."""
-    if not isinstance(name, str) or not name.startswith("vulkan:") or not name[7:].isdigit():
-        raise ValueError(f"not a Vulkan device name: {name!r} (expected 'vulkan:N')")
     from .. import vulkan
     from ..vulkan.facts import DeviceFacts
 
-    dev = vulkan.device_facts(int(name[7:]))
-    if isinstance(dev, DeviceFacts):
-        budget = dev.budget() if cap is None else min(dev.budget(), int(cap))
-        return GpuFacts(name, dev, budget, dev.alignment, largest_binding(dev))
-    return GpuFacts(name, dev, gpu_budget(dev, cap), int(dev.allocator.alignment), largest_binding(dev))
+    dev = vulkan.device_facts(_vulkan_index(name))
+    alignment = dev.alignment if isinstance(dev, DeviceFacts) else dev.allocator.alignment
+    return GpuFacts(name, dev, gpu_budget(dev, cap), int(alignment), largest_binding(dev))

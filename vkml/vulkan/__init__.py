@@ -96,13 +96,8 @@ def device_facts(index: int):
     if _instance is None:
         raise VulkanUnavailable(_IMPORT_ERROR)
     from .facts import facts_of
-    from .info import from_raw
 
-    raw = _instance.instance().describe(index)
-    info = from_raw(raw)
-    if not info.usable:
-        raise VulkanUnavailable(f"{info.name} ({info.device_name}) cannot be used by vkml: {info.unusable_reason}")
-    return facts_of(raw, info)
+    return facts_of(_instance.instance().describe(index))
 
 
 def close_all() -> None:

@@ -49,8 +49,7 @@ from vkml.vulkan._instance cimport Instance, check, check_messages
 
 from vkml import config
 from vkml.vulkan.errors import VulkanError, VulkanUnavailable
-from vkml.vulkan.facts import compute_family, device_limits, enabled_features
-from vkml.vulkan.info import from_raw
+from vkml.vulkan.facts import compute_family, device_limits, enabled_features, usable_info
 
 try:
     import fcntl
@@ -111,10 +110,7 @@ cdef class Device:
         self.phys = inst.physical(index)
         self.name = f"vulkan:{index}"
         raw = inst.describe(index)
-        self.info = from_raw(raw)
-        if not self.info.usable:
-            raise VulkanUnavailable(f"{self.name} ({self.info.device_name}) cannot be used by vkml: "
-                                    f"{self.info.unusable_reason}")
+        self.info = usable_info(raw)
         self.spin_ns = <uint64_t>(config.wait_spin_us(self.info.device_type) * 1000.0)
         self.spinners = 0
         self.fork_gen = _fork_gen

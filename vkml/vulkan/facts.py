@@ -14,12 +14,23 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .. import config
+from .errors import VulkanUnavailable
+from .info import DeviceInfo, from_raw
 
 VK_QUEUE_GRAPHICS_BIT = 0x1
 VK_QUEUE_COMPUTE_BIT = 0x2
 MEMORY_DEVICE_LOCAL = 0x1
 MEMORY_BAD = 0x20 | 0x10  # PROTECTED | LAZILY_ALLOCATED (the allocator never picks them)
 MIN_ALIGNMENT = 256  # offsets of laid-out values: max(minStorageBufferOffsetAlignment, this)
+
+
+def usable_info(raw: Mapping[str, Any]) -> DeviceInfo:
+    """The DeviceInfo of an Instance.describe() dict; VulkanUnavailable when vkml cannot use
+    the device (why, from info.unusable_reason)."""
+    info = from_raw(dict(raw))
+    if not info.usable:
+        raise VulkanUnavailable(f"{info.name} ({info.device_name}) cannot be used by vkml: {info.unusable_reason}")
+    return info
 
 
 def compute_family(raw: Mapping[str, Any]) -> int:
@@ -102,8 +113,10 @@ class DeviceFacts:
         return budget_bytes(size, heap_budget, config.budget_setting())
 
 
-def facts_of(raw: Mapping[str, Any], info) -> DeviceFacts:
-    """DeviceFacts from an Instance.describe() dict and its DeviceInfo."""
+def facts_of(raw: Mapping[str, Any]) -> DeviceFacts:
+    """DeviceFacts from an Instance.describe() dict (VulkanUnavailable for a device vkml
+    cannot use)."""
+    info = usable_info(raw)
     family = compute_family(raw)
     lim = device_limits(raw, family)
     align = int(lim["min_storage_buffer_offset_alignment"])
