@@ -37,7 +37,7 @@ from ..kernels.gemm import (EPI_CLIP, EPI_DIV, EPI_GELU, EPI_GELU_TANH, EPI_RELU
                             MAX_BATCH_RANK)
 from ..kernels.matmul import matmul_problem
 from ..ops.registry import Op
-from .rewrite import fold_chain, only_reader, readers_of, rewritten
+from .rewrite import fold_chain, only_reader, other_input, readers_of, rewritten
 
 DOMAIN = "ai.vkml"
 F32 = np.dtype(np.float32)
@@ -198,9 +198,8 @@ def _gelu(name: str, readers, values, y: TensorDesc, keep, replace, consts):
     erf, add, mul1, mul2 = nodes[1:]
     if c1 is None or [r for r in rs if r is not div] != [mul1] or any(n.name in keep or id(n) in replace for n in nodes):
         return None
-    other = lambda n, x: n.inputs[1] if n.inputs[0] == x else n.inputs[0]  # noqa: E731
-    one = _scalar(consts, other(add, erf.outputs[0]), y.dtype)
-    c3 = _scalar(consts, other(mul2, mul1.outputs[0]), y.dtype)
+    one = _scalar(consts, other_input(add, erf.outputs[0]), y.dtype)
+    c3 = _scalar(consts, other_input(mul2, mul1.outputs[0]), y.dtype)
     if one != 1.0 or c3 is None or sorted(mul1.inputs) != sorted([name, add.outputs[0]]) \
             or len(add.inputs) != 2 or len(mul2.inputs) != 2 or values.get(div.outputs[0]) != y:
         return None
@@ -258,9 +257,8 @@ def _gelu_tanh(name: str, readers, values, y: TensorDesc, keep, replace, consts)
     if sorted(m2.inputs) != sorted([name, m1.outputs[0]]) or sorted(add.inputs) != sorted([name, m3.outputs[0]]) \
             or sorted(m5.inputs) != sorted([name, middle[-1].outputs[0]]):
         return None
-    other = lambda n, x: n.inputs[1] if n.inputs[0] == x else n.inputs[0]  # noqa: E731
-    c1 = _scalar(consts, other(m3, m2.outputs[0]), y.dtype)
-    half = _scalar(consts, other(m6, m5.outputs[0]), y.dtype)
+    c1 = _scalar(consts, other_input(m3, m2.outputs[0]), y.dtype)
+    half = _scalar(consts, other_input(m6, m5.outputs[0]), y.dtype)
     if fe is not None:
         prog = [(int(r[0]), float(r[1])) for r in np.asarray(fe.attrs["program"])]
         ok = len(prog) == 3 and prog[0][0] == BINARY_CODES["Mul"][0] and prog[1][0] == UNARY_CODES["Tanh"] \
@@ -268,9 +266,9 @@ def _gelu_tanh(name: str, readers, values, y: TensorDesc, keep, replace, consts)
         c2 = prog[0][1] if ok else None
     else:
         mul_c2, tanh, plus1 = middle
-        c2 = _scalar(consts, other(mul_c2, add.outputs[0]), y.dtype)
+        c2 = _scalar(consts, other_input(mul_c2, add.outputs[0]), y.dtype)
         ok = len(mul_c2.inputs) == 2 and len(plus1.inputs) == 2 and \
-            _scalar(consts, other(plus1, tanh.outputs[0]), y.dtype) == 1.0
+            _scalar(consts, other_input(plus1, tanh.outputs[0]), y.dtype) == 1.0
     if not ok or c1 is None or c2 is None or half != 0.5:
         return None
     replay = [(m1.op, ("y", "y"))] + [(n.op, _args(n, name, prev.outputs[0], consts))
@@ -329,7 +327,7 @@ def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, 
             cur = nxt.outputs[0]
             nxt = next_node(cur)
     if nxt is not None and _single(nxt, "Add") and len(nxt.inputs) == 2 and id(nxt) not in replace:
-        other = nxt.inputs[1] if nxt.inputs[0] == cur else nxt.inputs[0]
+        other = other_input(nxt, cur)
         od = values.get(other)
         if other and other != cur and od == y and values.get(nxt.outputs[0]) == y:
             chain.append(nxt)

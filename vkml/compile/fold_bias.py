@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir.graph import Node, TensorDesc
 from ..ops.registry import lookup
-from .rewrite import fold_chain, only_reader, readers_of, rewritten
+from .rewrite import fold_chain, only_reader, other_input, readers_of, rewritten
 
 
 def _channel_bias(c: np.ndarray, out_rank: int, m: int) -> np.ndarray | None:
@@ -59,7 +59,7 @@ def fold_bias_adds(live: Sequence[Node], values: dict[str, TensorDesc], consts: 
         if add is None or add.op_type != "Add" or add.domain not in ("", "ai.onnx") or add.name in keep \
                 or len(add.inputs) != 2 or add.op is None or id(add) in replace:
             continue
-        other = add.inputs[1] if add.inputs[0] == node.outputs[0] else add.inputs[0]
+        other = other_input(add, node.outputs[0])
         c = consts.get(other)
         out = values.get(node.outputs[0])
         if c is None or other == node.outputs[0] or out is None or out.shape is None or out.dtype is None \

@@ -40,6 +40,11 @@ def replace_nodes(live: Sequence[Node], replace: dict[int, Node | None]) -> list
     return out
 
 
+def other_input(node: Node, name: str) -> str:
+    """The input of two-input `node` that is not `name` (its first when both are)."""
+    return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+
 def fold_chain(replace: dict[int, Node | None], fused: dict[str, list[Node]], node: Node,
                chain: Sequence[Node]) -> None:
     """Record that `node` stands for `chain`: it takes the place of the chain's last node (after
