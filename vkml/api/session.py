@@ -128,9 +128,9 @@ class InferenceSession:
         and every input's shape is fixed; True insists (ValueError for symbolic shapes: call
         warmup(input_shapes) instead); False leaves it to the first run.
         precision: "fp32" (the default) computes as the model says; "fp16" runs a float32 model's
-        convolutions, GEMMs, elementwise ops, pools, Softmax and LayerNormalization in float16 on
-        the GPUs (inputs and outputs stay float32; vkml/compile/half.py says which ops and how
-        far results move)."""
+        convolutions, GEMMs, elementwise ops, pools and LayerNormalization in float16 on the GPUs
+        (inputs and outputs stay float32, Softmax and mask arithmetic too; vkml/compile/half.py
+        says which ops and how far results move)."""
         if isinstance(devices, SessionOptions):
             if sess_options is not None:
                 raise TypeError("sess_options given twice (positionally and by name)")
