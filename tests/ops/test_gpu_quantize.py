@@ -68,6 +68,11 @@ def draw_layout(data, shape, opset):
     return shape[:a] + (-(-shape[a] // block),) + shape[a + 1:], axis, block
 
 
+def layout_attrs(axis, block) -> dict:
+    """The node attributes of draw_layout's (axis, block_size)."""
+    return {**({"axis": axis} if axis is not None else {}), **({"block_size": block} if block else {})}
+
+
 def expand(p, x_shape, axis, block):
     """A scale or zero point broadcast to x's shape (as the CPU operator reads it)."""
     p = np.asarray(p)
@@ -107,11 +112,7 @@ def test_quantize(gpu, shape, data, target, saturate, seed):
     xt = data.draw(st.sampled_from([F32, F16, BF16] if opset >= 19 else [F32]), label="x dtype")
     st_ = data.draw(st.sampled_from([xt] if opset < 23 else [F32, F16, BF16]), label="scale dtype")
     sshape, axis, block = draw_layout(data, shape, opset)
-    attrs = {}
-    if axis is not None:
-        attrs["axis"] = axis
-    if block:
-        attrs["block_size"] = block
+    attrs = layout_attrs(axis, block)
     if opset >= 19 and (target in NARROW or data.draw(st.booleans(), label="saturate attr")):
         attrs["saturate"] = int(saturate)
     if opset >= 23 and data.draw(st.booleans(), label="precision attr"):
@@ -160,11 +161,7 @@ def test_dequantize(gpu, shape, data, qt, seed):
     opset = data.draw(st.sampled_from([o for o in OPSETS if o >= need]), label="opset")
     sdt = data.draw(st.sampled_from([F32, F16, BF16] if opset >= 19 else [F32]), label="scale dtype")
     sshape, axis, block = draw_layout(data, shape, opset)
-    attrs = {}
-    if axis is not None:
-        attrs["axis"] = axis
-    if block:
-        attrs["block_size"] = block
+    attrs = layout_attrs(axis, block)
     if opset >= 23 and data.draw(st.booleans(), label="output_dtype attr"):
         attrs["output_dtype"] = dtypes.onnx_type(data.draw(st.sampled_from([F32, F16, BF16]), label="output"))
     # scales up to 2^20 so that float16 outputs overflow at times

@@ -1353,3 +1353,15 @@ ZOO: dict[str, Entry] = {
                               "Shape_0": FOLD, "Gather_0": FOLD + " (batch size)", "Concat_3": FOLD,
                               "Expand_0": FOLD + " (query_embed over the batch)"}),
 }
+
+
+def plan_signature(model, feeds: dict) -> tuple[dict, dict]:
+    """(input types, known values) of `feeds` as vkml.compile.pipeline.compile_signature takes
+    them for a bound model: the graph's inputs typed, and small integer feeds (shape-like, as a
+    session would plan for their values) known."""
+    from vkml.ir.graph import TensorDesc
+
+    arrays = {k: np.asarray(v) for k, v in feeds.items()}
+    descs = {k: TensorDesc(a.dtype, tuple(a.shape)) for k, a in arrays.items() if k in model.graph.inputs}
+    known = {k: a for k, a in arrays.items() if a.size <= 8 and a.dtype.kind in "iu"}
+    return descs, known

@@ -8,9 +8,8 @@ import onnxruntime as ort
 import pytest
 
 import vkml
-from _zoo import ZOO
+from _zoo import ZOO, plan_signature
 from vkml.compile import pipeline
-from vkml.ir.graph import TensorDesc
 from vkml.ops.bind import load_model
 from vkml.runtime.devices import gpu_facts
 
@@ -45,8 +44,7 @@ def test_zoo_model_in_float16(gpu, name):
     assert on_cpu(half) == on_cpu(full)
     # the heavy ops of the plan compute in float16
     model = load_model(blob)
-    descs = {k: TensorDesc(np.asarray(v).dtype, np.asarray(v).shape) for k, v in feeds.items() if k in model.graph.inputs}
-    known = {k: np.asarray(v) for k, v in feeds.items() if np.asarray(v).size <= 8 and np.asarray(v).dtype.kind in "iu"}
+    descs, known = plan_signature(model, feeds)
     c = pipeline.compile_signature(model.graph, model.weights, descs, known=known, devices=(gpu, "cpu"),
                                    gpus={gpu: gpu_facts(gpu)}, precision="fp16", fuse=False)
     heavy = [n for n in c.concrete.live if n.op_type in HEAVY]
