@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -217,6 +218,11 @@ def test_map_batches_survives_a_killed_actor(cluster, table):
     """SIGKILL of one of the two Ray Data actors after the first output block: Ray Data
     restarts it and retries its blocks; the output is still complete, ordered and exact."""
     x, logits, probs = table
+    # The previous test's actors may still be exiting (same process title): wait them out, so
+    # the one killed below belongs to this dataset (a stale one was killed once on the 2-core VM).
+    deadline = time.monotonic() + 60
+    while _map_workers() and time.monotonic() < deadline:
+        time.sleep(0.2)
     first: set[int] = set()
     later: set[int] = set()
 
