@@ -282,6 +282,8 @@ def _variants_movement(add) -> None:
         add(f"resize_interp_{t}", "resize.comp", INTERP=1, TX=T[t], TO=T[t])
     for t in ("f32", "f16"):  # ---- RoiAlign (shaders/roialign.comp)
         add(f"roialign_{t}", "roialign.comp", TX=T[t], TO=T[t])
+    add("nms_select", "nms.comp", PASS=1)  # ---- NonMaxSuppressionPadded (shaders/nms.comp)
+    add("nms_rows", "nms.comp", PASS=2)
     for t in ("f32", "f16"):  # ---- LRN (shaders/lrn.comp)
         add(f"lrn_{t}", "lrn.comp", TX=T[t], TO=T[t])
     # ---- casts to and from float64, bfloat16, float8, float4, int4, int2 (shaders/cast_ext.comp)

@@ -29,8 +29,9 @@ from .skips import SKIPS
 # to and from float64, bfloat16, float8, float4e2m1, int4/uint4 and int2/uint2 (only float8e8m0's stay);
 # 1338 with LSTM on the GPU and scalar Gathers of shapes folded while planning (2026-11-25);
 # 1354 with RoiAlign (its 3 cases); 1356 with LRN (its 2 cases); 1359 with Split into equal parts
-# before opset 18 (the same count on the H100).
-GPU_BAR = 1631
+# before opset 18 (the same count on the H100); 1631 at the end of 2026-11-25's sessions; 1641 with
+# NonMaxSuppression padded to its bound (vkml/compile/ragged.py, its 10 cases).
+GPU_BAR = 1641
 TALLY: dict[str, int] = {}  # printed by tests/conftest.py
 
 

@@ -1259,10 +1259,8 @@ ZOO: dict[str, Entry] = {
         "Shape_0": FOLD, "Concat_0": FOLD, "Expand_0": FOLD + " (the class token broadcast to the batch)"}),
     "unet_seg": Entry(unet_seg, 13, "vision: segmentation",
                       "ConvTranspose, Concat skips, Resize nearest + linear (scales and sizes)"),
-    "yolo_head": Entry(yolo_head, 11, "vision: detection", "box decode in graph, TopK + NonMaxSuppression", {
-        "nms": "no GPU kernel for NonMaxSuppression",
-        "Gather_2": "data-dependent shape: the number of boxes NMS keeps",
-        "kept": "data-dependent shape: the number of boxes NMS keeps"}),
+    "yolo_head": Entry(yolo_head, 11, "vision: detection",
+                       "box decode in graph, TopK + NonMaxSuppression (rows padded to their bound)"),
     "dbnet_det": Entry(dbnet_det, 10, "OCR: detector",
                        "Paddle2ONNX-style batch -1; opset-10 Resize (scales only), ConvTranspose"),
     "crnn_rec": Entry(crnn_rec, 12, "OCR: recognizer", "bidirectional LSTM, CTC greedy ArgMax"),

@@ -11,7 +11,8 @@ type between them:
         |               Ifs with a known condition replaced by their branch
         v               (compile/specialize.concretize, compile/inline_if)
     Concrete
-        |  rewrite      BatchNormalization and constant bias Adds folded into the Conv/MatMul
+        |  rewrite      NonMaxSuppression's rows padded to their bound (compile/ragged),
+        |               BatchNormalization and constant bias Adds folded into the Conv/MatMul
         v               before them, elementwise chains fused, Conv epilogues fused
     Concrete            (compile/fold_bn, fold_bias, fusion, epilogue)
         |  place        a device per live node and the report of why; each GPU node's kernel
@@ -39,6 +40,7 @@ from .epilogue import fuse_epilogues
 from .fold_bias import fold_bias_adds
 from .fold_bn import fold_batchnorm
 from .half import to_half
+from .ragged import pad_ragged
 from .gpuplan import UnitPlan, build
 from .placement import Placement
 from .specialize import Concrete, concretize, device_specs, place_concrete
@@ -105,15 +107,20 @@ def specialize(graph: Graph, weights: Mapping[str, np.ndarray], sig: Signature,
     return concretize(graph, weights, sig.inputs, sig.fed, sig.known, keep)
 
 
-def rewrite(graph: Graph, c: Concrete, keep: frozenset[str], precision: str = "fp32", fuse: bool = True) -> Concrete:
-    """The compile rewrites on `c` (made fresh by specialize, and changed in place): Conv +
+def rewrite(graph: Graph, c: Concrete, keep: frozenset[str], precision: str = "fp32", fuse: bool = True,
+            pad: bool = True) -> Concrete:
+    """The compile rewrites on `c` (made fresh by specialize, and changed in place): with `pad`
+    (a GPU is in the plan), NonMaxSuppression's rows are computed padded to their bound with
+    what reads them row by row (compile/ragged.py); Conv +
     BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, under
     precision "fp16" the heavy ops go to float16 (compile/half.py), chains of elementwise ops
     become one dispatch, and so do Convs with what follows them; with `fuse` off only the
     precision step runs. `keep`: nodes left alone (those the user placed). c.fused says which
     graph nodes each new node runs (the nodes of an inlined If's branch run that If)."""
-    steps = [lambda live: fold_batchnorm(live, c.values, c.consts, graph.outputs, keep),
-             lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep)] if fuse else []
+    steps = [lambda live: pad_ragged(live, c.values, c.consts, graph.outputs, keep)] if pad else []
+    if fuse:
+        steps += [lambda live: fold_batchnorm(live, c.values, c.consts, graph.outputs, keep),
+                  lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep)]
     if precision == "fp16":
         steps.append(lambda live: to_half(live, c.values, c.consts, graph.inputs, graph.outputs, keep))
     if fuse:
@@ -154,7 +161,8 @@ def compile_signature(graph: Graph, weights: Mapping[str, np.ndarray], inputs: M
     sig = Signature(dict(inputs), frozenset(fed), output_device, dict(known or {}))
     target = Target(tuple(devices), dict(gpus), dict(forced or {}), dict(broken or {}), bool(fuse), precision)
     c = specialize(graph, weights, sig, frozenset(target.forced))
-    c = rewrite(graph, c, frozenset(target.forced), target.precision, target.fuse)
+    c = rewrite(graph, c, frozenset(target.forced), target.precision, target.fuse,
+                pad=any(d != "cpu" for d in target.devices))
     placed = place(graph, c, target)
     units = partition(graph, c, placed, sig.output_device, target.gpus)
     return Compiled(sig, c, placed.placement, placed.report, units)

@@ -87,6 +87,37 @@ class _NMS(Op):
         return (np.array(rows, np.int64).reshape(-1, 3),)
 
 
+class NonMaxSuppressionPadded(_NMS):
+    """What compile/ragged.py makes of a NonMaxSuppression whose row count it can bound: the
+    same rows in the same order, then zero rows up to `capacity` (batches x classes x
+    min(max_output_boxes_per_class, boxes)), and how many rows are real (int64 [1]). A static
+    shape lets a GPU run it and what reads it (vkml/kernels/nms.py); a Trim (ops/ragged.py)
+    cuts the rows where an exact shape is needed. Not registered: only the rewrite makes it."""
+
+    op_type, domain, since = "NonMaxSuppressionPadded", "ai.vkml", 1
+    attrs = {"center_point_box": 0, "capacity": 0}
+
+    def infer(self, inputs, consts):
+        return [TensorDesc(np.dtype(np.int64), (int(self.capacity), 3)), TensorDesc(np.dtype(np.int64), (1,))]
+
+    def run(self, *inputs):
+        rows = super().run(*inputs)[0]
+        if len(rows) > self.capacity:
+            raise ValueError(f"NonMaxSuppression kept {len(rows)} boxes, more than its bound {self.capacity}")
+        out = np.zeros((int(self.capacity), 3), np.int64)
+        out[:len(rows)] = rows
+        return out, np.array([len(rows)], np.int64)
+
+
+def nms_capacity(boxes: TensorDesc, scores: TensorDesc, max_out: np.ndarray | None) -> int | None:
+    """How many rows NonMaxSuppression can return for these input types and this
+    max_output_boxes_per_class (None: not known before the run)."""
+    if max_out is None or not boxes.static or not scores.static or len(scores.shape) != 3 or len(boxes.shape) != 3:
+        return None
+    b, c, n = scores.shape
+    return b * c * min(max(int(_opt_scalar(max_out, 0)), 0), n)
+
+
 @register
 class NonMaxSuppression10(_NMS):
     since = 10
