@@ -2,77 +2,23 @@
 // Batched GEMM on tensor cores: O[z] = alpha * op(A[z]) * op(B[z]) (+ beta * C), float16
 // A, B, C and output, float32 accumulation, through GL_KHR_cooperative_matrix.
 //
-// A workgroup computes a BM x BN block; each subgroup a WM x WN warp tile made of
-// (WM/CM) x (WN/CN) accumulators of the device's CM x CN x CK shape (chosen by the host
-// from VkCooperativeMatrixPropertiesKHR). K advances in BK steps through shared tiles, each
-// operand kept in its stored layout (row-major, or column-major when transposed) with one
-// vector of padding per row against bank conflicts. The next tile is fetched into registers
-// while the current one is multiplied; with STAGES = 2 it is stored to the other buffer
-// behind the multiplies (one barrier per K step), with STAGES = 1 (half the shared memory)
-// into the one buffer between two barriers. Results of ragged or scaled blocks go through
-// small per-subgroup staging tiles (in A's buffers, free by then) so that alpha, beta * C, the
-// epilogue (a fused residual Add and activation), the float16 rounding and the bounds checks
-// happen in plain code.
+// The tiles, the K loop and the staged stores are include/vkml_coop.glsl's (shared with
+// conv_coop.comp); this file reads the operands (each in its stored layout: row-major, or
+// column-major when transposed), walks the batches and splits, and stores: whole blocks
+// without alpha, C or an epilogue go out directly as float16, the others through the staging
+// tiles so that alpha, beta * C, the epilogue (a fused residual Add and activation), the
+// float16 rounding and the bounds checks happen in plain code.
 //
 // VEC (a define: 8 or 4) is the width of every global and shared access in halves: 16- or
-// 8-byte vectors. The host guarantees: each operand's contiguous dimension, leading stride
-// and batch strides are multiples of VEC, BM % WM == BN % WN == 0, WM % CM == WN % CN == 0,
-// BK % CK == 0, tile sides multiples of VEC, and local_size_x = (BM/WM) * (BN/WN) * SG.
+// 8-byte vectors. The host guarantees, besides the include's conditions: each operand's
+// contiguous dimension, leading stride and batch strides are multiples of VEC.
 #extension GL_GOOGLE_include_directive : require
-#extension GL_KHR_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_control_flow_attributes : require
-
-#if VEC == 8
-#define VT uvec4
-#else
-#define VT uvec2
-#endif
 
 layout(local_size_x = 128, local_size_x_id = 0) in;
-layout(constant_id = 1) const uint BM = 128;
-layout(constant_id = 2) const uint BN = 128;
-layout(constant_id = 3) const uint BK = 32;
-layout(constant_id = 4) const uint WM = 64;
-layout(constant_id = 5) const uint WN = 64;
-// The cooperative-matrix shape is fixed per variant (matmul_coop_<M>x<N>x<K>_f16): matrix
-// types sized by specialization constants are optional territory for drivers.
-const uint CM = COOP_M, CN = COOP_N, CK = COOP_K;
 layout(constant_id = 6) const bool TRANS_A = false;
 layout(constant_id = 7) const bool TRANS_B = false;
 layout(constant_id = 8) const bool HAS_C = false;
-layout(constant_id = 9) const uint SG = 32;  // the device's subgroup size
-// Shared buffers per operand: 2 = double-buffered (one barrier per K step), 1 = one buffer
-// filled from registers between two barriers (half the shared memory, so a bigger BK fits).
-layout(constant_id = 10) const uint STAGES = 2;
-
-const uint WARPS_N = BN / WN;
-const uint NWARPS = (BM / WM) * WARPS_N;
-const uint FM = WM / CM;                     // accumulators per warp along m
-const uint FN = WN / CN;
-// Shared tiles in the operands' stored layouts; rows are the non-contiguous dimension.
-const uint A_ROWS = TRANS_A ? BK : BM;
-const uint A_COLS = TRANS_A ? BM : BK;
-const uint A_LD = A_COLS / VEC + 1u;         // vectors per shared row, one of padding
-const uint B_ROWS = TRANS_B ? BN : BK;
-const uint B_COLS = TRANS_B ? BK : BN;
-const uint B_LD = B_COLS / VEC + 1u;
-const uint A_TILE = A_ROWS * A_LD;           // vectors per buffer
-const uint B_TILE = B_ROWS * B_LD;
-const uint A_CHUNKS = A_ROWS * A_COLS / VEC; // vector loads per tile
-const uint B_CHUNKS = B_ROWS * B_COLS / VEC;
-const uint NTHREADS = NWARPS * SG;
-const uint SLOTS_A = (A_CHUNKS + NTHREADS - 1u) / NTHREADS;  // loads per invocation per tile
-const uint SLOTS_B = (B_CHUNKS + NTHREADS - 1u) / NTHREADS;
-
-// The epilogue's per-subgroup float32 staging tiles reuse As (the host checks it is big
-// enough: STAGES * A_TILE vectors hold at least NWARPS * CM * CN floats).
-shared VT As[STAGES * A_TILE];
-shared VT Bs[STAGES * B_TILE];
-const uint VF = VEC / 2u;                    // floats per vector
+#include "include/vkml_coop.glsl"
 
 layout(std430, binding = 0) readonly buffer BA { VT av[]; };
 layout(std430, binding = 1) readonly buffer BB { VT bv[]; };
@@ -123,19 +69,26 @@ VT fetch_b(uint base, uint n0, uint k0, uint q) {
     return bv[idx / VEC];
 }
 
-void put_a(uint buf, uint q, VT v) {
-    if (q < A_CHUNKS)
-        As[buf * A_TILE + (q / (A_COLS / VEC)) * A_LD + q % (A_COLS / VEC)] = v;
-}
+// The staged epilogue's stores (COOP_STORE_STAGED): alpha, then the split's float32 partial,
+// or beta * C, the epilogue and the rounding to float16.
+bool SPLIT_K;               // this dispatch splits K (pc.S > 1)
+uint OBASE, PBASE;          // this batch's output, this (split, batch)'s partials
 
-void put_b(uint buf, uint q, VT v) {
-    if (q < B_CHUNKS)
-        Bs[buf * B_TILE + (q / (B_COLS / VEC)) * B_LD + q % (B_COLS / VEC)] = v;
+void coop_store(uint m, uint n, float v) {
+    if (m >= pc.M || n >= pc.N) return;
+    v *= pc.alpha;
+    if (SPLIT_K) {
+        part[PBASE + m * pc.N + n] = v;
+        return;
+    }
+    if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
+    uint oi = OBASE + m * pc.N + n;
+    o[oi] = float16_t(epilogue(v, oi, pc.EPI));
 }
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    uint warp = gl_SubgroupID;
     uint wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * WN;
     uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
     for (uint zs = gl_WorkGroupID.z; zs < pc.batch * pc.S; zs += gl_NumWorkGroups.z) {
@@ -151,119 +104,28 @@ void main() {
             bbase += co * pc.sbb[d];
         }
 
-        coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> acc[FM * FN];
-        [[unroll]] for (uint i = 0u; i < FM * FN; ++i)
-            acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
-
-        VT ra[SLOTS_A];
-        VT rb[SLOTS_B];
-        [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(abase, m0, kbeg, tid + i * NTHREADS);
-        [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(bbase, n0, kbeg, tid + i * NTHREADS);
-        if (STAGES == 2u) {
-            [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, ra[i]);
-            [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, rb[i]);
-            barrier();
-        }
-
-        for (uint t = 0u; t < ntiles; ++t) {
-            uint buf = STAGES == 2u ? t & 1u : 0u;
-            bool more = t + 1u < ntiles;
-            if (STAGES == 1u) {
-                // One buffer: wait until every subgroup has read the last tile, fill it
-                // from the registers, wait again, then fetch the next tile behind the math.
-                barrier();
-                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, ra[i]);
-                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, tid + i * NTHREADS, rb[i]);
-                barrier();
-            }
-            if (more) {
-                uint k1 = kbeg + (t + 1u) * BK;
-                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(abase, m0, k1, tid + i * NTHREADS);
-                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(bbase, n0, k1, tid + i * NTHREADS);
-            }
-            [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
-                // A fragments for the whole warp tile, then one B fragment at a time: fewer
-                // live registers than holding every B fragment.
-                coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> fa[FM];
-                [[unroll]] for (uint i = 0u; i < FM; ++i) {
-                    uint m = wm0 + i * CM;
-                    if (TRANS_A)
-                        coopMatLoad(fa[i], As, buf * A_TILE + kk * A_LD + m / VEC, A_LD,
-                                    gl_CooperativeMatrixLayoutColumnMajor);
-                    else
-                        coopMatLoad(fa[i], As, buf * A_TILE + m * A_LD + kk / VEC, A_LD,
-                                    gl_CooperativeMatrixLayoutRowMajor);
-                }
-                [[unroll]] for (uint j = 0u; j < FN; ++j) {
-                    coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> fb;
-                    uint n = wn0 + j * CN;
-                    if (TRANS_B)
-                        coopMatLoad(fb, Bs, buf * B_TILE + n * B_LD + kk / VEC, B_LD,
-                                    gl_CooperativeMatrixLayoutColumnMajor);
-                    else
-                        coopMatLoad(fb, Bs, buf * B_TILE + kk * B_LD + n / VEC, B_LD,
-                                    gl_CooperativeMatrixLayoutRowMajor);
-                    [[unroll]] for (uint i = 0u; i < FM; ++i)
-                        acc[i * FN + j] = coopMatMulAdd(fa[i], fb, acc[i * FN + j]);
-                }
-            }
-            if (STAGES == 2u) {
-                if (more) {
-                    [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(buf ^ 1u, tid + i * NTHREADS, ra[i]);
-                    [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(buf ^ 1u, tid + i * NTHREADS, rb[i]);
-                }
-                barrier();
-            }
-        }
-        if (STAGES == 1u)
-            barrier();  // the staging tiles below reuse As
+        COOP_ACC_DECL;
+        COOP_K_LOOP(abase, bbase, m0, n0, kbeg, ntiles, tid, wm0, wn0);
 
         // Epilogue. Whole blocks without alpha or C: the accumulators go out directly as
-        // float16. Otherwise through this subgroup's staging tile (alpha, beta * C, ragged
-        // edges in plain code). Every loop here has a compile-time trip count: a loop the
-        // driver cannot unroll would index the accumulator array dynamically and move it
-        // to local memory (seen on an H100: 5x slower).
-        // Split K: alpha * the partial in float32, through the staging tile, for splitk_reduce.
-        bool split_k = pc.S > 1u;
-        uint obase = z * pc.M * pc.N, pbase = (split * pc.batch + z) * pc.M * pc.N;
-        bool direct = !split_k && !HAS_C && pc.EPI == 0u && pc.alpha == 1.0 && m0 + BM <= pc.M
+        // float16. Otherwise through the staging tiles (alpha, beta * C, ragged edges in plain
+        // code; split K: alpha * the partial in float32, for splitk_reduce).
+        SPLIT_K = pc.S > 1u;
+        OBASE = z * pc.M * pc.N;
+        PBASE = (split * pc.batch + z) * pc.M * pc.N;
+        bool direct = !SPLIT_K && !HAS_C && pc.EPI == 0u && pc.alpha == 1.0 && m0 + BM <= pc.M
                       && n0 + BN <= pc.N && pc.N % 8u == 0u;
         if (direct) {
             [[unroll]] for (uint i = 0u; i < FM; ++i) {
                 [[unroll]] for (uint j = 0u; j < FN; ++j) {
                     coopmat<float16_t, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> h =
                         coopmat<float16_t, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(acc[i * FN + j]);
-                    coopMatStore(h, o, obase + (m0 + wm0 + i * CM) * pc.N + n0 + wn0 + j * CN, pc.N,
+                    coopMatStore(h, o, OBASE + (m0 + wm0 + i * CM) * pc.N + n0 + wn0 + j * CN, pc.N,
                                  gl_CooperativeMatrixLayoutRowMajor);
                 }
             }
         } else {
-            uint sbase = warp * CM * CN;  // in floats, within As
-            [[unroll]] for (uint i = 0u; i < FM; ++i) {
-                [[unroll]] for (uint j = 0u; j < FN; ++j) {
-                    coopMatStore(acc[i * FN + j], As, sbase / VF, CN / VF, gl_CooperativeMatrixLayoutRowMajor);
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
-                    [[unroll]] for (uint q = 0u; q < (CM * CN + SG - 1u) / SG; ++q) {
-                        uint e = q * SG + lane;
-                        uint r = e / CN, col = e - r * CN;
-                        uint m = m0 + wm0 + i * CM + r, n = n0 + wn0 + j * CN + col;
-                        if (e < CM * CN && m < pc.M && n < pc.N) {
-                            uint f = sbase + e;
-                            float v = pc.alpha * uintBitsToFloat(As[f / VF][f % VF]);
-                            if (split_k) {
-                                part[pbase + m * pc.N + n] = v;
-                            } else {
-                                if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
-                                uint oi = obase + m * pc.N + n;
-                                o[oi] = float16_t(epilogue(v, oi, pc.EPI));
-                            }
-                        }
-                    }
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
-                }
-            }
+            COOP_STORE_STAGED(m0 + wm0, n0 + wn0);
         }
         barrier();  // the next batch's first tile overwrites As
     }

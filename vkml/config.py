@@ -519,7 +519,7 @@ def matmul_tile() -> tuple[int, ...] | None:
 
 _setting("VKML_COOP", "1", "on/off", """
     0: never use the cooperative-matrix (tensor core) GEMM path, even where the device has it;
-    GEMMs take the SIMT path. For comparisons.""")
+    GEMMs and float16 convolutions take the SIMT path. For comparisons.""")
 
 
 def coop() -> bool:

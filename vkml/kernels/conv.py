@@ -12,7 +12,9 @@ Four routes, picked per node:
   * everything else, ConvTranspose included: conv_<t> (shaders/conv.comp), an implicit GEMM
     whose load stage gathers input columns through a per-k table built here. ConvTranspose
     runs in gather form: output o takes input (o + pad - tap * dilation) / stride where
-    that divides exactly.
+    that divides exactly. Big float16 Convs run the same GEMM on tensor cores instead
+    (conv_coop_<shape>_f16, shaders/conv_coop.comp) where the device has cooperative
+    matrices: conv_coop.py says which.
 Attributes follow vkml.ops.conv (the NumPy operators): auto_pad, pads, strides, dilations,
 group, kernel_shape; ConvTranspose also output_padding and output_shape.
 """
@@ -26,7 +28,7 @@ import numpy as np
 
 from vkml.ops._window import AUTO_PADS, auto_pad_name, resolve
 
-from . import gemm
+from . import conv_coop, gemm
 from . import matmul as mm
 from .common import PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
@@ -233,19 +235,26 @@ def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=ge
 
 
 def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
+    """The implicit GEMM: conv_coop.comp on tensor cores where conv_coop.plan takes it (float16
+    Conv), else conv.comp; both with the same push constants, k table and split K."""
     dev = rec.device
-    t = _conv_tiling(dev, geo)
-    t.validate(dev)
     s = math.prod(geo.in_sp)
     p = math.prod(geo.out_sp)
     k = geo.cg * geo.taps
     if geo.transposed:
-        wg, wm, vec_a = geo.cg * geo.mg * geo.taps, geo.taps, 1
+        wg, wm = geo.cg * geo.mg * geo.taps, geo.taps
     else:
         wg, wm = geo.mg * k, k
-        vec_a = 4 if k % 4 == 0 and w.view.offset % 16 == 0 else 1
-    spec = t.spec() + (vec_a, b is not None, geo.transposed)
-    pipe = dev.pipeline(f"conv_{dtype_name(out.dtype)}", "rrrwrwr", CONV_PUSH.size, spec)
+    coop = conv_coop.plan(dev, geo, out.dtype, w.view.offset)
+    if coop is not None:
+        t = coop.tiling
+        name, spec = conv_coop.variant(dev, coop, b is not None)
+    else:
+        t = _conv_tiling(dev, geo)
+        t.validate(dev)
+        vec_a = 4 if not geo.transposed and k % 4 == 0 and w.view.offset % 16 == 0 else 1
+        name, spec = f"conv_{dtype_name(out.dtype)}", t.spec() + (vec_a, b is not None, geo.transposed)
+    pipe = dev.pipeline(name, "rrrwrwr", CONV_PUSH.size, spec)
     vr = gemm.residual_view(epi, res, out)
     table = rec.constants(k_table(geo).tobytes())
     splits, ks = gemm.split_k(t.blocks(geo.mg, geo.n * p, geo.group), k, t.bk, geo.m * geo.n * p * 4,
