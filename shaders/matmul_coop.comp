@@ -48,7 +48,13 @@ layout(push_constant) uniform Push {
 // The epilogue's residual, laid out like the output (bound to the output when unused).
 layout(std430, binding = 5) readonly buffer BR { float16_t res[]; };
 #define SO float16_t
+// GELU and the division by a constant (the transformer epilogues) only in the EPI_GEMM=1
+// variants: their code (erf, tanh, a correctly rounded division) in the same shader as the
+// cooperative-matrix loop made a 4096^3 product 5.6x slower on an H100 (157 -> 28 TFLOPS,
+// bench/results/checks/h100-2026-11-25-coop-epilogue-variant.txt), whatever EPI was.
+#if EPI_GEMM
 #define VKML_EPILOGUE_GEMM
+#endif
 #include "include/vkml_epilogue.glsl"
 
 uint KEND;                  // the end of this split's k range

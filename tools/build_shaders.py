@@ -324,7 +324,11 @@ def _variants_matmul(add) -> None:
         add(f"matmul_small_{t}", "matmul_small.comp", TX=T[t], TY=T[t], TO=T[t])
     for m, n, k in ((16, 16, 16), (16, 8, 16), (16, 8, 8)):  # NVIDIA's f16 shapes (glslang >= 13)
         for vec in (8, 4):  # 16- or 8-byte accesses (matmul_coop.py picks by alignment)
-            add(f"matmul_coop_{m}x{n}x{k}_v{vec}_f16", "matmul_coop.comp", COOP_M=m, COOP_N=n, COOP_K=k, VEC=vec)
+            add(f"matmul_coop_{m}x{n}x{k}_v{vec}_f16", "matmul_coop.comp", COOP_M=m, COOP_N=n, COOP_K=k, VEC=vec,
+                EPI_GEMM=0)
+            # with GELU and the division (matmul_coop.py takes it only for those epilogues)
+            add(f"matmul_coop_{m}x{n}x{k}_v{vec}_epi_f16", "matmul_coop.comp", COOP_M=m, COOP_N=n, COOP_K=k,
+                VEC=vec, EPI_GEMM=1)
         # float16 Conv on the same core (conv_coop.py): 16-byte shared vectors, the gathered
         # input and unaligned weights packed value by value
         add(f"conv_coop_{m}x{n}x{k}_f16", "conv_coop.comp", COOP_M=m, COOP_N=n, COOP_K=k, VEC=8)

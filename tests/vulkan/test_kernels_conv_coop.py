@@ -386,7 +386,7 @@ def test_coop_shaders_are_valid_spirv():
     validator too old for SPV_KHR_cooperative_matrix is passed over."""
     spv = os.path.join(ROOT, "vkml", "spv")
     paths = sorted(os.path.join(spv, f) for f in os.listdir(spv) if f.startswith(("conv_coop_", "matmul_coop_")))
-    assert len(paths) == 3 * len(matmul_coop.SHAPES)
+    assert len(paths) == 5 * len(matmul_coop.SHAPES)  # conv; matmul v4, v8, each also with GELU (_epi)
     for tool in _spirv_vals():
         rs = [(p, env, subprocess.run([tool, "--target-env", env, p], capture_output=True, text=True))
               for p in paths for env in ("vulkan1.1", "vulkan1.3")]
@@ -396,3 +396,21 @@ def test_coop_shaders_are_valid_spirv():
             assert r.returncode == 0, f"{os.path.basename(p)} ({env}): {r.stdout}{r.stderr}"
         return
     pytest.skip("no spirv-val that knows SPV_KHR_cooperative_matrix (put one on PATH)")
+
+
+def test_gemm_tiling_by_product_shape(vkml_env):
+    """matmul_coop.choose: short products (K <= SHORT_K: CNNs' pointwise convolutions) take the
+    64x64 single-buffered block, long square ones the 128x128 default, skinny long ones SKINNY."""
+    vkml_env(VKML_COOP=None, VKML_COOP_TILE=None)
+    dev, shape = fake_device(), matmul_coop.CoopShape(16, 16, 16)
+
+    def pick(m, n, k, batch=1):
+        return matmul_coop.choose(dev, gemm.Gemm(m, n, k, False, False, 0, 0, [batch], [0], [0]), shape)
+
+    assert pick(256, 3136, 64, 32) == matmul_coop.SHORT  # ResNet-50 stage 1 at batch 32
+    assert pick(256, 196, 1024, 32) == matmul_coop.SHORT
+    assert pick(4096, 4096, 4096) == matmul_coop.TILINGS[0]
+    assert pick(64, 4096, 4096) == matmul_coop.SKINNY
+    assert pick(256, 196, 1025, 32) == matmul_coop.TILINGS[0]
+    vkml_env(VKML_COOP_TILE="128,64,32,64,32")
+    assert pick(256, 3136, 64, 32) == matmul_coop.CoopTiling(128, 64, 32, 64, 32)

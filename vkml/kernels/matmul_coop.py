@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import config
-from .gemm import MATMUL_PUSH, NO_CLIP, dispatch_gemm, residual_view
+from .gemm import EPI_DIV, EPI_GELU, EPI_GELU_TANH, MATMUL_PUSH, NO_CLIP, dispatch_gemm, residual_view
 
 FEATURES = ("cooperative_matrix", "fp16_arithmetic", "storage_16bit")
 SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))  # the shader variants built (tools/build_shaders.py)
@@ -82,6 +82,15 @@ TILINGS = (CoopTiling(128, 128, 32, 64, 64), CoopTiling(128, 64, 32, 64, 32), Co
 # 64 x 4096 x 4096 float16 product in 22 us against 31 with steps of 32 (H100,
 # bench/results/checks/h100-2026-11-25-skinny-gemm.txt).
 SKINNY = CoopTiling(64, 64, 128, 32, 32, 1)
+# Short products (K <= SHORT_K: the pointwise convolutions of CNNs, batched per image) spend
+# little time in the K loop, and big blocks leave more of their tiles half-used and fewer
+# workgroups per multiprocessor: 64 x 64 blocks through one shared buffer beat the 128 x 128
+# default 1.5-3.5x on every pointwise convolution of ResNet-50 at batch 32 (GPU timestamps on an
+# H200, bench/results/checks/h200-2026-11-25-coop-short-k.jsonl) and tie at batch 1.
+SHORT_K = 1024
+# Epilogues only the matmul_coop_*_epi_f16 variants compute (shaders/matmul_coop.comp EPI_GEMM)
+HEAVY_EPILOGUES = EPI_GELU | EPI_GELU_TANH | EPI_DIV
+SHORT = CoopTiling(64, 64, 32, 32, 32, 1)
 
 
 def device_shape(device) -> CoopShape | None:
@@ -111,7 +120,9 @@ def choose(device, g, shape: CoopShape, vec: int = 8) -> CoopTiling | None:
     sg = device.info.subgroup_size
     forced = _forced()
     options = (forced,) if forced else TILINGS
-    if not forced and g.m <= SKINNY.bm and g.k >= 2 * SKINNY.bk:
+    if not forced and g.k <= SHORT_K:
+        options = (SHORT,) + TILINGS
+    elif not forced and g.m <= SKINNY.bm and g.k >= 2 * SKINNY.bk:
         options = (SKINNY,) + TILINGS
     fitting = []
     for t in options:
@@ -129,8 +140,8 @@ def choose(device, g, shape: CoopShape, vec: int = 8) -> CoopTiling | None:
         return None
     if forced:
         return fitting[0]
-    if fitting[0] is SKINNY:
-        return SKINNY
+    if fitting[0] is SKINNY or fitting[0] is SHORT:
+        return fitting[0]
     # The biggest block that still yields about a wave of workgroups per multiprocessor
     # (an H100 has 132), else the smallest.
     for t in fitting:
@@ -181,7 +192,9 @@ def record_if_suitable(rec, g, a, b, c, out, epi: int = 0, res=None, clip: tuple
     has_c = g.c_strides is not None
     threads = t.warps * dev.info.subgroup_size
     spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size, t.stages)
-    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}_f16", "rrrwwr", MATMUL_PUSH.size, spec)
+    # GELU and the division need the shader variant that has their code (slower for the rest)
+    heavy = "_epi" if epi & HEAVY_EPILOGUES else ""
+    p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}{heavy}_f16", "rrrwwr", MATMUL_PUSH.size, spec)
     dispatch_gemm(rec, p, g, t, [a.view, b.view, c.view if has_c else out.view, out.view], out,
                   residual_view(epi, res, out), epi, clip)
     return True
