@@ -414,3 +414,19 @@ def test_gemm_tiling_by_product_shape(vkml_env):
     assert pick(256, 196, 1025, 32) == matmul_coop.TILINGS[0]
     vkml_env(VKML_COOP_TILE="128,64,32,64,32")
     assert pick(256, 3136, 64, 32) == matmul_coop.CoopTiling(128, 64, 32, 64, 32)
+
+
+def test_plain_coop_gemms_leave_the_heavy_epilogues_out():
+    """GELU and the correctly rounded division compiled into the cooperative-matrix shader made
+    every fp16 GEMM on it 5.6x slower on an H100 (bench/results/checks/
+    h100-2026-11-25-coop-epilogue-variant.txt): only the *_epi_f16 variants may carry them, and
+    matmul_coop.py takes those only for the epilogues that need them."""
+    spv = os.path.join(ROOT, "vkml", "spv")
+    for m, n, k in matmul_coop.SHAPES:
+        for vec in (8, 4):
+            base = os.path.join(spv, f"matmul_coop_{m}x{n}x{k}_v{vec}")
+            plain, heavy = open(base + "_f16.spv", "rb").read(), open(base + "_epi_f16.spv", "rb").read()
+            for name in (b"vkml_erf", b"vkml_tanh", b"vkml_div"):
+                assert name not in plain, (base, name)
+                assert name in heavy, (base, name)
+    assert matmul_coop.HEAVY_EPILOGUES == gemm.EPI_GELU | gemm.EPI_GELU_TANH | gemm.EPI_DIV
