@@ -77,6 +77,13 @@ def _model() -> bytes:
     shifted = node("Mod", [node("Add", [box, const("one64", np.int64(1))], "box1"), const("n64", np.int64(N))],
                    "box_next")
     output(node("Gather", [flat, shifted], "det_next", axis=0), False)
+    # RoI heads on the kept boxes (Mask R-CNN's shape): RoiAlign with batch indices from the
+    # rows (zero padding: valid), a Conv and a pooling over them as the batch
+    bidx = node("Gather", ["sel", const("zero64", np.array(0, np.int64))], "bidx", axis=1)
+    feat = const("feat", np.random.default_rng(4).standard_normal((1, 2, 8, 8)).astype(np.float32))
+    rois = node("RoiAlign", [feat, det, bidx], "rois", output_height=2, output_width=2, sampling_ratio=2)
+    conv = node("Conv", [rois, const("wc", np.arange(6, dtype=np.float32).reshape(3, 2, 1, 1) / 5)], "roi_conv")
+    output(node("GlobalAveragePool", [conv], "roi_pool"), True)
     # a Concat along the rows and a Gather of a row number: both trimmed
     ext = node("Concat", [det, const("ones14", np.ones((1, 4), np.float32))], "det_ext", axis=0)
     output(node("Gather", [ext, const("row0", np.array([0], np.int64))], "first_row", axis=0), False)
@@ -118,7 +125,7 @@ def test_ragged_values_run_on_the_gpu(gpu):
     for name, on_gpu in EXPECT.items():
         if name in rows:
             assert (rows[name]["device"] == gpu) == on_gpu, (name, rows[name])
-    for name in ("box", "cls", "det", "scaled", "sel_cols", "cls_col", "box1", "box_next"):
+    for name in ("box", "cls", "det", "scaled", "sel_cols", "cls_col", "box1", "box_next", "bidx", "rois", "roi_conv"):
         assert rows[name]["device"] == gpu, (name, rows[name])
 
 

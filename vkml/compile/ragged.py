@@ -255,6 +255,8 @@ def _semantics_row_wise(node, op, rin, pos, r0, values, consts, outs, axes) -> b
         rank = len(values[r0.padded].shape)
         return r0.axis not in {int(a) + rank if int(a) < 0 else int(a) for a in np.asarray(red).reshape(-1)}
     if op in PER_IMAGE:
+        if op == "BatchNormalization" and (int(node.attrs.get("training_mode", 0)) or len(node.outputs) > 1):
+            return False  # batch statistics mix the images
         return pos == {0} and r0.axis == 0
     if op == "MatMul":
         return pos == {0} and r0.axis < len(values[r0.padded].shape) - 1 and len(values[r0.padded].shape) >= 2
