@@ -1,4 +1,5 @@
-"""Bounded dynamic axes: the rows NonMaxSuppression keeps, computed padded on the GPU.
+"""Bounded dynamic axes: the rows NonMaxSuppression keeps and the coordinates NonZero finds,
+computed padded on the GPU.
 
 NonMaxSuppression returns as many rows as boxes survive, a number known only when it has run,
 and so is every value computed from those rows: a GPU, whose command buffers are recorded for
@@ -7,11 +8,13 @@ static shapes, could run none of them. But the number has a bound known while pl
 input signature before the other rewrites:
 - replaces such a NonMaxSuppression by NonMaxSuppressionPadded (vkml/ops/detection.py), whose
   output has the bound's rows (the real ones first, then zero rows) and a second output, the
-  count of real rows (int64 [1]);
+  count of real rows (int64 [1]); likewise a NonZero of a static shape by NonZeroPadded
+  (vkml/ops/gather.py: as many columns as elements, the count of real ones);
 - lets the padded value flow through the nodes that treat its rows independently ("row-wise"
   along that axis: elementwise ops that do not broadcast across it, layout ops that keep it,
-  Gather on another axis or with it as indices, reductions and softmaxes over other axes,
-  convolutions and pooling over it as the batch, MatMul over it as rows...), each rewritten to
+  Gather on another axis or with it as indices, GatherND with it as index tuples, reductions
+  and softmaxes over other axes, convolutions and pooling over it as the batch, MatMul over it
+  as rows...), each rewritten to
   read and write padded values (the same op, renamed values: the report shows it where it runs);
 - puts a Trim (vkml/ops/ragged.py: the first `count` rows) where an exact shape is needed: before
   any other reader, and for graph outputs. A Trim's output keeps the value's own name and type.
@@ -32,6 +35,7 @@ import numpy as np
 
 from ..ir.graph import Node, TensorDesc, _graphs_in
 from ..ops.detection import NonMaxSuppressionPadded, nms_capacity
+from ..ops.gather import NonZeroPadded
 from ..ops.ragged import Trim
 
 log = logging.getLogger("vkml")
@@ -99,12 +103,13 @@ def pad_ragged(live: Sequence[Node], values: dict[str, TensorDesc], consts: Mapp
         trimmed.add(name)
 
     for node in live:
-        if node.op_type == "NonMaxSuppression" and node.domain in ONNX and node.name not in keep:
-            new = _padded_nms(node, values, consts, fresh)
+        if node.op_type in PADDED and node.domain in ONNX and node.name not in keep:
+            new = PADDED[node.op_type](node, values, consts, fresh)
             if new is not None:
                 out.append(new)
                 more[node.name] = [node]
-                ragged[node.outputs[0]] = Ragged(new.outputs[0], new.outputs[1], 0, True)
+                axis = 0 if node.op_type == "NonMaxSuppression" else 1  # NonZero: [rank, count]
+                ragged[node.outputs[0]] = Ragged(new.outputs[0], new.outputs[1], axis, True)
                 continue
         reads = [i for i in node.inputs if i in ragged]
         reads += [i for g in _graphs_in(node.attrs) for i in g.outer if i in ragged]
@@ -158,6 +163,27 @@ def _padded_nms(node: Node, values, consts, fresh) -> Node | None:
                {"center_point_box": int(node.attrs.get("center_point_box", 0)), "capacity": cap}, 1)
     new.op = NonMaxSuppressionPadded(new)
     return new
+
+
+def _padded_nonzero(node: Node, values, consts, fresh) -> Node | None:
+    """NonZeroPadded in place of `node` when its input's shape is known now: as many columns
+    as the input has elements (rank 0 and empty inputs stay as they are)."""
+    x = values.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    if x is None or not x.static or not x.shape or len(node.outputs) != 1 or not node.outputs[0]:
+        return None
+    cap = int(np.prod(x.shape))
+    if not cap:
+        return None
+    sel, count = fresh(node.outputs[0]), fresh(node.outputs[0] + "#count")
+    values[sel] = TensorDesc(np.dtype(np.int64), (len(x.shape), cap))
+    values[count] = TensorDesc(np.dtype(np.int64), (1,))
+    new = Node(node.name, "NonZeroPadded", DOMAIN, list(node.inputs), [sel, count], {"capacity": cap}, 1)
+    new.op = NonZeroPadded(new)
+    return new
+
+
+# ops whose output length is known only at run time but bounded now -> the padded node maker
+PADDED = {"NonMaxSuppression": _padded_nms, "NonZero": _padded_nonzero}
 
 
 def _row_wise(node: Node, ragged: Mapping[str, Ragged], values, consts):
@@ -225,6 +251,9 @@ def _semantics_row_wise(node, op, rin, pos, r0, values, consts, outs, axes) -> b
         if pos == {1}:
             return r0.zero
         return False
+    if op == "GatherND":  # indices [..., k]: each index tuple picks its own slice
+        rank = len(values[r0.padded].shape)
+        return pos == {1} and r0.zero and r0.axis < rank - 1 and not int(node.attrs.get("batch_dims", 0))
     if op == "Slice":
         if pos != {0} or any(i and i not in consts for i in ins[1:]):
             return False

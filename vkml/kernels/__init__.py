@@ -30,6 +30,6 @@ from . import fused  # noqa: F401  (vkml.compile.fusion's chains)
 from . import rotary, swiglu  # noqa: F401  (RotaryEmbedding, SwiGLU)
 from . import deform_conv, affine_grid, tensor_scatter  # noqa: F401  (DeformConv, AffineGrid, TensorScatter)
 from . import causal_conv, flex_attention, linear_attention  # noqa: F401  (CausalConvWithState, FlexAttention, LinearAttention)
-from . import nms  # noqa: F401  (NonMaxSuppressionPadded: vkml/compile/ragged.py)
+from . import nms, nonzero  # noqa: F401  (NonMaxSuppressionPadded, NonZeroPadded: vkml/compile/ragged.py)
 
 __all__ = ["Kernel", "TensorSpec", "Unsupported", "get_kernel", "register", "supported_ops"]

@@ -337,6 +337,24 @@ class NonZero(Op):
         return (np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1),)
 
 
+class NonZeroPadded(Op):
+    """What compile/ragged.py makes of a NonZero of a static shape: the same coordinates, then
+    zero columns up to `capacity` (the element count), and how many columns are real (int64
+    [1]); vkml/kernels/nonzero.py runs it on a GPU. Not registered: only the rewrite makes it."""
+
+    op_type, domain, since = "NonZeroPadded", "ai.vkml", 1
+    attrs = {"capacity": 0}
+
+    def infer(self, inputs, consts):
+        return [TensorDesc(INT64, (inputs[0].rank, int(self.capacity))), TensorDesc(INT64, (1,))]
+
+    def run(self, x):
+        idx = np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+        out = np.zeros((x.ndim, int(self.capacity)), np.int64)
+        out[:, :idx.shape[1]] = idx
+        return out, np.array([idx.shape[1]], np.int64)
+
+
 # ------------------------------------------------------------------ TopK, Unique
 def top_k(x: np.ndarray, k: int, axis: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
     """Stable top-k: equal values keep their original order (lower index first)."""
