@@ -1,9 +1,10 @@
-"""GPU NonZero (vkml/kernels/nonzero.py, shaders/nonzero.comp; the padded node that
-vkml/compile/ragged.py makes of it) against onnx.reference over hypothesis cases: ranks 1-4,
-one to several chunks of 1024 elements, every dtype size (bool, int8, uint16, int32, int64,
-float16, float32, float64), densities from none to all, -0.0 (zero), NaN and inf (nonzero).
-The coordinates must be equal and the node must have run on the GPU; what reads the
-coordinates (a Transpose and a GatherND here) runs there too.
+"""GPU NonZero and Compress (vkml/kernels/nonzero.py, shaders/nonzero.comp; the padded nodes that
+vkml/compile/ragged.py makes of them) against onnx.reference over hypothesis cases. NonZero:
+ranks 1-4, one to several chunks of 1024 elements, every dtype size (bool, int8, uint16, int32,
+int64, float16, float32, float64), densities from none to all, -0.0 (zero), NaN and inf
+(nonzero); what reads the coordinates (a Transpose and a GatherND) runs on the GPU too.
+Compress: ranks 1-3, every axis and none, conditions up to the axis' length. Results must be
+equal and the nodes must have run on the GPU.
 """
 from __future__ import annotations
 
@@ -77,3 +78,43 @@ def test_nonzero_readers_run_on_the_gpu(gpu):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x[x > 0])
     rows = {r["node"]: r for r in sess.placement()}
     assert {n: r["device"] for n, r in rows.items()} == {n: gpu for n in ("gt", "nz", "tr", "pick")}, rows
+
+
+@st.composite
+def compress_case(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shape = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 7, 40]), min_size=1, max_size=3)))
+    dtype = np.dtype(draw(st.sampled_from([np.float32, np.int64, np.float16, np.bool_])))
+    x = rng.standard_normal(shape).astype(dtype) if dtype.kind != "b" else rng.random(shape) > 0.5
+    axis = draw(st.sampled_from([None] + list(range(-len(shape), len(shape)))))
+    length = int(np.prod(shape)) if axis is None else shape[axis]
+    n = draw(st.integers(1, length))
+    cond = rng.random(n) < draw(st.sampled_from([0.0, 0.3, 1.0]))
+    return x, cond, axis
+
+
+@HYP
+@given(compress_case())
+def test_gpu_compress_matches_reference(gpu, case):
+    """Compress: NonZeroPadded of the condition, Squeeze, (Reshape without an axis) and a
+    Gather of the padded indices on the GPU, trimmed for the output."""
+    x, cond, axis = case
+    model = make_model("Compress", {"x": x, "c": cond}, {} if axis is None else {"axis": axis}, 11)
+    feed = {"x": x, "c": cond}
+    want = ReferenceEvaluator(model).run(None, feed)[0]
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=[gpu])
+    got = sess.run(None, feed)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_array_equal(got, want)
+    (row,) = sess.placement()
+    assert row["device"] == gpu, row
+
+
+def test_compress_with_a_longer_condition_stays_exact(gpu):
+    """A condition longer than the axis (false past its end) is the operator's to judge: the
+    node stays as it is, and the answer is the reference's."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cond = np.array([True, False, True, False, False])
+    model = make_model("Compress", {"x": x, "c": cond}, {"axis": 0}, 11)
+    got = vkml.InferenceSession(model.SerializeToString(), devices=[gpu]).run(None, {"x": x, "c": cond})[0]
+    np.testing.assert_array_equal(got, x[[0, 2]])

@@ -34,6 +34,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..ir.graph import Node, TensorDesc, _graphs_in
+from ..ops.registry import lookup
 from ..ops.detection import NonMaxSuppressionPadded, nms_capacity
 from ..ops.gather import NonZeroPadded
 from ..ops.ragged import Trim
@@ -104,12 +105,12 @@ def pad_ragged(live: Sequence[Node], values: dict[str, TensorDesc], consts: Mapp
 
     for node in live:
         if node.op_type in PADDED and node.domain in ONNX and node.name not in keep:
-            new = PADDED[node.op_type](node, values, consts, fresh)
-            if new is not None:
-                out.append(new)
-                more[node.name] = [node]
-                axis = 0 if node.op_type == "NonMaxSuppression" else 1  # NonZero: [rank, count]
-                ragged[node.outputs[0]] = Ragged(new.outputs[0], new.outputs[1], axis, True)
+            made = PADDED[node.op_type](node, values, consts, fresh)
+            if made is not None:
+                nodes, r = made
+                out.extend(nodes)
+                more.update((n.name, [node]) for n in nodes)
+                ragged[node.outputs[0]] = r
                 continue
         reads = [i for i in node.inputs if i in ragged]
         reads += [i for g in _graphs_in(node.attrs) for i in g.outer if i in ragged]
@@ -146,7 +147,7 @@ def pad_ragged(live: Sequence[Node], values: dict[str, TensorDesc], consts: Mapp
     return out, more
 
 
-def _padded_nms(node: Node, values, consts, fresh) -> Node | None:
+def _padded_nms(node: Node, values, consts, fresh) -> tuple[list[Node], Ragged] | None:
     """NonMaxSuppressionPadded in place of `node`, when its row count has a bound now."""
     ins = list(node.inputs) + [""] * (5 - len(node.inputs))
     if not ins[0] or not ins[1] or len(node.outputs) != 1 or not node.outputs[0]:
@@ -162,10 +163,10 @@ def _padded_nms(node: Node, values, consts, fresh) -> Node | None:
     new = Node(node.name, "NonMaxSuppressionPadded", DOMAIN, list(node.inputs), [sel, count],
                {"center_point_box": int(node.attrs.get("center_point_box", 0)), "capacity": cap}, 1)
     new.op = NonMaxSuppressionPadded(new)
-    return new
+    return [new], Ragged(sel, count, 0, True)
 
 
-def _padded_nonzero(node: Node, values, consts, fresh) -> Node | None:
+def _padded_nonzero(node: Node, values, consts, fresh) -> tuple[list[Node], Ragged] | None:
     """NonZeroPadded in place of `node` when its input's shape is known now: as many columns
     as the input has elements (rank 0 and empty inputs stay as they are)."""
     x = values.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
@@ -179,11 +180,56 @@ def _padded_nonzero(node: Node, values, consts, fresh) -> Node | None:
     values[count] = TensorDesc(np.dtype(np.int64), (1,))
     new = Node(node.name, "NonZeroPadded", DOMAIN, list(node.inputs), [sel, count], {"capacity": cap}, 1)
     new.op = NonZeroPadded(new)
-    return new
+    return [new], Ragged(sel, count, 1, True)  # [rank, count]: the columns are the rows here
+
+
+def _padded_compress(node: Node, values, consts, fresh) -> tuple[list[Node], Ragged] | None:
+    """Compress as NonZeroPadded of its condition, Squeeze, (Reshape to 1-D without an axis)
+    and a Gather of the padded indices, when the shapes are known now and the condition is no
+    longer than the axis (else the node stays, and its operator says what is wrong)."""
+    if len(node.inputs) != 2 or len(node.outputs) != 1 or not node.outputs[0]:
+        return None
+    x, cond = values.get(node.inputs[0]), values.get(node.inputs[1])
+    if x is None or cond is None or not x.static or not cond.static or len(cond.shape) != 1 or not x.shape:
+        return None
+    if cond.dtype != np.dtype(bool) or not cond.shape[0]:
+        return None
+    axis = node.attrs.get("axis")
+    shape = (int(np.prod(x.shape)),) if axis is None else tuple(x.shape)
+    a = 0 if axis is None else int(axis) + (len(x.shape) if int(axis) < 0 else 0)
+    n = cond.shape[0]
+    if not 0 <= a < len(shape) or n > shape[a]:
+        return None
+    made, r = _padded_nonzero(Node(f"{node.name}/nonzero", "NonZero", "", [node.inputs[1]], [node.name + "/nz"],
+                                   {}, node.opset), values, consts, fresh)
+    nodes = list(made)
+
+    def const(tag: str, value: np.ndarray) -> str:
+        name = fresh(f"{node.name}/{tag}")
+        consts[name] = value
+        values[name] = TensorDesc(value.dtype, value.shape)
+        return name
+
+    def add(name: str, op: str, ins: list[str], desc: TensorDesc, **attrs) -> str:
+        o = fresh(f"{node.name}/{op.lower()}")
+        values[o] = desc
+        n_ = Node(name, op, "", ins, [o], attrs, 13)
+        n_.op = lookup("", op, 13)(n_)
+        nodes.append(n_)
+        return o
+
+    idx = add(f"{node.name}/squeeze", "Squeeze", [r.padded, const("axes", np.zeros(1, np.int64))],
+              TensorDesc(np.dtype(np.int64), (n,)))
+    data = node.inputs[0]
+    if axis is None:
+        data = add(f"{node.name}/flatten", "Reshape", [data, const("flat", np.array([-1], np.int64))],
+                   TensorDesc(x.dtype, shape))
+    o = add(node.name, "Gather", [data, idx], TensorDesc(x.dtype, shape[:a] + (n,) + shape[a + 1:]), axis=a)
+    return nodes, Ragged(o, r.count, a, False)
 
 
 # ops whose output length is known only at run time but bounded now -> the padded node maker
-PADDED = {"NonMaxSuppression": _padded_nms, "NonZero": _padded_nonzero}
+PADDED = {"NonMaxSuppression": _padded_nms, "NonZero": _padded_nonzero, "Compress": _padded_compress}
 
 
 def _row_wise(node: Node, ragged: Mapping[str, Ragged], values, consts):
