@@ -158,3 +158,22 @@ def test_one_session_many_counts(gpu):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     assert len(seen) >= 3, seen
+
+
+def test_a_bound_too_big_keeps_the_node_exact(gpu, monkeypatch):
+    """Past MAX_PADDED_BYTES a NonZero is not padded (its worst case would be allocated): it
+    stays as it is, on the CPU, and the answer is the same."""
+    from vkml.compile import ragged
+
+    x = (np.random.default_rng(0).random((64, 64)) > 0.99).astype(np.float32)
+    g = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [64, 64])],
+                          [helper.make_tensor_value_info("y", T.INT64, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    on_gpu = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    np.testing.assert_array_equal(on_gpu.run(None, {"x": x})[0], np.array(np.nonzero(x)))
+    assert on_gpu.placement()[0]["device"] == gpu
+    monkeypatch.setattr(ragged, "MAX_PADDED_BYTES", 2 * 64 * 64 * 8 - 1)
+    kept = vkml.InferenceSession(model, devices=[gpu, "cpu"])
+    np.testing.assert_array_equal(kept.run(None, {"x": x})[0], np.array(np.nonzero(x)))
+    assert kept.placement()[0]["device"] == "cpu"

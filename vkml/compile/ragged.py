@@ -66,6 +66,11 @@ PER_IMAGE = frozenset(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "G
                        "BatchNormalization", "InstanceNormalization", "LRN"))
 
 
+# The most a padded value may take (bytes): past it the node stays as it is (on the CPU, exact),
+# so that a NonZero over a big mask with few hits does not allocate its worst case.
+MAX_PADDED_BYTES = 64 << 20
+
+
 @dataclass(frozen=True)
 class Ragged:
     """A value computed padded: its padded value's name, the count value's name, the axis the
@@ -155,8 +160,8 @@ def _padded_nms(node: Node, values, consts, fresh) -> tuple[list[Node], Ragged] 
     if ins[2] and ins[2] not in consts:
         return None
     cap = nms_capacity(values.get(ins[0]), values.get(ins[1]), consts.get(ins[2]) if ins[2] else np.zeros(1, np.int64))
-    if not cap:
-        return None  # unknown, or no rows at all (the node stays as it is)
+    if not cap or cap * 3 * 8 > MAX_PADDED_BYTES:
+        return None  # unknown, no rows at all, or too big a bound (the node stays as it is)
     sel, count = fresh(node.outputs[0]), fresh(node.outputs[0] + "#count")
     values[sel] = TensorDesc(np.dtype(np.int64), (cap, 3))
     values[count] = TensorDesc(np.dtype(np.int64), (1,))
@@ -173,7 +178,7 @@ def _padded_nonzero(node: Node, values, consts, fresh) -> tuple[list[Node], Ragg
     if x is None or not x.static or not x.shape or len(node.outputs) != 1 or not node.outputs[0]:
         return None
     cap = int(np.prod(x.shape))
-    if not cap:
+    if not cap or cap * len(x.shape) * 8 > MAX_PADDED_BYTES:
         return None
     sel, count = fresh(node.outputs[0]), fresh(node.outputs[0] + "#count")
     values[sel] = TensorDesc(np.dtype(np.int64), (len(x.shape), cap))
@@ -199,6 +204,8 @@ def _padded_compress(node: Node, values, consts, fresh) -> tuple[list[Node], Rag
     a = 0 if axis is None else int(axis) + (len(x.shape) if int(axis) < 0 else 0)
     n = cond.shape[0]
     if not 0 <= a < len(shape) or n > shape[a]:
+        return None
+    if int(np.prod(shape)) // shape[a] * n * x.dtype.itemsize > MAX_PADDED_BYTES:
         return None
     made, r = _padded_nonzero(Node(f"{node.name}/nonzero", "NonZero", "", [node.inputs[1]], [node.name + "/nz"],
                                    {}, node.opset), values, consts, fresh)
