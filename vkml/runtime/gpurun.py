@@ -763,12 +763,16 @@ def _value_inputs(graph) -> tuple[str, ...]:
     """Graph inputs that GPU kernels need the values of (a Reshape's shape, a Resize's scales,
     a Reduce's axes: Kernel.host_inputs) when a caller feeds them, and the switches an If's
     condition or a Loop's trip count is computed from (the If then takes its branch, the Loop
-    unrolls, while planning). Plans are made per value of these (at most PLAN_CACHE kept), so
-    the nodes can go to the GPU instead of staying on the CPU."""
+    unrolls, while planning). Also integer inputs those values are computed from (a target shape
+    fed as an input, turned into Pad's pads and Slice's starts by shape arithmetic: planning then
+    folds the arithmetic), never through Shape or Size (only a shape matters there). Plans are
+    made per value of these (at most PLAN_CACHE kept; inputs of more than VALUE_INPUT_MAX
+    elements never count), so the nodes can go to the GPU instead of staying on the CPU."""
     from ..kernels import get_kernel
 
     inputs = set(graph.inputs) - set(graph.constants)
     out = [name for name in condition_inputs(graph) if name in inputs]
+    needed: set[str] = set()
     for node in graph.nodes:
         kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
         if kernel is None:
@@ -777,6 +781,23 @@ def _value_inputs(graph) -> tuple[str, ...]:
             name = node.inputs[pos] if pos < len(node.inputs) else ""
             if name in inputs and name not in out:
                 out.append(name)
+            if name:
+                needed.add(name)
+    producer = {o: node for node in graph.nodes for o in node.outputs if o}
+    todo = list(needed)
+    while todo:
+        node = producer.get(todo.pop())
+        if node is None or node.op_type in ("Shape", "Size") or _graphs_in(node.attrs):
+            continue
+        for name in node.inputs:
+            if name and name not in needed:
+                needed.add(name)
+                todo.append(name)
+    for name in graph.inputs:
+        d = graph.values.get(name)
+        if (name in needed and name in inputs and name not in out and d is not None and d.dtype is not None
+                and d.dtype.kind in "iu"):
+            out.append(name)
     return tuple(out)
 
 
