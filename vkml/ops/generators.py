@@ -53,6 +53,7 @@ def range_count(start, limit, delta) -> int:
 @register
 class Range(Op):
     op_type, since = "Range", 11
+    shape_from_values = (0, 1, 2)
     stash_type = 1  # half types compute in float32 (opset 27 made this the documented default)
 
     def infer(self, inputs, consts):
@@ -99,6 +100,7 @@ class Range27(Range):
 @register
 class ConstantOfShape(Op):
     op_type, since = "ConstantOfShape", 9
+    shape_from_values = (0,)
     attrs = {"value": None}
 
     def check(self):

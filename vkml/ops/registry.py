@@ -36,6 +36,10 @@ class Op:
     nondeterministic: ClassVar[bool] = False
     # Ops that run subgraphs get the runtime scope: run(scope, *inputs) (see executor.Scope).
     needs_scope: ClassVar[bool] = False
+    # Input positions whose values decide the output's shape (Range's bounds, ConstantOfShape's
+    # shape): a GPU session makes its plans per value of the small graph inputs these come from,
+    # so such nodes are evaluated while planning instead of splitting the GPU work at run time.
+    shape_from_values: ClassVar[tuple[int, ...]] = ()
 
     def __init__(self, node: Node):
         self.node_name = node.name

@@ -178,6 +178,7 @@ class STFT(Op):
 
 class _Window(Op):
     since = 17
+    shape_from_values = (0,)
     attrs = {"output_datatype": 1, "periodic": 1}
 
     def check(self):
@@ -241,6 +242,7 @@ def _mel_to_hz(m):
 @register
 class MelWeightMatrix(Op):
     op_type, since = "MelWeightMatrix", 17
+    shape_from_values = (0, 1, 2, 3, 4)
     attrs = {"output_datatype": 1}
 
     def check(self):

@@ -765,7 +765,9 @@ def _value_inputs(graph) -> tuple[str, ...]:
     condition or a Loop's trip count is computed from (the If then takes its branch, the Loop
     unrolls, while planning). Also integer inputs those values are computed from (a target shape
     fed as an input, turned into Pad's pads and Slice's starts by shape arithmetic: planning then
-    folds the arithmetic), never through Shape or Size (only a shape matters there). Plans are
+    folds the arithmetic), and those that decide an output's shape by their values (Range's
+    bounds, ConstantOfShape's shape: Op.shape_from_values, evaluated while planning then), never
+    through Shape or Size (only a shape matters there). Plans are
     made per value of these (at most PLAN_CACHE kept; inputs of more than VALUE_INPUT_MAX
     elements never count), so the nodes can go to the GPU instead of staying on the CPU."""
     from ..kernels import get_kernel
@@ -774,6 +776,9 @@ def _value_inputs(graph) -> tuple[str, ...]:
     out = [name for name in condition_inputs(graph) if name in inputs]
     needed: set[str] = set()
     for node in graph.nodes:
+        for pos in getattr(node.op, "shape_from_values", ()):  # (Range's bounds...)
+            if pos < len(node.inputs) and node.inputs[pos]:
+                needed.add(node.inputs[pos])
         kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
         if kernel is None:
             continue
@@ -796,7 +801,7 @@ def _value_inputs(graph) -> tuple[str, ...]:
     for name in graph.inputs:
         d = graph.values.get(name)
         if (name in needed and name in inputs and name not in out and d is not None and d.dtype is not None
-                and d.dtype.kind in "iu"):
+                and d.dtype.kind in "iuf"):
             out.append(name)
     return tuple(out)
 
