@@ -763,11 +763,11 @@ def _value_inputs(graph) -> tuple[str, ...]:
     """Graph inputs that GPU kernels need the values of (a Reshape's shape, a Resize's scales,
     a Reduce's axes: Kernel.host_inputs) when a caller feeds them, and the switches an If's
     condition or a Loop's trip count is computed from (the If then takes its branch, the Loop
-    unrolls, while planning). Also integer inputs those values are computed from (a target shape
-    fed as an input, turned into Pad's pads and Slice's starts by shape arithmetic: planning then
-    folds the arithmetic), and those that decide an output's shape by their values (Range's
-    bounds, ConstantOfShape's shape: Op.shape_from_values, evaluated while planning then), never
-    through Shape or Size (only a shape matters there). Plans are
+    unrolls, while planning). Also the inputs that decide an output's shape by their values
+    (Range's bounds, ConstantOfShape's shape: Op.shape_from_values, evaluated while planning
+    then), and the numeric inputs any of these values are computed from through other nodes (a
+    target shape fed as an input, turned into Pad's pads and Slice's starts by shape arithmetic:
+    planning then folds the arithmetic), never through Shape or Size (only a shape matters there). Plans are
     made per value of these (at most PLAN_CACHE kept; inputs of more than VALUE_INPUT_MAX
     elements never count), so the nodes can go to the GPU instead of staying on the CPU."""
     from ..kernels import get_kernel
