@@ -243,17 +243,19 @@ def test_refused_with_reasons(gpu):
 
 
 def test_computed_length_runs_on_cpu(gpu):
-    """A dft_length computed by another node is not known when planning: the DFT stays on the
-    CPU (its output shape is not known either), and the model still runs."""
+    """A dft_length computed by another node from data (a reduction over a 100-element input,
+    too big to make plans per value of) is not known when planning: the DFT stays on the CPU
+    (its output shape is not known either), and the model still runs."""
     x = np.random.default_rng(2).standard_normal((2, 8, 2)).astype(np.float32)
-    nodes = [helper.make_node("Add", ["a", "b"], ["len"]), helper.make_node("DFT", ["x", "len"], ["y"])]
+    nodes = [helper.make_node("ReduceMax", ["a"], ["amax"], keepdims=0),
+             helper.make_node("Add", ["amax", "b"], ["len"]), helper.make_node("DFT", ["x", "len"], ["y"])]
     inits = [helper.make_tensor("b", TensorProto.INT64, [], [2])]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
-                                           helper.make_tensor_value_info("a", TensorProto.INT64, [])],
+                                           helper.make_tensor_value_info("a", TensorProto.INT64, [100])],
                               [helper.make_value_info("y", helper.make_empty_tensor_value_info("y").type)],
                               initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
-    feed = {"x": x, "a": np.array(10, np.int64)}
+    feed = {"x": x, "a": np.full(100, 10, np.int64)}
     sess = vkml.InferenceSession(model, devices=[gpu])
     got = sess.run(None, feed)[0]
     want = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)[0]

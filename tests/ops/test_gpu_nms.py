@@ -72,19 +72,20 @@ def test_gpu_nms_matches_reference(gpu, case):
 
 def test_gpu_nms_fed_thresholds(gpu):
     """Thresholds fed at run time are values the plans are made for (one plan per value): the
-    GPU runs each; a threshold computed by the graph is unknown while recording, so the padded
-    node runs on the CPU and the rows are still right."""
+    GPU runs each; a threshold computed by the graph from data (a reduction over a 100-element
+    input, too big to make plans per value of) is unknown while recording, so the padded node
+    runs on the CPU and the rows are still right."""
     rng = np.random.default_rng(5)
     boxes = rng.uniform(0, 4, (1, 40, 4)).astype(np.float32)
     scores = rng.uniform(0, 1, (1, 2, 40)).astype(np.float32)
-    nodes = [helper.make_node("Abs", ["thr_in"], ["thr_abs"], name="abs"),
+    nodes = [helper.make_node("ReduceMax", ["thr_in"], ["thr_abs"], name="max", keepdims=1),
              helper.make_node("NonMaxSuppression", ["boxes", "scores", "max", "iou", "thr"], ["fed"], name="fed"),
              helper.make_node("NonMaxSuppression", ["boxes", "scores", "max", "iou", "thr_abs"], ["computed"],
                               name="computed")]
     vi = helper.make_tensor_value_info
     graph = helper.make_graph(nodes, "g", [vi("boxes", TP.FLOAT, [1, 40, 4]), vi("scores", TP.FLOAT, [1, 2, 40]),
                                            vi("iou", TP.FLOAT, [1]), vi("thr", TP.FLOAT, [1]),
-                                           vi("thr_in", TP.FLOAT, [1])],
+                                           vi("thr_in", TP.FLOAT, [100])],
                               [vi("fed", TP.INT64, [None, 3]), vi("computed", TP.INT64, [None, 3])],
                               [numpy_helper.from_array(np.array([7], np.int64), "max")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=7)
@@ -92,7 +93,7 @@ def test_gpu_nms_fed_thresholds(gpu):
     ref = ReferenceEvaluator(model)
     for iou, thr in [(0.4, 0.3), (0.1, 0.9), (0.9, 0.0), (0.4, 0.3)]:
         feed = {"boxes": boxes, "scores": scores, "iou": np.array([iou], np.float32),
-                "thr": np.array([thr], np.float32), "thr_in": np.array([-thr], np.float32)}
+                "thr": np.array([thr], np.float32), "thr_in": np.full(100, thr, np.float32)}
         for g, w in zip(sess.run(None, feed), ref.run(None, feed)):
             np.testing.assert_array_equal(g, w)
         rows = {r["node"]: r for r in sess.placement()}  # (the last run's plan)

@@ -232,14 +232,18 @@ def test_refused(gpu, case, reason):
     attrs = {"mode": case.get("mode", "cubic"), "antialias": case.get("antialias", 0)}
     model = make_model("Resize", {"x": x, "roi": None, "scales": scales}, attrs, 19, consts=("scales",))
     feed = {"x": x}
-    if case.get("roi_computed"):  # roi = Abs(r): a value the host only has at run time
+    if case.get("roi_computed"):  # roi = Abs(r[:8]) of a 100-element r: only known at run time
         g = model.graph
         g.node[0].input[1] = "roi"
         g.node[0].attribute.append(onnx.helper.make_attribute("coordinate_transformation_mode",
                                                               "tf_crop_and_resize"))
-        g.node.insert(0, onnx.helper.make_node("Abs", ["r"], ["roi"]))
-        g.input.append(onnx.helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, (8,)))
-        feed["r"] = np.array([0, 0, 0.1, -0.1, 1, 1, 0.9, 1.2], np.float32)
+        g.node.insert(0, onnx.helper.make_node("Abs", ["r8"], ["roi"]))
+        g.node.insert(0, onnx.helper.make_node("Slice", ["r", "s0", "s8"], ["r8"]))
+        g.initializer.extend([onnx.numpy_helper.from_array(np.array([0], np.int64), "s0"),
+                              onnx.numpy_helper.from_array(np.array([8], np.int64), "s8")])
+        g.input.append(onnx.helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, (100,)))
+        feed["r"] = np.concatenate([np.array([0, 0, 0.1, -0.1, 1, 1, 0.9, 1.2], np.float32),
+                                    np.zeros(92, np.float32)])
     sess = vkml.InferenceSession(model, devices=[gpu, "cpu"])
     got = sess.run(None, feed)[0]
     row = next(r for r in sess.placement() if r["op"] == "Resize")
