@@ -1,5 +1,5 @@
-"""Bounded dynamic axes: the rows NonMaxSuppression keeps and the coordinates NonZero finds,
-computed padded on the GPU.
+"""Bounded dynamic axes: the rows NonMaxSuppression keeps, the coordinates NonZero finds and
+what Compress selects, computed padded on the GPU.
 
 NonMaxSuppression returns as many rows as boxes survive, a number known only when it has run,
 and so is every value computed from those rows: a GPU, whose command buffers are recorded for
@@ -9,21 +9,22 @@ input signature before the other rewrites:
 - replaces such a NonMaxSuppression by NonMaxSuppressionPadded (vkml/ops/detection.py), whose
   output has the bound's rows (the real ones first, then zero rows) and a second output, the
   count of real rows (int64 [1]); likewise a NonZero of a static shape by NonZeroPadded
-  (vkml/ops/gather.py: as many columns as elements, the count of real ones);
+  (vkml/ops/gather.py: as many columns as elements, the count of real ones), and a Compress by
+  NonZeroPadded of its condition and a Gather of the padded indices; not past MAX_PADDED_BYTES;
 - lets the padded value flow through the nodes that treat its rows independently ("row-wise"
   along that axis: elementwise ops that do not broadcast across it, layout ops that keep it,
   Gather on another axis or with it as indices, GatherND with it as index tuples, reductions
-  and softmaxes over other axes, convolutions and pooling over it as the batch, MatMul over it
-  as rows...), each rewritten to
-  read and write padded values (the same op, renamed values: the report shows it where it runs);
+  and softmaxes over other axes, convolutions and pooling over it as the batch, RoiAlign over
+  it as the boxes, MatMul over it as rows...), each rewritten to read and write padded values
+  (the same op, renamed values: the report shows it where it runs);
 - puts a Trim (vkml/ops/ragged.py: the first `count` rows) where an exact shape is needed: before
   any other reader, and for graph outputs. A Trim's output keeps the value's own name and type.
 
 Padding rows never reach a result: every row-wise op computes row r of its output from row r of
 its padded inputs, and a Trim drops the rows at or past the count. Rows an index is read from
-must be valid indices: NonMaxSuppression's padding is zeros (index 0), and only ops that keep
-zeros (layout ops, Gather of such rows, Cast...) are trusted to pass that on (`Ragged.zero`);
-a Gather whose indices are padded with anything else reads trimmed indices instead.
+must be valid indices: the padded nodes pad with zeros (index 0), and only ops that keep zeros
+(layout ops, Gather of such rows, Cast...) are trusted to pass that on (`Ragged.zero`); a Gather
+whose indices are padded with anything else reads trimmed indices instead.
 """
 from __future__ import annotations
 
