@@ -141,6 +141,8 @@ def test_conv_transpose(dev, dtype, case, seed):
                                             "pads": [2, 2, 2, 2]}),
     ("dw", (1, 64, 40000), (64, 1, 4), {"group": 64, "auto_pad": "SAME_LOWER", "strides": [3]}),
     ("direct", (2, 8, 11, 9), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),  # small depthwise
+    # MobileNetV2's 14x14 depthwise: few multiply-adds, but enough outputs for one invocation each
+    ("dw", (1, 192, 14, 14), (192, 1, 3, 3), {"group": 192, "pads": [1, 1, 1, 1]}),
     ("direct", (1, 1, 28, 28), (8, 1, 5, 5), {"pads": [2, 2, 2, 2]}),  # mnist-12's first conv
     ("pointwise", (2, 12, 7, 5), (20, 12, 1, 1), {}),
     ("pointwise", (3, 8, 33), (4, 8, 1), {}),

@@ -43,6 +43,13 @@ DW_PUSH = PushBlock("IIIIIIII3i3i3i3i3iIff", "conv_dw")
 # 15.5 us as an implicit GEMM plus 3.9 us of split-K reduction on the H100.
 DIRECT_MAX_MACS = 1 << 21
 DIRECT_MAX_K = 1024
+# ... and with one input channel per group (depthwise; mnist-12's first conv, C = 1) only while
+# the outputs are too few to fill the GPU at one invocation each. Since f526a36 sent every
+# depthwise convolution of at most 2^21 multiply-adds there, MobileNetV2 b1 went 0.61-0.65 ->
+# 1.07-1.13 ms on the H100/H200 (bench/results: h200-2026-11-25 against h100-s6-2026-11-25):
+# its 28k-113k-output 3x3 depthwise layers ran as 3.5k-14k workgroups of 32 lanes per output,
+# 23 of them idle, with a shared-memory sum each. bench/probe_conv_routes.py is the A/B.
+DIRECT_DW_MAX_OUTPUTS = 16384
 SMALL_PER_GROUP = 8  # outputs per workgroup in shaders/conv_small.comp (256 / 32 lanes)
 
 
@@ -188,7 +195,9 @@ def _route(geo: Geometry) -> str:
         k = geo.cg * geo.taps
         # small ones first, depthwise too (mnist's first conv, 6272 outputs x 25 taps: 7.1 us
         # as one invocation per output on the H100)
-        if not pointwise and k <= DIRECT_MAX_K and geo.n * geo.m * math.prod(geo.out_sp) * k <= DIRECT_MAX_MACS:
+        outputs = geo.n * geo.m * math.prod(geo.out_sp)
+        if (not pointwise and k <= DIRECT_MAX_K and outputs * k <= DIRECT_MAX_MACS
+                and (geo.cg > 1 or outputs <= DIRECT_DW_MAX_OUTPUTS)):
             return "direct"
         if geo.cg == 1:
             return "dw"
