@@ -22,10 +22,13 @@ inputs of unknown shape or different lengths, no steps, more than MAX_STEPS step
 MAX_NODES nodes in all, a body whose outputs' ranks are unknown where an output axis needs them.
 
 A Loop unrolls the same way where its trip count M is a known value (a constant, or a fed
-integer the plan is made for: ir/graph.condition_inputs), its condition is absent or known
-true, and its body passes the condition through unchanged (Identity copies allowed) (a body that computes whether to go
-on decides at run time: the Loop stays). Per step t the body reads t (int64) as its iteration
-number and true as its condition; its scan outputs are stacked along a new first axis.
+number the plan is made for: ir/graph.condition_inputs, runtime/gpurun._value_inputs), its
+condition is absent or known true, and its body passes the condition through unchanged
+(Identity copies allowed) (a body that computes whether to go on decides at run time: the Loop
+stays). Per step t the body reads t (int64) as its iteration number and true as its condition;
+its scan outputs are stacked along a new first axis. With no step (M <= 0, or the condition
+known false) the Loop becomes its initial states and, per scan output, the empty stack the CPU
+operator makes (ops/control.empty_stack).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from typing import Mapping
 import numpy as np
 
 from ..ir.graph import Graph, Node, TensorDesc
+from ..ops.control import empty_stack
 from ..ops.registry import lookup
 from .inline_if import Inlined, fresh_name, _renamed_attr
 
@@ -112,24 +116,35 @@ def unroll_loop(node: Node, consts: Mapping[str, np.ndarray], weights: Mapping[s
     body = node.attrs.get("body")
     if not isinstance(body, Graph) or any(n.op is None for n in body.nodes) or len(body.inputs) < 2:
         return None
-    trip = consts.get(node.inputs[0]) if node.inputs[0] else None
-    if trip is None or np.asarray(trip).size != 1:
-        return None
-    steps = int(np.asarray(trip).reshape(-1)[0])
-    if node.inputs[1]:
-        cond = consts.get(node.inputs[1])
-        if cond is None or np.asarray(cond).size != 1 or not bool(np.asarray(cond).reshape(-1)[0]):
-            return None
-    if _through_identities(body, body.outputs[0]) != body.inputs[1]:  # the body must not decide when to stop
-        return None
     n = len(node.inputs) - 2
     k = len(body.outputs) - 1 - n
     if n < 0 or k < 0 or len(body.inputs) != n + 2:
         return None
-    if not 1 <= steps <= MAX_STEPS or steps * max(len(body.nodes), 1) > MAX_NODES:
+    cond = consts.get(node.inputs[1]) if node.inputs[1] else np.array(True)
+    if cond is None or np.asarray(cond).size != 1:
+        return None
+    trip = consts.get(node.inputs[0]) if node.inputs[0] else None
+    if not bool(np.asarray(cond).reshape(-1)[0]):
+        steps = 0  # (false at the start: no step, whatever M says)
+    elif trip is None or np.asarray(trip).size != 1:
+        return None
+    else:
+        steps = max(0, int(np.asarray(trip).reshape(-1)[0]))
+    if steps and _through_identities(body, body.outputs[0]) != body.inputs[1]:  # the body must not decide when to stop
+        return None
+    if steps > MAX_STEPS or steps * max(len(body.nodes), 1) > MAX_NODES:
         return None
 
     u = _Unrolled(node, body, weights, taken, names)
+    if not steps:  # the initial states as they are, each scan output an empty stack (as ops/control.Loop)
+        empty = [u.const(f"empty{j}", empty_stack(body, body.outputs[1 + n + j])) for j in range(k)]
+        for i, target in enumerate(node.outputs[:n]):
+            if target:
+                u.op("Identity", [node.inputs[2 + i]], {}, f"state{i}", target)
+        for j, target in enumerate(node.outputs[n:n + k]):
+            if target:
+                u.op("Identity", [empty[j]], {}, f"scan{j}", target)
+        return u.out
     true = u.const("cond", np.array(True))
     states = list(node.inputs[2:])
     collected: list[list[str]] = [[] for _ in range(k)]

@@ -52,7 +52,7 @@ def _truth(x: Any, what: str) -> bool:
     return bool(a.reshape(-1)[0])
 
 
-def _empty_stack(g: Graph, name: str) -> np.ndarray:
+def empty_stack(g: Graph, name: str) -> np.ndarray:
     """A zero-length stack of a subgraph output that never ran: its element shape as declared."""
     d = g.values.get(name, UNKNOWN)
     dtype = d.dtype if d.dtype is not None else np.dtype(np.float32)
@@ -136,7 +136,7 @@ class Loop(Op):
             for k in range(n_scan):
                 scans[k].append(outs[1 + n + k])
             i += 1
-        stacked = [_stack(s, 0, "Loop scan output") if s else _empty_stack(self.body, self.body.outputs[1 + n + k])
+        stacked = [_stack(s, 0, "Loop scan output") if s else empty_stack(self.body, self.body.outputs[1 + n + k])
                    for k, s in enumerate(scans)]
         return carried + stacked
 
@@ -189,7 +189,7 @@ class _ScanBase(Op):
                 items = items[::-1]
             name = self.body.outputs[n_state + j]
             if not items:
-                y = _empty_stack(self.body, name)
+                y = empty_stack(self.body, name)
                 results.append(np.moveaxis(y, 0, normalize_axis(out_axes[j], y.ndim)))
                 continue
             rank = np.asarray(items[0]).ndim + 1

@@ -765,9 +765,10 @@ def _value_inputs(graph) -> tuple[str, ...]:
     condition or a Loop's trip count is computed from (the If then takes its branch, the Loop
     unrolls, while planning). Also the inputs that decide an output's shape by their values
     (Range's bounds, ConstantOfShape's shape: Op.shape_from_values, evaluated while planning
-    then), and the numeric inputs any of these values are computed from through other nodes (a
-    target shape fed as an input, turned into Pad's pads and Slice's starts by shape arithmetic:
-    planning then folds the arithmetic), never through Shape or Size (only a shape matters there). Plans are
+    then; a Loop's trip count and condition), and the numeric inputs any of these values are
+    computed from through other nodes and what If branches read (a target shape fed as an
+    input, turned into Pad's pads and Slice's starts by shape arithmetic: planning then folds
+    the arithmetic), never through Shape or Size (only a shape matters there). Plans are
     made per value of these (at most PLAN_CACHE kept; inputs of more than VALUE_INPUT_MAX
     elements never count), so the nodes can go to the GPU instead of staying on the CPU."""
     from ..kernels import get_kernel
@@ -779,6 +780,10 @@ def _value_inputs(graph) -> tuple[str, ...]:
         for pos in getattr(node.op, "shape_from_values", ()):  # (Range's bounds...)
             if pos < len(node.inputs) and node.inputs[pos]:
                 needed.add(node.inputs[pos])
+        if node.op_type == "Loop" and node.domain in ("", "ai.onnx"):
+            # A Loop's trip count and first condition decide its scan outputs' length as Range's
+            # bounds decide Range's: Range's function expansion counts its steps from float bounds
+            needed.update(name for name in node.inputs[:2] if name)
         kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
         if kernel is None:
             continue
@@ -792,9 +797,11 @@ def _value_inputs(graph) -> tuple[str, ...]:
     todo = list(needed)
     while todo:
         node = producer.get(todo.pop())
-        if node is None or node.op_type in ("Shape", "Size") or _graphs_in(node.attrs):
+        if node is None or node.op_type in ("Shape", "Size"):
             continue
-        for name in node.inputs:
+        # (an If's outputs come from what its branches read: AffineGrid's expansion splits a
+        # fed size into N, C, H, W inside its branches)
+        for name in (*node.inputs, *(o for g in _graphs_in(node.attrs) for o in g.outer)):
             if name and name not in needed:
                 needed.add(name)
                 todo.append(name)
