@@ -196,6 +196,9 @@ def _variants_rnn_signal(add) -> None:
             add(f"onehot_b{e}_{t}", "onehot.comp", ESIZE=e, TX=T[t])
         add(f"onehot_b{e}_x64", "onehot.comp", ESIZE=e, IDX64=1)
         add(f"eyelike_b{e}", "eyelike.comp", ESIZE=e)
+        add(f"reverse_sequence_b{e}", "reverse_sequence.comp", ESIZE=e)  # ReverseSequence
+        add(f"max_unpool_b{e}", "max_unpool.comp", PASS=1, ESIZE=e)  # MaxUnpool's write pass
+    add("max_unpool_mark", "max_unpool.comp", PASS=0)  # MaxUnpool's index pass
 
 
 def _variants_einsum_col2im(add) -> None:
