@@ -3,7 +3,7 @@
 fed switches (part of the plan's signature); both branches; branch outputs read downstream;
 branches reading outer values, with their own initializers and Constants, with the same local
 names as the other branch and as a sibling If's; nested Ifs, inlined or left as they are; and
-Ifs whose condition is data, which stay on the CPU. Each against onnxruntime (onnx.reference
+Ifs whose condition is data, whose conditions are computed before the run (compile/guards.py). Each against onnxruntime (onnx.reference
 where onnxruntime cannot load the model: a branch output that is an outer value, or one value
 given as two outputs) and the CPU device, in GPU sessions (lavapipe on CI)."""
 from __future__ import annotations
@@ -137,8 +137,9 @@ def _rows(sess) -> dict[str, dict]:
 def test_inlined_if_matches_onnxruntime(gpu, kind, cond, inner, inner_cond, second, n, seed):
     """The top Ifs take `cond`'s branch and the inner If (in the then branch) `inner_cond`'s.
     Where the top condition is known while planning, the Ifs' rows are on the GPU (their
-    branches inlined) unless the inner If runs and is data-dependent, and every other computed
-    node is on the GPU. A data-dependent top If stays on the CPU."""
+    branches inlined), and every other computed node is on the GPU. A condition on data, the
+    top Ifs' or the inner If's, is a guard (compile/guards.py): computed first, then the plan
+    made for its value runs, the Ifs inlined the same way."""
     model = _model(kind, inner, second, seed, c=cond, n0=n if cond else n + 1, ic=inner_cond)
     feeds = _feeds(n, 16000 if cond else 8000, 1 if inner_cond else 0, 1.0 if cond else -1.0, seed)
     want = _oracle(model, feeds, second)
@@ -148,30 +149,14 @@ def test_inlined_if_matches_onnxruntime(gpu, kind, cond, inner, inner_cond, seco
         _same(sess.run(None, feeds), want)
     rows = _rows(sess)
     branch = "then_branch" if cond else "else_branch"
-    mixed = cond and inner == "data"  # the inner If stays an If, on the CPU
     for name in ("If_a", "If_b"):
+        # (a condition on data, the top Ifs' or the inner If's, is a guard: compile/guards.py)
         r = rows[name]
-        if kind == "data":
-            assert r["device"] == "cpu" and "no GPU kernel for If" in r["reason"], r
-        elif mixed:
-            assert r["device"] == "cpu" and f"its {branch} runs" in r["reason"] and "(If)" in r["reason"], r
-        else:
-            assert r["device"] == gpu and f"its {branch} runs" in r["reason"], r
+        assert r["device"] == gpu and f"its {branch} runs" in r["reason"], r
+        assert ("a guard" in r["reason"]) == (kind == "data"), r
     computed_cpu = {k for k, r in rows.items() if r["device"] == "cpu" and not r["reason"].startswith("constant")}
-    if kind == "data":
-        assert computed_cpu <= {"If_a", "If_b", "sum", "positive", "sigmoid_a", "sigmoid_b", "sum_a", "sum_b",
-                                "relu_a", "relu_b"}, computed_cpu
-    elif mixed and second == "outer":
-        # The inner If's output type is the one its branches had at load, and there the branch
-        # output named like the outer src declares src untyped (vkml/ir/onnx_loader.py puts
-        # declared outputs in the branch's values), so u, and the If's result, have no shape.
-        assert computed_cpu <= {"If_a", "If_b", "sigmoid_a", "sigmoid_b", "sum_a", "sum_b"}, computed_cpu
-    elif mixed:
-        assert computed_cpu == {"If_a", "If_b"}, computed_cpu
-    else:
-        assert computed_cpu == set(), computed_cpu
-    if kind != "data" and not (mixed and second == "outer"):
-        assert rows["sigmoid_a"]["device"] == gpu  # static shapes after the If again
+    assert computed_cpu == set(), computed_cpu
+    assert rows["sigmoid_a"]["device"] == gpu  # static shapes after the If again
 
 
 def test_fed_switch_alternating_in_one_session(gpu):

@@ -8,8 +8,8 @@ type between them:
 
     Signature, Target
         |  specialize   every value's type for these inputs, what became constant folded,
-        |               Ifs with a known condition replaced by their branch
-        v               (compile/specialize.concretize, compile/inline_if)
+        |               Ifs with a known condition replaced by their branch, Ifs on data
+        v               found (compile/specialize.concretize, compile/inline_if, compile/guards)
     Concrete
         |  rewrite      NonMaxSuppression's rows padded to their bound (compile/ragged),
         |               BatchNormalization and constant bias Adds folded into the Conv/MatMul
@@ -35,7 +35,7 @@ import numpy as np
 
 from ..ir.graph import Graph, TensorDesc
 from ..kernels.registry import NodeKernel
-from . import fusion
+from . import fusion, guards
 from .epilogue import fuse_epilogues
 from .fold_bias import fold_bias_adds
 from .fold_bn import fold_batchnorm
@@ -92,6 +92,9 @@ class Compiled:
     placement: Placement
     report: list[dict]  # InferenceSession.placement()
     units: UnitPlan  # units, waits, arenas; .kernels: id(node) -> NodeKernel of each GPU node
+    outputs: tuple[str, ...] = ()  # what it computes: the graph's outputs, or those asked for
+    # Conditions of Ifs on data that plans may be made per value of (compile/guards.py)
+    guards: tuple[str, ...] = ()
 
     @property
     def kernels(self) -> dict[int, NodeKernel]:
@@ -155,14 +158,26 @@ def compile_signature(graph: Graph, weights: Mapping[str, np.ndarray], inputs: M
                       known: Mapping[str, np.ndarray] | None = None, devices: Sequence[str],
                       gpus: Mapping[str, Any], forced: Mapping[str, str] | None = None,
                       broken: Mapping[str, str] | None = None, fuse: bool = True,
-                      precision: str = "fp32") -> Compiled:
+                      precision: str = "fp32", outputs: Sequence[str] | None = None) -> Compiled:
     """Compile `graph` for one input signature (the arguments: Signature and Target). The
-    session binds graph, weights, devices, forced, fuse and precision; the runtime gives the rest."""
+    session binds graph, weights, devices, forced, fuse and precision; the runtime gives the rest.
+    `outputs`: compile only what these values need, with them as the outputs (the plan of an If
+    condition's guard, compile/guards.py). `known` may hold guard values as well as inputs: their
+    Ifs take their branches, and the nodes that only made them are left out."""
+    if outputs is not None:
+        graph = guards.only(graph, outputs)
     sig = Signature(dict(inputs), frozenset(fed), output_device, dict(known or {}))
     target = Target(tuple(devices), dict(gpus), dict(forced or {}), dict(broken or {}), bool(fuse), precision)
-    c = specialize(graph, weights, sig, frozenset(target.forced))
-    c = rewrite(graph, c, frozenset(target.forced), target.precision, target.fuse,
-                pad=any(d != "cpu" for d in target.devices))
+    keep = frozenset(target.forced)
+    c = specialize(graph, weights, sig, keep)
+    gpu = any(d != "cpu" for d in target.devices)
+    given = set(sig.known) - set(graph.inputs)
+    if given:
+        guards.drop_guard_producers(c, graph.outputs, given)
+    if outputs is not None:
+        guards.drop_unneeded(c, graph.outputs)
+    found = guards.guard_conditions(c, graph.outputs, keep) if gpu else ()
+    c = rewrite(graph, c, keep, target.precision, target.fuse, pad=gpu)
     placed = place(graph, c, target)
     units = partition(graph, c, placed, sig.output_device, target.gpus)
-    return Compiled(sig, c, placed.placement, placed.report, units)
+    return Compiled(sig, c, placed.placement, placed.report, units, tuple(graph.outputs), found)

@@ -26,6 +26,7 @@ from .placement import DeviceSpec, Placement, place
 log = logging.getLogger("vkml")
 
 FOLDED_REASON = "constant for these input shapes: evaluated while planning"
+GUARD_REASON = "makes an If's condition: computed before the run by the plan of the conditions (a guard)"
 # Domains whose ops the GPU kernels are for: ONNX's (ai.onnx.preview: FlexAttention), vkml's own.
 KERNEL_DOMAINS = ("", "ai.onnx", "ai.onnx.preview", "ai.vkml")
 
@@ -40,6 +41,8 @@ class Concrete:
     live: list[Node] = field(default_factory=list)  # nodes that still have to run
     fused: dict[str, list[Node]] = field(default_factory=dict)  # fused node -> the nodes it runs
     inlined: dict[str, str] = field(default_factory=dict)  # If replaced by its branch -> which one
+    guarded: set[str] = field(default_factory=set)  # of those, Ifs whose condition was a guard value
+    by_guard: set[str] = field(default_factory=set)  # nodes that only made guard values (compile/guards.py)
 
 
 def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[str, TensorDesc],
@@ -62,6 +65,9 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
                     symbols.setdefault(s, n)
     consts = {c: weights[graph.weight_key(c)] for c in graph.constants if c not in fed}
     consts.update(known or {})
+    # Known values that are no input: the conditions of Ifs on data, computed before the run
+    # (compile/guards.py)
+    guards = set(known or ()) - set(graph.inputs)
     out = Concrete(values, consts)
     taken = set(values) | {o for n in graph.nodes for o in n.outputs if o}  # value names in the plan
     names = {n.name for n in graph.nodes}
@@ -80,6 +86,8 @@ def concretize(graph: Graph, weights: Mapping[str, np.ndarray], inputs: Mapping[
             src = origin.pop(id(node), node)
             if src is node:
                 out.inlined[node.name] = inlined.branch  # (a Scan's: "unrolled")
+                if cond is not None and node.inputs[0] in guards:
+                    out.guarded.add(node.name)
             for name, arr in inlined.consts.items():
                 consts[name] = arr
                 values[name] = TensorDesc(arr.dtype, arr.shape)
@@ -277,17 +285,22 @@ def place_concrete(graph: Graph, concrete: Concrete, specs: Sequence[DeviceSpec]
                 where[id(orig)] = (d, r if orig.name == n.name else f"fused into {n.name}: {r}")
     for node in graph.nodes:
         if id(node) in parts:
-            where[id(node)] = _inlined_row(concrete.inlined[node.name], parts[id(node)])
+            where[id(node)] = _inlined_row(concrete.inlined[node.name], parts[id(node)],
+                                           node.name in concrete.guarded)
+        elif node.name in concrete.by_guard:
+            where[id(node)] = ("cpu", GUARD_REASON)  # (the runtime puts the condition plan's row here)
     for node in graph.nodes:
         d, r = where.get(id(node), ("cpu", FOLDED_REASON))
         rows.append({"node": node.name, "op": node.op_type, "device": d, "reason": r})
     return p, rows
 
 
-def _inlined_row(branch: str, parts: list[tuple[Node, str, str]]) -> tuple[str, str]:
+def _inlined_row(branch: str, parts: list[tuple[Node, str, str]], guarded: bool = False) -> tuple[str, str]:
     """(device, reason) of an If replaced by its branch: the CPU if any of the nodes it became
     runs there (those named), else the GPU they run on."""
-    what = f"inlined: its condition is known while planning; its {branch} runs as {len(parts)} node(s)"
+    how = ("its condition is data, computed and read back before the run (a guard)" if guarded
+           else "its condition is known while planning")
+    what = f"inlined: {how}; its {branch} runs as {len(parts)} node(s)"
     cpu = [(n, r) for n, d, r in parts if d == "cpu"]
     if cpu:
         named = "; ".join(f"{n.name} ({n.op_type}): {r}" for n, r in cpu[:3])

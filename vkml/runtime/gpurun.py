@@ -122,7 +122,9 @@ class ConcretePlan:
         self.placement = compiled.placement
         self.report = compiled.report
         self.up = compiled.units
-        self.outputs = frozenset(graph.outputs)
+        # What it computes: the graph's outputs, or the conditions a guard plan was made for
+        self.graph_outputs = tuple(getattr(compiled, "outputs", ()) or graph.outputs)
+        self.outputs = frozenset(self.graph_outputs)
         self.fns = [self._task(u) for u in self.up.units]
         self.gpu_units: dict[str, list[int]] = {}
         for u in self.up.units:
@@ -132,7 +134,7 @@ class ConcretePlan:
         self.fold_in, self.fold_out, self.bind_in, self.bind_out = self._folds()
         self.kept_units = frozenset((self.fold_out or {}).values())
         self.devs = {d: vulkan_device(d) for d in {*self.gpu_units, *self.up.kept.values()}}
-        self.fast = self._fast_layout(graph)  # (feed names, output sources, readbacks) or None
+        self.fast = self._fast_layout(graph.inputs)  # (feed names, output sources, readbacks) or None
         self.feeds = self._fast_feeds()  # its feed checks and outputs, in C
         self.pool = SlotPool(self._make_slot, runner.max_slots)
         # Runs on the native path pass a gate (VKML_GPU_RUNS); under "auto" its width comes from
@@ -146,6 +148,7 @@ class ConcretePlan:
             elif policy is not None and policy < runner.max_slots:
                 self.gate = RunGate(policy)
         self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
+        self._guard_rows = False  # guarded_by has filled in the guard nodes' report rows
         self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
         self.sched = None
         if runner.executor != "sequential" and len(self.up.units) > 1:
@@ -249,7 +252,7 @@ class ConcretePlan:
                 state.post.setdefault(k, []).append((src.view, gen.views[name], src.nbytes))
         state.gen = gen
 
-    def _fast_layout(self, graph) -> tuple[list[str], list[tuple]] | None:
+    def _fast_layout(self, graph_inputs) -> tuple[list[str], list[tuple]] | None:
         """Whether runs can take the native path (vkml/runtime/_fastrun.pyx): only uploads of
         fed inputs, GPU chunks and readbacks, on one GPU, outputs to the host. Then (the fed
         names in upload order, each graph output's source: ("rb", readback unit) /
@@ -263,7 +266,7 @@ class ConcretePlan:
         if len({u.device for u in units}) != 1:
             return None
         consts = self.concrete.consts
-        inputs = set(graph.inputs)
+        inputs = set(graph_inputs)
         fed = []
         for u in units:
             if u.kind == "upload":
@@ -272,7 +275,7 @@ class ConcretePlan:
                 fed.append(u.value)
         rb = {u.value: u.index for u in units if u.kind == "readback"}
         srcs = []
-        for name in graph.outputs:
+        for name in self.graph_outputs:
             if name in rb:
                 srcs.append(("rb", rb[name]))
             elif name in consts:
@@ -347,6 +350,22 @@ class ConcretePlan:
                 if cmds.get(row["node"]):
                     row["gpu_commands"] = cmds[row["node"]]
         return slot
+
+    def guarded_by(self, conds: Sequence["ConcretePlan"]) -> None:
+        """Report the nodes that made this plan's guard values as the plans of the conditions
+        (one per round) ran them (where, why, their pipelines): once, after their first runs."""
+        if self._guard_rows or not self.concrete.by_guard:
+            return
+        theirs: dict[str, dict] = {}
+        for cond in conds:
+            theirs.update((r["node"], r) for r in cond.report if r["node"] not in cond.concrete.by_guard)
+        for row in self.report:
+            r = theirs.get(row["node"]) if row["node"] in self.concrete.by_guard else None
+            if r is not None:
+                row["device"] = r["device"]
+                row["reason"] = f"{row['reason']}; there: {r['reason']}"
+                row.update({k: r[k] for k in ("pipelines", "gpu_commands") if k in r})
+        self._guard_rows = True
 
     def _sched_plan(self, _sched):
         """The units as scheduler tasks. With the GPU waiter (vkml.runtime._gpuwait) a readback is two
@@ -732,7 +751,7 @@ class ConcretePlan:
         consts = self.concrete.consts
         od = self.output_device
         out: list[Any] = []
-        for name in self.runner.graph.outputs:
+        for name in self.graph_outputs:
             if name in kept:
                 out.append(Tensor._wrap(kept[name]))
                 continue
@@ -889,23 +908,26 @@ class GpuRunner:
         return known, tuple(key)
 
     def _compile(self, descs: Mapping[str, TensorDesc], output_device: str | None,
-                 known: Mapping[str, np.ndarray]):
-        """The compiled plan for this signature, for the GPUs as they are now."""
+                 known: Mapping[str, np.ndarray], outputs: tuple[str, ...] | None = None):
+        """The compiled plan for this signature, for the GPUs as they are now (of `outputs`
+        only, when given: a plan of If conditions)."""
         gpus = [d for d in dict.fromkeys([*self.devices, output_device]) if d not in (None, "cpu")]
+        more = {"outputs": outputs} if outputs is not None else {}
         return self.compile(descs, fed=frozenset(n for n in descs if n in self.graph.constants),
                             output_device=output_device, known=known,
-                            gpus={d: gpu_facts(d, self.caps.get(d)) for d in gpus}, broken=dict(self.broken))
+                            gpus={d: gpu_facts(d, self.caps.get(d)) for d in gpus}, broken=dict(self.broken),
+                            **more)
 
     def plan_for(self, descs: Mapping[str, TensorDesc], output_device: str | None,
-                 known: tuple[dict, tuple] = ({}, ())) -> ConcretePlan:
+                 known: tuple[dict, tuple] = ({}, ()), outputs: tuple[str, ...] | None = None) -> ConcretePlan:
         key = (tuple((n, d.dtype.str if d.dtype is not None else None, d.shape) for n, d in sorted(descs.items())),
-               output_device, known[1])
+               output_device, known[1], outputs)
         cp = self._plans.get(key)
         if cp is None:
             with self._lock:
                 cp = self._plans.get(key)
                 if cp is None:
-                    cp = ConcretePlan(self, self._compile(descs, output_device, known[0]))
+                    cp = ConcretePlan(self, self._compile(descs, output_device, known[0], outputs))
                     self._plans[key] = cp
                     while len(self._plans) > PLAN_CACHE:
                         self._plans.popitem(last=False)
@@ -927,7 +949,7 @@ class GpuRunner:
         if sig is not None:
             sig = (sig, known[1])
         cp = self._by_sig.get((sig, output_device)) if sig is not None else None
-        if cp is not None:
+        if cp is not None and not cp.compiled.guards:
             self.last = cp
             try:
                 return cp.run(feeds)
@@ -938,8 +960,34 @@ class GpuRunner:
         def attempt(cp):
             if sig is not None:
                 self._by_sig[(sig, output_device)] = cp
+            if cp.compiled.guards:
+                cp = self._guarded(cp, descs, output_device, known, feeds)
             return cp.run(feeds)
         return self._placed(descs, output_device, known, attempt)
+
+    GUARD_DEPTH = 4  # rounds of If conditions computed before a run (an If inside a guarded branch...)
+
+    def _guarded(self, cp: ConcretePlan, descs, output_device, known, feeds) -> ConcretePlan:
+        """The plan for this run's values of the plan's guards (compile/guards.py): a plan of
+        the conditions alone runs first (its outputs read back), then the plan made for those
+        values is the run's, its Ifs replaced by the branches they take. Each round may find the
+        conditions of Ifs inside those branches: up to GUARD_DEPTH rounds."""
+        values, key = dict(known[0]), known[1]
+        conds = []
+        for _ in range(self.GUARD_DEPTH):
+            guards = cp.compiled.guards
+            if not guards:
+                break
+            cond = self.plan_for(descs, None, (values, key), outputs=guards)
+            conds.append(cond)
+            for name, v in zip(guards, cond.run(feeds)):
+                v = np.asarray(v)
+                values[name] = v
+                key += ((name, v.dtype.str, v.shape, v.tobytes()),)
+            cp = self.plan_for(descs, output_device, (values, key))
+        cp.guarded_by(conds)
+        self.last = cp
+        return cp
 
     def warmup(self, descs: Mapping[str, TensorDesc], output_device: str | None = None) -> "ConcretePlan":
         """Plan this input signature and make its first run slot (recording its command
