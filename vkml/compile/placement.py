@@ -62,6 +62,9 @@ def place(graph: Graph, values: Mapping[str, TensorDesc], devices: Sequence[Devi
     for o in graph.outputs:
         last_read[o] = len(graph.nodes)  # outputs live to the end
     constants = graph.constants
+    free_at: dict[int, list[str]] = {}  # node index -> the values it reads last
+    for v, k in last_read.items():
+        free_at.setdefault(k, []).append(v)
 
     live: dict[str, dict[str, int]] = {d.name: {} for d in devices}  # device → value → bytes
     used = {d.name: 0 for d in devices}
@@ -121,10 +124,15 @@ def place(graph: Graph, values: Mapping[str, TensorDesc], devices: Sequence[Devi
                 live[d][o] = b
                 used[d] += b
         peak[d] = max(peak[d], used[d])
-        # Free what no later node reads (constants stay resident once uploaded).
-        for dev_name, vals in live.items():
-            for v in [v for v in vals if last_read.get(v, -1) <= k and v not in constants]:
-                used[dev_name] -= vals.pop(v)
+        # Free what no later node reads (constants stay resident once uploaded): the values
+        # whose last reader is this node, and what this node made that nothing reads.
+        for v in (*free_at.get(k, ()), *(o for o in node.outputs if o and o not in last_read)):
+            if v in constants:
+                continue
+            for dev_name, vals in live.items():
+                b = vals.pop(v, None)
+                if b is not None:
+                    used[dev_name] -= b
         out_dev.append(d)
         reasons.append(reason)
     return Placement(out_dev, reasons, peak)

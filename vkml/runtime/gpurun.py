@@ -30,7 +30,11 @@ from .tensor import Tensor
 
 log = logging.getLogger("vkml")
 
-PLAN_CACHE = 8  # concrete plans (input signatures) kept per session
+PLAN_CACHE = 8  # concrete plans (input signatures) kept per session, with their run slots
+# Compiled plans kept past those (host memory only: no slots, no GPU memory): a signature seen
+# again after its plan was evicted (a transformer fed many sequence lengths) skips the compile
+# and only makes its slot (bench/probe_planning.py).
+COMPILED_CACHE = 64
 # After a GPU ran out of memory for a plan (its nodes then went to the CPU), look this often
 # whether the memory is back, doubling up to REPLAN_MAX_S while it is not.
 REPLAN_S = 1.0
@@ -361,7 +365,7 @@ class ConcretePlan:
             theirs.update((r["node"], r) for r in cond.report if r["node"] not in cond.concrete.by_guard)
         for row in self.report:
             r = theirs.get(row["node"]) if row["node"] in self.concrete.by_guard else None
-            if r is not None:
+            if r is not None and "; there: " not in row["reason"]:  # (a compile kept from an evicted plan: done)
                 row["device"] = r["device"]
                 row["reason"] = f"{row['reason']}; there: {r['reason']}"
                 row.update({k: r[k] for k in ("pipelines", "gpu_commands") if k in r})
@@ -867,10 +871,17 @@ class GpuRunner:
         self.consts = ConstCache()
         self.broken: dict[str, str] = {}  # node -> why its GPU kernel failed to record
         self._plans: collections.OrderedDict = collections.OrderedDict()
+        self._compiled: collections.OrderedDict = collections.OrderedDict()  # evicted plans' compiles
         self._by_sig: dict = {}  # (feed signature, output device) -> plan, see run()
         self._lock = threading.Lock()
         self.last: ConcretePlan | None = None
         self.value_inputs = _value_inputs(self.graph)
+
+    def _forget(self) -> None:
+        """Drop every plan and compile (under self._lock): the GPUs' budgets or the nodes
+        their kernels can record changed."""
+        self._plans.clear()
+        self._compiled.clear()
 
     def _unsqueeze(self) -> None:
         """Caps lowered because a GPU ran out of memory go back to the user's once the GPU
@@ -894,7 +905,7 @@ class GpuRunner:
         self.squeezed = {}
         self._replan_wait = REPLAN_S
         with self._lock:
-            self._plans.clear()
+            self._forget()
             self._by_sig = {}
 
     def _known(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], tuple]:
@@ -927,10 +938,16 @@ class GpuRunner:
             with self._lock:
                 cp = self._plans.get(key)
                 if cp is None:
-                    cp = ConcretePlan(self, self._compile(descs, output_device, known[0], outputs))
+                    compiled = self._compiled.pop(key, None)
+                    if compiled is None:
+                        compiled = self._compile(descs, output_device, known[0], outputs)
+                    cp = ConcretePlan(self, compiled)
                     self._plans[key] = cp
                     while len(self._plans) > PLAN_CACHE:
-                        self._plans.popitem(last=False)
+                        old, gone = self._plans.popitem(last=False)
+                        self._compiled[old] = gone.compiled
+                        while len(self._compiled) > COMPILED_CACHE:
+                            self._compiled.popitem(last=False)
                         self._by_sig = {}  # may point at the evicted plan
         else:
             try:
@@ -1018,7 +1035,7 @@ class GpuRunner:
                     self.caps[d] = min(self.caps.get(d, peak), peak // 2)
                 self._replan_at = time.monotonic() + self._replan_wait
                 with self._lock:
-                    self._plans.clear()
+                    self._forget()
                     self._by_sig = {}
                     self.consts = ConstCache()  # (what the failed slot uploaded goes too)
                 del cp
@@ -1031,5 +1048,5 @@ class GpuRunner:
                     raise
                 self.broken[e.node] = e.reason
                 with self._lock:
-                    self._plans.clear()
+                    self._forget()
                     self._by_sig = {}
