@@ -159,3 +159,18 @@ def test_conditions_from_data_equal_the_cpu(gpu, shift, scale, op, seed):
     ref = vkml.InferenceSession(model, devices=["cpu"])
     _check(sess, ref, {"x": x})
     assert _rows(sess)["if"]["device"] == gpu
+
+
+def test_warmup_prepares_both_branches(gpu):
+    """warmup() makes the conditions' plan and one plan per value of the guard, slots
+    recorded: the first runs of both branches compile and record nothing more."""
+    model = _sign_if()
+    sess = vkml.InferenceSession(model, devices=[gpu])  # (static shapes: warmed up at creation)
+    runner = sess._gpu
+    plans = dict(runner._plans)
+    assert len(plans) == 4 and all(cp.pool._free for cp in plans.values() if cp.compiled.guards == ()), plans
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    for sign in (1.0, -1.0):
+        _check(sess, ref, {"x": np.full(SHAPE, sign, np.float32)})
+    assert dict(runner._plans) == plans  # no plan made by the runs
+    assert sum(len(cp.pool._free) for cp in plans.values()) == 3  # conditions, then, else: one slot each

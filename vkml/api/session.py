@@ -320,7 +320,7 @@ class InferenceSession:
         descs = self._descs(shapes)
         from ..runtime.gpurun import pipeline_info
 
-        return [pipeline_info(p) for p in self._gpu.warmup(descs).pipelines]
+        return [pipeline_info(p) for p in self._gpu.warmup(descs)]
 
     def pipelines(self) -> list[dict]:
         """The GPU pipelines of the most recent plan (run or warmup): [{"shader", "spec",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import itertools
 import logging
 import sys
 import threading
@@ -1006,14 +1007,35 @@ class GpuRunner:
         self.last = cp
         return cp
 
-    def warmup(self, descs: Mapping[str, TensorDesc], output_device: str | None = None) -> "ConcretePlan":
-        """Plan this input signature and make its first run slot (recording its command
-        buffers, compiling every pipeline they use) without running anything."""
-        def attempt(cp):
+    GUARD_WARM_MAX = 2  # guards (compile/guards.py) whose every value warmup prepares a plan for
+
+    def warmup(self, descs: Mapping[str, TensorDesc], output_device: str | None = None) -> list:
+        """Plan this input signature and make the first run slot of each plan its runs take
+        (recording their command buffers, compiling every pipeline they use) without running
+        anything: the signature's plan, or where it has guards (at most GUARD_WARM_MAX, each a
+        bool) the plan of the conditions and one plan per combination of their values. Returns
+        the pipelines those plans use."""
+        def ready(cp):
             if cp.needs_slot:
                 cp.pool.release(cp.pool.acquire())
             return cp
-        return self._placed(descs, output_device, ({}, ()), attempt)
+
+        def attempt(cp):
+            guards = cp.compiled.guards
+            if not guards or len(guards) > self.GUARD_WARM_MAX:
+                return [ready(cp)]
+            plans = [ready(self.plan_for(descs, None, ({}, ()), outputs=guards))]
+            for combo in itertools.product((False, True), repeat=len(guards)):
+                values, key = {}, ()
+                for name, b in zip(guards, combo):  # (keyed as _guarded keys a run's values)
+                    v = np.full(cp.concrete.values[name].shape, b, np.bool_)
+                    values[name] = v
+                    key += ((name, v.dtype.str, v.shape, v.tobytes()),)
+                plans.append(ready(self.plan_for(descs, output_device, (values, key))))
+            return plans
+        plans = self._placed(descs, output_device, ({}, ()), attempt)
+        self.last = plans[-1]
+        return list(dict.fromkeys(p for cp in plans for p in cp.pipelines))
 
     def _placed(self, descs, output_device, known, attempt):
         """attempt(plan) for this signature's plan, placed again when the plan's GPU memory
