@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pytest
-from hypothesis import HealthCheck, given, settings
+import onnx
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper
@@ -17,6 +17,9 @@ from vkml.compile import guards
 
 vi = helper.make_tensor_value_info
 SHAPE = [4, 8]
+_RECIPE = st.lists(st.tuples(st.sampled_from(["Relu", "Neg", "Abs", "Add", "Sub", "Mul", "Max", "AddBias", "MulScalar",
+                                              "MatMul", "ReshapeRelu", "TransposeTwice", "Softmax", "Where"]),
+                             st.integers(0, 7), st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=5)
 
 
 def _branch(name: str, nodes: list, out: str, inits=()) -> "helper.GraphProto":
@@ -174,3 +177,54 @@ def test_warmup_prepares_both_branches(gpu):
         _check(sess, ref, {"x": np.full(SHAPE, sign, np.float32)})
     assert dict(runner._plans) == plans  # no plan made by the runs
     assert sum(len(cp.pool._free) for cp in plans.values()) == 3  # conditions, then, else: one slot each
+
+
+def _renamed(model: bytes, prefix: str, outer: dict[str, str]) -> tuple[list, list, list[str]]:
+    """A tests/e2e/_graphs.py model's nodes and initializers with every local name prefixed and
+    its inputs read as `outer` says: (nodes, initializers, its output names)."""
+    g = onnx.load_from_string(model).graph
+    local = {n.name for n in g.node} | {o for n in g.node for o in n.output} | {i.name for i in g.initializer}
+
+    def name(v: str) -> str:
+        return outer.get(v, prefix + v if v in local else v)
+    nodes = [helper.make_node(n.op_type, [name(i) for i in n.input], [name(o) for o in n.output],
+                              name=prefix + n.name, **{a.name: helper.get_attribute_value(a) for a in n.attribute})
+             for n in g.node]
+    inits = [onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), prefix + t.name) for t in g.initializer]
+    return nodes, inits, [name(o.name) for o in g.output]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pre=_RECIPE, then=_RECIPE, els=_RECIPE, c=st.sampled_from([1, 3, 8]), n=st.integers(1, 4),
+       thr=st.floats(-4, 4), seed=st.integers(0, 3))
+def test_random_branches_on_data(gpu, pre, then, els, c, n, thr, seed):
+    """Random graphs (tests/e2e/_graphs.py) before an If and in both its branches, which read
+    the values before it (shared with the condition: ReduceSum(v) > thr of the last of them):
+    the GPU session (the If guarded) equals the CPU device's, whichever branch the data picks."""
+    from _graphs import build, feeds
+
+    p_nodes, p_inits, p_outs = _renamed(build(pre, c, ["cpu"], seed=seed)[0], "p_", {})
+    src = p_outs[0]
+    branches = {}
+    for tag, recipe in (("t_", then), ("e_", els)):
+        nodes, inits, outs = _renamed(build(recipe, c, ["cpu"], seed=seed + 1)[0], tag, {"x0": src})
+        branches[tag] = helper.make_graph(nodes, tag + "branch", [], [vi(outs[0], T.FLOAT, ["N", c])], inits)
+    nodes = p_nodes + [helper.make_node("ReduceSum", [src], ["s"], name="sum", keepdims=0),
+                       helper.make_node("Greater", ["s", "thr"], ["cond"], name="cond"),
+                       helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branches["t_"],
+                                        else_branch=branches["e_"]),
+                       helper.make_node("Add", ["y", src], ["z"], name="add")]
+    g = helper.make_graph(nodes, "g", [vi(f"x{i}", T.FLOAT, ["N", c]) for i in range(2)],
+                          [vi("z", T.FLOAT, ["N", c]), vi("s", T.FLOAT, [])],
+                          p_inits + [helper.make_tensor("thr", T.FLOAT, [], [thr])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    x = feeds(np.random.default_rng(seed), n, c)
+    want = vkml.InferenceSession(model, devices=["cpu"]).run(None, x)
+    s = float(want[1])
+    assume(np.isfinite(s) and abs(s - thr) > 1e-3 * max(1.0, abs(s)))  # (GPU sums round otherwise)
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    for _ in range(2):
+        got = sess.run(None, x)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+    row = _rows(sess)["if"]
+    assert row["device"] == gpu and "a guard" in row["reason"], row
