@@ -214,7 +214,11 @@ class InferenceSession:
             # the model and the session's choices bound: it imports nothing of the compile layer.
             compile = functools.partial(compile_signature, g, self.model.weights, devices=tuple(self.devices),
                                         forced=dict(forced), fuse=fuse, precision=self.precision)
-            self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, executor, slots, compile)
+            # (subgraphs that control flow calls at run time: plans of their own, vkml/runtime/subgraphs.py)
+            compile_graph = functools.partial(_compile_for, compile_signature, self.model.weights,
+                                              devices=tuple(self.devices), fuse=fuse, precision=self.precision)
+            self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, executor, slots, compile,
+                                  compile_graph)
             from .. import vulkan
 
             self._vk = vulkan  # (its FORK_GENERATION tells a forked child, see _run)
@@ -528,6 +532,12 @@ class InferenceSession:
 
 # GPU run slots per input signature, made as concurrent runs need them (a slot that does not
 # fit in GPU memory caps the pool at the ones there are): two per device lane by default.
+def _compile_for(compile_signature, weights, graph, **bound):
+    """compile_signature bound to `graph` (a subgraph made a graph of its own) and the session's
+    choices (forced placements name the model's nodes, not these)."""
+    return functools.partial(compile_signature, graph, weights, **bound)
+
+
 def _portable_model(model: Any) -> Any:
     """The model as __reduce__ carries it: a path as an absolute path, anything else as bytes."""
     if isinstance(model, (str, os.PathLike)):

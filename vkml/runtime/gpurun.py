@@ -16,6 +16,7 @@ import logging
 import sys
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -27,6 +28,7 @@ from .executor import NodeFailure, Scope
 from .gate import RunGate
 from .plan import Runtime
 from .slots import ConstCache, KeptGeneration, RecordError, Slot, SlotMemoryError, SlotPool
+from .subgraphs import GpuScope, Subgraphs
 from .tensor import Tensor
 
 log = logging.getLogger("vkml")
@@ -356,6 +358,25 @@ class ConcretePlan:
                     row["gpu_commands"] = cmds[row["node"]]
         return slot
 
+    def note_subgraphs(self, node, runners) -> None:
+        """The placement row of a node whose subgraphs ran on a GPU (vkml/runtime/subgraphs.py):
+        that GPU, and the pipelines of their plans; once."""
+        names = {node.name, *(o.name for o in self.concrete.fused.get(node.name, ()))}
+        for row in self.report:
+            if row["node"] not in names or row.get("subgraphs"):
+                continue
+            plans = [r.last for r in runners if r.last is not None]
+            dev = next((d for p in plans for r in p.report if (d := r["device"]) != "cpu"), None)
+            if dev is None:
+                continue
+            row["device"] = dev
+            row["reason"] = (f"its subgraphs run on {dev} as plans of their own, one run per call (the "
+                             f"{node.op_type} itself runs on the host): {row['reason']}")
+            row["subgraphs"] = True
+            pipes = list(dict.fromkeys(p for plan in plans for p in plan.pipelines))
+            if pipes:
+                row["pipelines"] = [pipeline_info(p) for p in pipes]
+
     def guarded_by(self, conds: Sequence["ConcretePlan"]) -> None:
         """Report the nodes that made this plan's guard values as the plans of the conditions
         (one per round) ran them (where, why, their pipelines): once, after their first runs."""
@@ -425,13 +446,19 @@ class ConcretePlan:
             reads.update(outer)
         reads = tuple(sorted(reads))
 
+        subs = self.runner.subs
+
         def run(state: RunState) -> None:
             host = state.host
             for node, outer in steps:
                 args = [state.get(i) if i else None for i in node.inputs]
                 try:
                     if node.op.needs_scope:
-                        outs = node.op.run(Scope(runtime, {n: state.get(n) for n in outer}), *args)
+                        values = {n: state.get(n) for n in outer}
+                        scope = GpuScope(runtime, values, subs) if subs is not None else Scope(runtime, values)
+                        outs = node.op.run(scope, *args)
+                        if subs is not None and scope.used:
+                            self.note_subgraphs(node, scope.used.values())
                     else:
                         outs = node.op.run(*args)
                 except Exception as e:
@@ -856,9 +883,13 @@ class GpuRunner:
     nodes whose GPU kernel failed to record."""
 
     def __init__(self, model, runtime: Runtime, devices: Sequence[str], caps: Mapping[str, int] | None,
-                 executor: str, max_slots: int, compile: Callable[..., Any]):
+                 executor: str, max_slots: int, compile: Callable[..., Any],
+                 compile_graph: Callable[[Any], Callable[..., Any]] | None = None):
         self.graph = model.graph
         self.compile = compile
+        # compile_graph(graph): `compile` for another graph (a subgraph the control flow calls at
+        # run time, vkml/runtime/subgraphs.py); None: subgraphs run on the CPU.
+        self.compile_graph = compile_graph
         config.gpu_timeout()  # (read by every run; a bad VKML_GPU_TIMEOUT fails here, not at the first)
         self.runtime = runtime
         self.devices = list(devices)
@@ -877,6 +908,14 @@ class GpuRunner:
         self._lock = threading.Lock()
         self.last: ConcretePlan | None = None
         self.value_inputs = _value_inputs(self.graph)
+        gpus = [d for d in self.devices if d != "cpu"]
+        self.subs = Subgraphs(self._sub_runner, gpus[0]) if compile_graph is not None and gpus else None
+
+    def _sub_runner(self, graph) -> "GpuRunner":
+        """A runner for a subgraph made a graph of its own (subgraphs.standalone): this
+        session's devices and caps, run in order on the calling thread."""
+        return GpuRunner(SimpleNamespace(graph=graph), self.runtime, self.devices, self.caps, "sequential",
+                         self.max_slots, self.compile_graph(graph), self.compile_graph)
 
     def _forget(self) -> None:
         """Drop every plan and compile (under self._lock): the GPUs' budgets or the nodes
@@ -957,6 +996,11 @@ class GpuRunner:
                 pass
         self.last = cp
         return cp
+
+    def plan_for_feeds(self, feeds: Mapping[str, Any], output_device: str | None) -> ConcretePlan:
+        """The plan a run with these feeds takes (before any guard: compile/guards.py)."""
+        known = self._known(feeds) if self.value_inputs else ({}, ())
+        return self.plan_for(signature_descs(feeds), output_device, known)
 
     def run(self, feeds: Mapping[str, Any], output_device: str | None, sig: tuple | None = None) -> list[Any]:
         """sig: the session's (name, dtype, shape) signature of plain-array feeds, a shortcut

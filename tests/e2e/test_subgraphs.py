@@ -1,0 +1,201 @@
+"""Subgraphs that control flow calls at run time, on the GPU (vkml/runtime/subgraphs.py): a Loop
+that decides when to stop from its data, a Scan too long to unroll, an If whose condition
+planning leaves to the run. Each call of the body runs as a GPU plan of its own, values handed
+from one iteration to the next stay on the device; every result equals the CPU device's."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto as T
+from onnx import helper
+
+import vkml
+from vkml.compile import guards
+from vkml.runtime import subgraphs
+
+vi = helper.make_tensor_value_info
+
+
+@pytest.fixture
+def any_size(monkeypatch):
+    """Small bodies go to the GPU too (they stay on the CPU by default: MIN_ELEMENTS)."""
+    monkeypatch.setattr(subgraphs, "MIN_ELEMENTS", 0)
+
+
+def _while(rows: int = 4, cols: int = 8, m: int = 40, slice_by_i: bool = False) -> bytes:
+    """h = Relu(h @ w) + x while ReduceSum(h) < limit (at most m times); the stacked h's.
+    slice_by_i: the body also slices x by its iteration number (a value its plans would be
+    made per)."""
+    body_nodes = [helper.make_node("MatMul", ["h", "w"], ["hw"]), helper.make_node("Relu", ["hw"], ["r"]),
+                  helper.make_node("Add", ["r", "x"], ["h_out"]),
+                  helper.make_node("ReduceSum", ["h_out"], ["s"], keepdims=0),
+                  helper.make_node("Less", ["s", "limit"], ["cond_out"]), helper.make_node("Identity", ["h_out"], ["scan"])]
+    if slice_by_i:
+        body_nodes[2:3] = [helper.make_node("Unsqueeze", ["i", "ax0"], ["i1"]),
+                           helper.make_node("Add", ["i1", "one"], ["i2"]),
+                           helper.make_node("Slice", ["x", "i1", "i2", "ax0"], ["xs"]),
+                           helper.make_node("Add", ["r", "xs"], ["h_out"])]
+    body = helper.make_graph(body_nodes, "body", [vi("i", T.INT64, []), vi("cond", T.BOOL, []),
+                                                  vi("h", T.FLOAT, [rows, cols])],
+                             [vi("cond_out", T.BOOL, []), vi("h_out", T.FLOAT, [rows, cols]),
+                              vi("scan", T.FLOAT, [rows, cols])],
+                             [helper.make_tensor("ax0", T.INT64, [1], [0]), helper.make_tensor("one", T.INT64, [1], [1])])
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((cols, cols)) / np.sqrt(cols)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Loop", ["M", "", "h0"], ["h", "hs"], name="loop", body=body)], "g",
+                          [vi("x", T.FLOAT, [rows, cols]), vi("h0", T.FLOAT, [rows, cols]), vi("limit", T.FLOAT, [])],
+                          [vi("h", T.FLOAT, [rows, cols]), vi("hs", T.FLOAT, None)],
+                          [helper.make_tensor("M", T.INT64, [], [m]), helper.make_tensor("w", T.FLOAT, [cols, cols], w.ravel())])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def _feed(limit: float, rows: int = 4, cols: int = 8, seed: int = 1) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"x": np.abs(rng.standard_normal((rows, cols))).astype(np.float32),
+            "h0": np.zeros((rows, cols), np.float32), "limit": np.float32(limit)}
+
+
+def _close(got, want) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def _row(sess, name: str) -> dict:
+    return next(r for r in sess.placement() if r["node"] == name)
+
+
+def test_while_loop_body_on_the_gpu(gpu, any_size):
+    model = _while()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    lengths = set()
+    for limit in (5.0, 30.0, 1e9, 5.0):  # stops after 1, after 3, at M (40)
+        want = ref.run(None, _feed(limit))
+        _close(sess.run(None, _feed(limit)), want)
+        lengths.add(want[1].shape[0])
+        row = _row(sess, "loop")
+        assert row["device"] == gpu and row.get("subgraphs") and row.get("pipelines"), row
+    assert len(lengths) == 3 and 40 in lengths
+
+
+def test_small_bodies_stay_on_the_cpu(gpu):
+    """By default a body whose GPU nodes make fewer than MIN_ELEMENTS elements a call runs in
+    NumPy (a GPU run per iteration would cost more)."""
+    model = _while()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    _close(sess.run(None, _feed(60.0)), vkml.InferenceSession(model, devices=["cpu"]).run(None, _feed(60.0)))
+    assert _row(sess, "loop")["device"] == "cpu"
+
+
+def test_iteration_numbers_the_plans_would_be_made_per_stay_on_the_cpu(gpu, any_size):
+    """A body that slices by its iteration number needs that number's value while planning: a
+    plan per iteration, so it runs on the CPU."""
+    model = _while(slice_by_i=True, rows=50)
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    feed = _feed(1e9, rows=50)
+    _close(sess.run(None, feed), vkml.InferenceSession(model, devices=["cpu"]).run(None, feed))
+    assert _row(sess, "loop")["device"] == "cpu"
+
+
+def test_long_scan_body_on_the_gpu(gpu, any_size):
+    """A Scan longer than compile/unroll.MAX_STEPS is not unrolled: its body runs per step as a
+    GPU plan, the state staying on the device."""
+    steps = 300
+    body = helper.make_graph([helper.make_node("Mul", ["s", "a"], ["sa"]), helper.make_node("Add", ["sa", "xt"], ["s_out"]),
+                              helper.make_node("Relu", ["s_out"], ["y"])],
+                             "body", [vi("s", T.FLOAT, [8]), vi("xt", T.FLOAT, [8])],
+                             [vi("s_out", T.FLOAT, [8]), vi("y", T.FLOAT, [8])])
+    g = helper.make_graph([helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], name="scan", body=body, num_scan_inputs=1)],
+                          "g", [vi("s0", T.FLOAT, [8]), vi("xs", T.FLOAT, [steps, 8]), vi("a", T.FLOAT, [8])],
+                          [vi("s", T.FLOAT, [8]), vi("ys", T.FLOAT, [steps, 8])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)]).SerializeToString()
+    rng = np.random.default_rng(2)
+    feed = {"s0": np.zeros(8, np.float32), "xs": rng.standard_normal((steps, 8)).astype(np.float32),
+            "a": np.full(8, 0.5, np.float32)}
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    _close(sess.run(None, feed), vkml.InferenceSession(model, devices=["cpu"]).run(None, feed))
+    assert _row(sess, "scan")["device"] == gpu
+
+
+def test_if_left_to_the_run_runs_its_branch_on_the_gpu(gpu, any_size, monkeypatch):
+    """An If on data that is no guard (its condition shares too much with the rest): its branch
+    is a subgraph called at run time, on the GPU."""
+    monkeypatch.setattr(guards, "GUARD_SHARED_MAX", 0)
+    then = helper.make_graph([helper.make_node("Mul", ["h", "h"], ["t"])], "then", [], [vi("t", T.FLOAT, [4, 8])])
+    els = helper.make_graph([helper.make_node("Neg", ["h"], ["e"])], "else", [], [vi("e", T.FLOAT, [4, 8])])
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="relu"),
+             helper.make_node("ReduceSum", ["h"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "ten"], ["c"], name="cond"),
+             helper.make_node("If", ["c"], ["z"], name="if", then_branch=then, else_branch=els)]
+    g = helper.make_graph(nodes, "g", [vi("x", T.FLOAT, [4, 8])], [vi("z", T.FLOAT, [4, 8])],
+                          [helper.make_tensor("ten", T.FLOAT, [], [10.0])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8)
+    for k in (1.0, -1.0, 4.0):
+        np.testing.assert_array_equal(sess.run(None, {"x": x * k})[0], ref.run(None, {"x": x * k})[0])
+        row = _row(sess, "if")
+        assert row["device"] == gpu and row.get("subgraphs") and "a guard" not in row["reason"], row
+
+
+def test_threads_share_the_subgraph_runner(gpu, any_size):
+    model = _while()
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    limits = [5.0, 20.0, 60.0, 1e9]
+    wants = {lim: ref.run(None, _feed(lim)) for lim in limits}
+    errors = []
+
+    def work(k: int) -> None:
+        try:
+            for j in range(6):
+                lim = limits[(k + j) % len(limits)]
+                _close(sess.run(None, _feed(lim)), wants[lim])
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_a_failing_body_raises_the_cpu_error(gpu, any_size):
+    """A Gather in the body whose index runs out of range at the third iteration: the GPU
+    session raises what the CPU device raises."""
+    body = helper.make_graph([helper.make_node("Gather", ["table", "i"], ["row"], axis=0),
+                              helper.make_node("Add", ["acc", "row"], ["acc_out"]),
+                              helper.make_node("Identity", ["cond"], ["cond_out"])],
+                             "body", [vi("i", T.INT64, []), vi("cond", T.BOOL, []), vi("acc", T.FLOAT, [8])],
+                             [vi("cond_out", T.BOOL, []), vi("acc_out", T.FLOAT, [8])])
+    g = helper.make_graph([helper.make_node("Loop", ["M", "go", "acc0"], ["acc"], name="loop", body=body)], "g",
+                          [vi("M", T.INT64, []), vi("go", T.BOOL, []), vi("acc0", T.FLOAT, [8]), vi("table", T.FLOAT, [2, 8])],
+                          [vi("acc", T.FLOAT, [8])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    feed = {"M": np.array(3, np.int64), "go": np.array(True), "acc0": np.zeros(8, np.float32),
+            "table": np.ones((2, 8), np.float32)}
+    with pytest.raises(Exception) as cpu:
+        vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
+    with pytest.raises(type(cpu.value)) as got:
+        vkml.InferenceSession(model, devices=[gpu]).run(None, feed)
+    assert "out of range" in str(got.value) and "out of range" in str(cpu.value), (got.value, cpu.value)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(limit=st.floats(0.5, 200), rows=st.integers(1, 6), cols=st.sampled_from([1, 4, 8]), m=st.integers(0, 12),
+       seed=st.integers(0, 2**31))
+def test_while_loops_equal_the_cpu(gpu, monkeypatch, limit, rows, cols, m, seed):
+    monkeypatch.setattr(subgraphs, "MIN_ELEMENTS", 0)
+    model = _while(rows, cols, m)
+    feed = _feed(limit, rows, cols, seed)
+    want = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
+    _close(vkml.InferenceSession(model, devices=[gpu]).run(None, feed), want)
