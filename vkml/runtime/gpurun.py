@@ -131,6 +131,7 @@ class ConcretePlan:
         self.up = compiled.units
         # What it computes: the graph's outputs, or the conditions a guard plan was made for
         self.graph_outputs = tuple(getattr(compiled, "outputs", ()) or graph.outputs)
+        self.guards = tuple(getattr(compiled, "guards", ()))  # conditions runs plan per value of (_guarded)
         self.outputs = frozenset(self.graph_outputs)
         self.fns = [self._task(u) for u in self.up.units]
         self.gpu_units: dict[str, list[int]] = {}
@@ -1011,7 +1012,7 @@ class GpuRunner:
         if sig is not None:
             sig = (sig, known[1])
         cp = self._by_sig.get((sig, output_device)) if sig is not None else None
-        if cp is not None and not cp.compiled.guards:
+        if cp is not None and not cp.guards:
             self.last = cp
             try:
                 return cp.run(feeds)
@@ -1022,7 +1023,7 @@ class GpuRunner:
         def attempt(cp):
             if sig is not None:
                 self._by_sig[(sig, output_device)] = cp
-            if cp.compiled.guards:
+            if cp.guards:
                 cp = self._guarded(cp, descs, output_device, known, feeds)
             return cp.run(feeds)
         return self._placed(descs, output_device, known, attempt)
@@ -1037,7 +1038,7 @@ class GpuRunner:
         values, key = dict(known[0]), known[1]
         conds = []
         for _ in range(self.GUARD_DEPTH):
-            guards = cp.compiled.guards
+            guards = cp.guards
             if not guards:
                 break
             cond = self.plan_for(descs, None, (values, key), outputs=guards)
@@ -1065,7 +1066,7 @@ class GpuRunner:
             return cp
 
         def attempt(cp):
-            guards = cp.compiled.guards
+            guards = cp.guards
             if not guards or len(guards) > self.GUARD_WARM_MAX:
                 return [ready(cp)]
             plans = [ready(self.plan_for(descs, None, ({}, ()), outputs=guards))]
