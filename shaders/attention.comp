@@ -17,11 +17,30 @@
 // (0 without one), or -inf where a boolean mask (or a mask narrower than the keys), causality,
 // nonpad_kv_seqlen or the window (opset 25) disallows the key; a query's absolute position is
 // i + P, or i + nonpad_kv_seqlen[b] - Sq with padding, as vkml/ops/attention.py.
-// Defines: TX (Q, K, V, past, outputs: f32 or f16, computed in f32), TY (the mask: bool, f32, f16).
+// Defines: TX (Q, K, V, past, outputs: f32, f16 or 13 = bf16, computed in f32), TY (the mask:
+// bool, f32, f16, or bf16 with bf16 inputs). bf16 is stored as 16 bits: widened exactly on load
+// (LDX, LDY), rounded to nearest even on store (STX: include/vkml_round16.glsl, as ml_dtypes).
 #extension GL_GOOGLE_include_directive : require
 #define FAULT_BINDING 11
+#if TX == 13 || TY == 13
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+#define VKML_ST_13 uint16_t
 #include "include/vkml_types.glsl"
 #include "include/vkml_fault.glsl"
+#include "include/vkml_round16.glsl"
+#if TX == 13
+#define LDX(v) uintBitsToFloat(uint(v) << 16)
+#define STX(v) uint16_t(bf16_bits(v))
+#else
+#define LDX(v) float(v)
+#define STX(v) SX(v)
+#endif
+#if TY == 13
+#define LDY(v) uintBitsToFloat(uint(v) << 16)
+#else
+#define LDY(v) float(v)
+#endif
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 layout(constant_id = 1) const uint PASS = 0u;
@@ -80,7 +99,7 @@ float bias(uint bi, uint h, uint i, uint j) {
 #if TY == 5
     return uint(mask[mi]) != 0u ? 0.0 : NEG_INF;
 #else
-    return float(mask[mi]);
+    return LDY(mask[mi]);
 #endif
 }
 
@@ -93,16 +112,16 @@ void scores(uint e) {
     float raw = 0.0;
     if (j < pc.p) {
         uint kb = ((bi * pc.hkv + kh) * pc.p + j) * pc.d;
-        for (uint c = 0u; c < pc.d; c++) raw += (float(q[qb + c]) * pc.root) * (float(pk[kb + c]) * pc.root);
+        for (uint c = 0u; c < pc.d; c++) raw += (LDX(q[qb + c]) * pc.root) * (LDX(pk[kb + c]) * pc.root);
     } else {
         uint kb = bi * pc.ksb + kh * pc.ksh + (j - pc.p) * pc.kss;
-        for (uint c = 0u; c < pc.d; c++) raw += (float(q[qb + c]) * pc.root) * (float(kk[kb + c]) * pc.root);
+        for (uint c = 0u; c < pc.d; c++) raw += (LDX(q[qb + c]) * pc.root) * (LDX(kk[kb + c]) * pc.root);
     }
     // tanh(10) rounds to 1 in float32: the clamp changes no result and keeps exp-based tanh finite.
     float capped = pc.softcap != 0.0 ? pc.softcap * tanh(clamp(raw / pc.softcap, -10.0, 10.0)) : raw;
     float biased = capped + bias(bi, h, i, j);
     s[e] = biased;
-    if (QK_MODE < 3u) qk[e] = SX(QK_MODE == 0u ? raw : (QK_MODE == 1u ? capped : biased));
+    if (QK_MODE < 3u) qk[e] = STX(QK_MODE == 0u ? raw : (QK_MODE == 1u ? capped : biased));
     if (NONPAD && i == 0u && h == 0u && j == 0u) {
         uint lo = lens[2u * bi], hi = lens[2u * bi + 1u];
         if (hi != 0u || lo > pc.t) vkml_fault(pc.site, int(lo), int(hi));
@@ -131,7 +150,7 @@ void softmax_row(uint r) {
     for (uint j = 0u; j < pc.t; j++) {
         float pr = keep ? s[base + j] / total : 0.0;
         s[base + j] = pr;
-        if (QK_MODE == 3u) qk[base + j] = SX(pr);
+        if (QK_MODE == 3u) qk[base + j] = STX(pr);
     }
 }
 
@@ -143,10 +162,10 @@ void attend(uint e) {
     uint base = r * pc.t;
     float acc = 0.0;
     uint pb = (bi * pc.hkv + kh) * pc.p * pc.dv + c;
-    for (uint j = 0u; j < pc.p; j++) acc += s[base + j] * float(pv[pb + j * pc.dv]);
+    for (uint j = 0u; j < pc.p; j++) acc += s[base + j] * LDX(pv[pb + j * pc.dv]);
     uint vb = bi * pc.vsb + kh * pc.vsh + c;
-    for (uint j = pc.p; j < pc.t; j++) acc += s[base + j] * float(vv[vb + (j - pc.p) * pc.vss]);
-    o[bi * pc.osb + h * pc.osh + i * pc.oss + c] = SX(acc);
+    for (uint j = pc.p; j < pc.t; j++) acc += s[base + j] * LDX(vv[vb + (j - pc.p) * pc.vss]);
+    o[bi * pc.osb + h * pc.osh + i * pc.oss + c] = STX(acc);
 }
 
 void copy_present(uint e) {

@@ -127,6 +127,8 @@ def _variants() -> list[Variant]:
     for t in FLOATS:
         for m in ("bool",) + FLOATS:
             add(f"attention_{t}_m{m}", "attention.comp", TX=T[t], TY=T[m])
+    for m, code in (("bool", T["bool"]), ("f32", T["f32"]), ("f16", T["f16"]), ("bf16", 13)):  # bfloat16 Q, K, V
+        add(f"attention_bf16_m{m}", "attention.comp", TX=13, TY=code)
     # ---- LSTM's and GRU's recurrences (shaders/lstm.comp, gru.comp; *_prep: R transposed)
     for t in FLOATS:
         add(f"lstm_{t}", "lstm.comp", TX=T[t])

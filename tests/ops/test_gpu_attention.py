@@ -3,9 +3,9 @@
 counts with grouped-query heads, head sizes that differ between K and V, boolean and float masks
 of every rank (broadcast, narrower than the keys, with -inf), is_causal, scale, softcap,
 past_key/past_value with the present outputs, every qk_matmul_output_mode, nonpad_kv_seqlen
-(opset 24) and the windows (opset 25), in float32 and float16. Every output the node has is
+(opset 24) and the windows (opset 25), in float32, float16 and bfloat16. Every output the node has is
 compared; the GPU session must have dispatched the node. Both compute in float32 and differ
-only in summation order, so float32 agrees to a few ulp (1e-5) and float16 to one rounding.
+only in summation order, so float32 agrees to a few ulp (1e-5), float16 and bfloat16 to one rounding.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from _gen import seeds  # noqa: E402
 from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
 import vkml  # noqa: E402
+from vkml.kernels.common import BF16  # noqa: E402
 
 HYP = settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", "10")), deadline=None,
                suppress_health_check=list(HealthCheck))
@@ -39,7 +40,9 @@ def run_both(gpu: str, inputs: dict, attrs: dict, opset: int, n_out: int) -> Non
     assert row["device"] == gpu and row.get("pipelines"), row
     for name, g, w in zip(names, got, want):
         assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, g.shape, w.dtype, w.shape)
-        tol = {"rtol": 2e-3, "atol": 2e-3} if w.dtype == np.float16 else {"rtol": 1e-5, "atol": 1e-5}
+        # float16: one rounding apart; bfloat16 (8-bit significands): one of its ulps
+        tol = ({"rtol": 2e-3, "atol": 2e-3} if w.dtype == np.float16 else
+               {"rtol": 8e-3, "atol": 8e-3} if w.dtype == BF16 else {"rtol": 1e-5, "atol": 1e-5})
         np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), err_msg=name, **tol)
 
 
@@ -47,7 +50,7 @@ def run_both(gpu: str, inputs: dict, attrs: dict, opset: int, n_out: int) -> Non
 def cases(draw):
     """(inputs, attrs, opset, number of outputs) of one Attention node."""
     rng = np.random.default_rng(draw(seeds))
-    dtype = draw(st.sampled_from([np.float32, np.float16]))
+    dtype = draw(st.sampled_from([np.float32, np.float16, BF16]))
     b, sq, skv = draw(st.integers(1, 3)), draw(st.integers(1, 5)), draw(st.integers(1, 6))
     hkv = draw(st.integers(1, 3))
     hq = hkv * draw(st.integers(1, 3))

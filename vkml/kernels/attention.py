@@ -14,7 +14,10 @@ maximum), so the only differences are summation order. The passes: scores (an in
 score), softmax (per row, in place in a float32 scratch), output (per element), present_key /
 present_value (per element, past then new).
 
-On the CPU instead (check() says why): bfloat16 and float64 (no shaders), softmax_precision
+bfloat16 Q/K/V (and mask) are stored as 16 bits, widened exactly as they are read and the outputs
+rounded to nearest even as ml_dtypes rounds (the CPU operator computes them in float32 too).
+
+On the CPU instead (check() says why): float64 (no shaders), softmax_precision
 FLOAT16 or BFLOAT16 (a rounding the shader does not do), shapes the CPU operator rejects (it
 raises the error: no keys at all, nonpad_kv_seqlen with past_key...). Out-of-range
 nonpad_kv_seqlen values fault (vkml/runtime/faults.py), so the GPU run raises too.
@@ -27,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .common import PushBlock, broadcast_strides, dtype_name, fault_binding, require_dtypes
+from .common import BF16, DTYPE_NAMES, PushBlock, broadcast_strides, dtype_name, fault_binding, require_dtypes
 from .reduce import check_size, threads_wg
 from .registry import Kernel, TensorSpec, Unsupported, register
 
@@ -36,8 +39,14 @@ from .registry import Kernel, TensorSpec, Unsupported, register
 ATTENTION_PUSH = PushBlock("8I3I3I3I4I3I2i2f2I", "attention")
 BINDINGS = "rrrrrrrxwwwx"  # q k v past_k past_v mask nonpad | scratch | y present qk | fault
 PASS_SCORES, PASS_SOFTMAX, PASS_OUTPUT, PASS_PRESENT = 0, 1, 2, 3
-FLOATS = ("f32", "f16")
-MASK_TYPES = ("bool", "f32", "f16")
+FLOATS = ("f32", "f16", "bf16")
+MASK_TYPES = ("bool", "f32", "f16")  # (and bf16 with bfloat16 inputs: attention_bf16_mbf16)
+ALLOWED = frozenset(DTYPE_NAMES) | {BF16}
+
+
+def _name(dtype) -> str:
+    """The shader suffix of a dtype, bfloat16's included."""
+    return "bf16" if np.dtype(dtype) == BF16 else dtype_name(dtype)
 EXACT_PRECISIONS = (None, 1, 11)  # softmax_precision FLOAT / DOUBLE: float32 math as the CPU's
 
 
@@ -138,8 +147,8 @@ class AttentionKernel(Kernel):
         if len(dts) != 1:
             raise Unsupported(f"Attention with mixed dtypes {sorted(str(d) for d in dts)}")
         dt = np.dtype(inputs[0].dtype)
-        if dtype_name(dt) not in FLOATS:
-            raise Unsupported(f"Attention on the GPU supports float32 and float16, not {dt}")
+        if _name(dt) not in FLOATS:
+            raise Unsupported(f"Attention on the GPU supports float32, float16 and bfloat16, not {dt}")
         mode = int(_attr(attrs, "qk_matmul_output_mode", 0))
         if mode not in (0, 1, 2, 3) or int(_attr(attrs, "is_causal", 0)) not in (0, 1):
             raise Unsupported("qk_matmul_output_mode / is_causal out of range (the CPU operator reports the error)")
@@ -152,7 +161,8 @@ class AttentionKernel(Kernel):
             raise Unsupported(f"Attention with {_num_outputs(attrs)} outputs")
         mask = inputs[3] if len(inputs) > 3 else None
         if mask is not None:
-            if dtype_name(mask.dtype) not in MASK_TYPES:
+            mt = _name(mask.dtype)
+            if mt not in MASK_TYPES and not (mt == "bf16" and dt == BF16):
                 raise Unsupported(f"attn_mask of dtype {mask.dtype}")
             _mask_strides(g, mask)
         nonpad = inputs[6] if len(inputs) > 6 else None
@@ -166,7 +176,7 @@ class AttentionKernel(Kernel):
                 raise Unsupported("nonpad_kv_seqlen with past_key (the CPU operator reports the error)")
         if g.t == 0:
             raise Unsupported("Attention over no keys (the CPU operator reports the error)")
-        require_dtypes(device, *[t.dtype for t in inputs[:6] if t is not None])
+        require_dtypes(device, *[t.dtype for t in inputs[:6] if t is not None], allowed=ALLOWED)
         scores = TensorSpec((g.b, g.hq, g.sq, g.t), np.dtype(np.float32))
         check_size(device, *[t for t in inputs if t is not None], scores,
                    TensorSpec((g.b, g.hkv, g.t, max(g.d, g.dv)), dt))
@@ -210,8 +220,8 @@ class AttentionKernel(Kernel):
         ks = g.strides(g.hkv, g.skv, g.d)
         vs = g.strides(g.hkv, g.skv, g.dv)
         os_ = g.strides(g.hq, g.sq, g.dv)
-        mtype = dtype_name(mask.dtype) if mask is not None else "f32"
-        name = f"attention_{dtype_name(q.dtype)}_m{mtype}"
+        mtype = _name(mask.dtype) if mask is not None else "f32"
+        name = f"attention_{_name(q.dtype)}_m{mtype}"
         wg = threads_wg(device)
         spec = (wg, 0, int(mask is not None), nonpad is not None, bool(int(_attr(attrs, "is_causal", 0))), qk_mode)
         rows = g.b * g.hq * g.sq
