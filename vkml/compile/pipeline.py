@@ -11,7 +11,8 @@ type between them:
         |               Ifs with a known condition replaced by their branch, Ifs on data
         v               found (compile/specialize.concretize, compile/inline_if, compile/guards)
     Concrete
-        |  rewrite      NonMaxSuppression's rows padded to their bound (compile/ragged),
+        |  rewrite      NonMaxSuppression's rows padded to their bound (compile/ragged), STFT
+        |               as Gather, Mul and DFT (compile/decompose),
         |               BatchNormalization and constant bias Adds folded into the Conv/MatMul
         v               before them, elementwise chains fused, Conv epilogues fused
     Concrete            (compile/fold_bn, fold_bias, fusion, epilogue)
@@ -36,6 +37,7 @@ import numpy as np
 from ..ir.graph import Graph, TensorDesc
 from ..kernels.registry import NodeKernel
 from . import fusion, guards
+from .decompose import decompose
 from .epilogue import fuse_epilogues
 from .fold_bias import fold_bias_adds
 from .fold_bn import fold_batchnorm
@@ -114,13 +116,15 @@ def rewrite(graph: Graph, c: Concrete, keep: frozenset[str], precision: str = "f
             pad: bool = True) -> Concrete:
     """The compile rewrites on `c` (made fresh by specialize, and changed in place): with `pad`
     (a GPU is in the plan), NonMaxSuppression's rows are computed padded to their bound with
-    what reads them row by row (compile/ragged.py); Conv +
+    what reads them row by row (compile/ragged.py) and ops without a GPU kernel are written as
+    ops with one (compile/decompose.py: STFT); Conv +
     BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, under
     precision "fp16" the heavy ops go to float16 (compile/half.py), chains of elementwise ops
     become one dispatch, and so do Convs with what follows them; with `fuse` off only the
     precision step runs. `keep`: nodes left alone (those the user placed). c.fused says which
     graph nodes each new node runs (the nodes of an inlined If's branch run that If)."""
-    steps = [lambda live: pad_ragged(live, c.values, c.consts, graph.outputs, keep)] if pad else []
+    steps = [lambda live: pad_ragged(live, c.values, c.consts, graph.outputs, keep),
+             lambda live: decompose(live, c.values, c.consts, graph.outputs, keep)] if pad else []
     if fuse:
         steps += [lambda live: fold_batchnorm(live, c.values, c.consts, graph.outputs, keep),
                   lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep)]

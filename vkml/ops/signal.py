@@ -126,6 +126,7 @@ class DFT20(Op):
 class STFT(Op):
     op_type, since = "STFT", 17
     attrs = {"onesided": 1}
+    shape_from_values = (1, 3)  # frame_step and frame_length decide the frame count and bins
 
     def run(self, signal, frame_step, window=None, frame_length=None):
         if signal.ndim != 3 or signal.shape[-1] not in (1, 2):
