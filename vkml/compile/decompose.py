@@ -1,5 +1,10 @@
 """Ops without a GPU kernel of their own, written as ops that have one, in plans with a GPU.
 
+Shrink, MeanVarianceNormalization and ai.onnx.ml's Binarizer on float32 tensors: Less/Greater,
+Add/Sub and Where; ReduceMean, Sub, Mul, Sqrt, Add and Div; Greater and Where, each as the CPU
+operator computes it in float32 (Shrink and Binarizer bit for bit; MVN's means sum in another
+order than NumPy's).
+
 STFT (opset 17): the frames are a Gather of the signal by a constant index table (frame f, tap
 l reads sample f * frame_step + l), times the window when there is one (a Mul, broadcast along
 frames and the real/imaginary pair), then DFT along the taps (onesided as the node says): the
@@ -33,7 +38,8 @@ def decompose(live: Sequence[Node], values: dict[str, TensorDesc], consts: dict[
     more: dict[str, list[Node]] = {}
     taken = set(values)
     for node in live:
-        make = MAKERS.get(node.op_type) if node.domain in ONNX and node.name not in keep else None
+        makers = MAKERS if node.domain in ONNX else ML_MAKERS if node.domain == "ai.onnx.ml" else {}
+        make = makers.get(node.op_type) if node.name not in keep else None
         made = make(node, values, consts, taken) if make is not None else None
         if made is None:
             out.append(node)
@@ -124,4 +130,70 @@ def _stft(node: Node, values, consts, taken) -> list[Node] | None:
     return w.nodes
 
 
-MAKERS = {"STFT": _stft}
+def _float32_unary(node: Node, values) -> TensorDesc | None:
+    """The input's type where `node` is a one-input, one-output node of a static float32 tensor."""
+    x = values.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    if x is None or not x.static or x.dtype != F32 or len(node.outputs) != 1 or not node.outputs[0]:
+        return None
+    return x
+
+
+def _shrink(node: Node, values, consts, taken) -> list[Node] | None:
+    """Where(x < -lambd, x + bias, Where(x > lambd, x - bias, 0)), float32 throughout as the CPU
+    operator computes it (its attributes are float32 constants against a float32 input)."""
+    x = _float32_unary(node, values)
+    if x is None:
+        return None
+    lambd, bias = float(node.attrs.get("lambd", 0.5)), float(node.attrs.get("bias", 0.0))
+    w = _Writer(node, values, consts, taken)
+    f32 = lambda tag, v: w.const(tag, np.array(v, np.float32))  # noqa: E731
+    b = TensorDesc(np.dtype(bool), x.shape)
+    low = w.op("Less", [node.inputs[0], f32("minus_lambd", -np.float32(lambd))], b)
+    high = w.op("Greater", [node.inputs[0], f32("lambd", lambd)], b)
+    up = w.op("Add", [node.inputs[0], f32("bias", bias)], x)
+    down = w.op("Sub", [node.inputs[0], f32("bias", bias)], x)
+    inner = w.op("Where", [high, down, f32("zero", 0.0)], x)
+    w.op("Where", [low, up, inner], x, last=True)
+    return w.nodes
+
+
+def _mvn(node: Node, values, consts, taken) -> list[Node] | None:
+    """(x - mean) / (sqrt(mean((x - mean)^2)) + 1e-9) over the axes, float32 (the CPU operator's
+    formula; its sums are NumPy's pairwise ones, the GPU's in another order)."""
+    x = _float32_unary(node, values)
+    if x is None:
+        return None
+    r = len(x.shape)
+    axes = node.attrs.get("axes")
+    axes = [0, 2, 3] if axes is None else list(axes)
+    if any(not -r <= int(a) < r for a in axes):
+        return None  # (the operator's error)
+    axes = sorted({int(a) % r for a in axes})
+    kept = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+    w = _Writer(node, values, consts, taken)
+    m = TensorDesc(F32, kept)
+    mean = w.op("ReduceMean", [node.inputs[0]], m, axes=axes, keepdims=1)
+    d = w.op("Sub", [node.inputs[0], mean], x)
+    var = w.op("ReduceMean", [w.op("Mul", [d, d], x)], m, axes=axes, keepdims=1)
+    den = w.op("Add", [w.op("Sqrt", [var], m), w.const("eps", np.array(1e-9, np.float32))], m)
+    w.op("Div", [d, den], x, last=True)
+    return w.nodes
+
+
+def _binarizer(node: Node, values, consts, taken) -> list[Node] | None:
+    """Where(x > threshold, 1, 0) in x's type (float32: NumPy compares with the threshold in
+    float32 too)."""
+    x = _float32_unary(node, values)
+    if x is None:
+        return None
+    w = _Writer(node, values, consts, taken)
+    above = w.op("Greater", [node.inputs[0], w.const("threshold", np.array(float(node.attrs.get("threshold", 0.0)),
+                                                                              np.float32))],
+                 TensorDesc(np.dtype(bool), x.shape))
+    w.op("Where", [above, w.const("one", np.array(1, np.float32)), w.const("zero", np.array(0, np.float32))], x,
+         last=True)
+    return w.nodes
+
+
+MAKERS = {"STFT": _stft, "Shrink": _shrink, "MeanVarianceNormalization": _mvn}
+ML_MAKERS = {"Binarizer": _binarizer}  # (ai.onnx.ml)
