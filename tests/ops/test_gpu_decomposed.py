@@ -82,3 +82,36 @@ def test_float16_shrink_keeps_the_cpu_operator(gpu):
     got, want, sess = gpu_and_cpu(gpu, make_model("Shrink", {"x": x}, {"lambd": 0.1, "bias": 0.3}, 9), {"x": x})
     np.testing.assert_array_equal(got[0], want[0])
     assert sess.placement()[0]["device"] == "cpu"
+
+
+@HYP
+@given(shape=SHAPES, op=st.sampled_from(["ReduceMax", "ReduceMin"]), keepdims=st.sampled_from([0, 1]), data=st.data(),
+       seed=seeds)
+def test_bool_reductions(gpu, shape, op, keepdims, data, seed):
+    """ReduceMax / ReduceMin of a bool mask ("any" / "all"), in int32 on the GPU, cast back."""
+    r = len(shape)
+    axes = data.draw(st.none() | st.lists(st.integers(-r, r - 1), min_size=1, max_size=r, unique_by=lambda a: a % r))
+    x = np.random.default_rng(seed).random(shape) < data.draw(st.sampled_from([0.05, 0.5, 0.95]))
+    inputs = {"x": x, "axes": None if axes is None else np.array(axes, np.int64)}
+    model = make_model(op, inputs, {"keepdims": keepdims}, 18, consts=("axes",))
+    got, want, sess = gpu_and_cpu(gpu, model, {"x": x})
+    assert got[0].dtype == np.bool_ and got[0].shape == want[0].shape
+    np.testing.assert_array_equal(got[0], want[0])
+    _all_on_gpu(sess, gpu)
+
+
+@HYP
+@given(dtype=st.sampled_from([np.uint8, np.int8]), c=st.integers(1, 3), hw=st.integers(2, 9), k=st.integers(1, 3),
+       stride=st.integers(1, 2), pad=st.booleans(), seed=seeds)
+def test_8bit_max_pool(gpu, dtype, c, hw, k, stride, pad, seed):
+    """MaxPool of 8-bit integers in float32 on the GPU (exact), cast back."""
+    k = min(k, hw)
+    attrs = {"kernel_shape": [k, k], "strides": [stride, stride]}
+    if pad and k > 1:
+        attrs["pads"] = [1, 0, k - 1, 1]
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(seed).integers(info.min, info.max + 1, (1, c, hw, hw)).astype(dtype)
+    got, want, sess = gpu_and_cpu(gpu, make_model("MaxPool", {"x": x}, attrs, 12), {"x": x})
+    assert got[0].dtype == dtype
+    np.testing.assert_array_equal(got[0], want[0])
+    _all_on_gpu(sess, gpu)

@@ -3,7 +3,8 @@
 Shrink, MeanVarianceNormalization and ai.onnx.ml's Binarizer on float32 tensors: Less/Greater,
 Add/Sub and Where; ReduceMean, Sub, Mul, Sqrt, Add and Div; Greater and Where, each as the CPU
 operator computes it in float32 (Shrink and Binarizer bit for bit; MVN's means sum in another
-order than NumPy's).
+order than NumPy's). ReduceMax / ReduceMin of bools in int32 and MaxPool of 8-bit integers in
+float32, cast back: exact.
 
 STFT (opset 17): the frames are a Gather of the signal by a constant index table (frame f, tap
 l reads sample f * frame_step + l), times the window when there is one (a Mul, broadcast along
@@ -195,5 +196,54 @@ def _binarizer(node: Node, values, consts, taken) -> list[Node] | None:
     return w.nodes
 
 
-MAKERS = {"STFT": _stft, "Shrink": _shrink, "MeanVarianceNormalization": _mvn}
+def _widened(node: Node, values, consts, taken, wide: np.dtype, dst: np.dtype) -> list[Node]:
+    """`node` on its first input cast to `wide`, its one output cast back to `dst`."""
+    x = values[node.inputs[0]]
+    w = _Writer(node, values, consts, taken)
+    xw = w.op("Cast", [node.inputs[0]], TensorDesc(wide, x.shape), to=_onnx_type(wide))
+    y = values[node.outputs[0]]
+    yw = w.fresh("wide")
+    values[yw] = TensorDesc(wide, y.shape)
+    n = Node(w.fresh("op_node"), node.op_type, node.domain, [xw] + list(node.inputs[1:]), [yw], dict(node.attrs),
+             node.opset)
+    n.op = type(node.op)(n)
+    w.nodes.append(n)
+    w.op("Cast", [yw], y, last=True, to=_onnx_type(dst))
+    return w.nodes
+
+
+def _onnx_type(dt: np.dtype) -> int:
+    from onnx import helper
+
+    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
+
+
+def _bool_extreme(node: Node, values, consts, taken) -> list[Node] | None:
+    """ReduceMax / ReduceMin of bools ("any" / "all" of a mask) in int32, cast back: the GPU
+    reduces int32. Not over empty inputs: int32's identities are no bools."""
+    x = values.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    if x is None or not x.static or x.dtype != np.dtype(bool) or 0 in x.shape:
+        return None
+    if len(node.outputs) != 1 or not node.outputs[0] or values.get(node.outputs[0]) is None:
+        return None
+    return _widened(node, values, consts, taken, np.dtype(np.int32), np.dtype(bool))
+
+
+def _small_int_pool(node: Node, values, consts, taken) -> list[Node] | None:
+    """MaxPool of 8-bit integers in float32 (exact), cast back; only its values (no Indices
+    output) and only where no window lies wholly in the padding."""
+    x = values.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    if x is None or not x.static or x.dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        return None
+    if len([o for o in node.outputs if o]) != 1 or not node.outputs[0] or values.get(node.outputs[0]) is None:
+        return None
+    ks = list(node.attrs.get("kernel_shape") or [])
+    pads = list(node.attrs.get("pads") or [0] * (2 * len(ks)))
+    if not ks or any(p >= k for p, k in zip(pads, ks + ks)):
+        return None
+    return _widened(node, values, consts, taken, F32, x.dtype)
+
+
+MAKERS = {"STFT": _stft, "Shrink": _shrink, "MeanVarianceNormalization": _mvn, "ReduceMax": _bool_extreme,
+          "ReduceMin": _bool_extreme, "MaxPool": _small_int_pool}
 ML_MAKERS = {"Binarizer": _binarizer}  # (ai.onnx.ml)

@@ -117,7 +117,8 @@ def rewrite(graph: Graph, c: Concrete, keep: frozenset[str], precision: str = "f
     """The compile rewrites on `c` (made fresh by specialize, and changed in place): with `pad`
     (a GPU is in the plan), NonMaxSuppression's rows are computed padded to their bound with
     what reads them row by row (compile/ragged.py) and ops without a GPU kernel are written as
-    ops with one (compile/decompose.py: STFT, Shrink, MVN, Binarizer); Conv +
+    ops with one (compile/decompose.py: STFT, Shrink, MVN, Binarizer, bool reductions, 8-bit
+    MaxPool); Conv +
     BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, under
     precision "fp16" the heavy ops go to float16 (compile/half.py), chains of elementwise ops
     become one dispatch, and so do Convs with what follows them; with `fuse` off only the
