@@ -11,7 +11,10 @@ that only made its condition are gone (`drop_guard_producers`). Plans per guard 
 like any other signature's, so a model whose condition flips between runs keeps both.
 
 What it costs: the condition plan's submission and readback, and the nodes that the condition
-and the rest of the graph share run twice (once for the condition, once in the plan). An If is
+and the rest of the graph share run twice (once for the condition, once in the plan). Each
+branch's plan keeps run slots of its own, so a model whose condition flips holds the
+activations of both in GPU memory (a model near the GPU's budget may have its nodes moved to
+the CPU when the second one is made, as any plan that does not fit). An If is
 guarded only where those shared nodes make at most GUARD_SHARED_MAX elements, and where its
 condition is one bool computed without other control flow; the others stay on the CPU as
 before. Guards inside a guarded branch are found when that branch is planned: the runtime
