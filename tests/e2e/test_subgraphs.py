@@ -199,3 +199,29 @@ def test_while_loops_equal_the_cpu(gpu, monkeypatch, limit, rows, cols, m, seed)
     feed = _feed(limit, rows, cols, seed)
     want = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
     _close(vkml.InferenceSession(model, devices=[gpu]).run(None, feed), want)
+
+
+def test_outer_values_the_body_plans_per_stay_on_the_host(gpu, any_size):
+    """A body that reshapes by a shape fed to the model (a value its plans are made per): the
+    shape is handed to the body's runs as an array, so its Reshape runs on the GPU too."""
+    body = helper.make_graph([helper.make_node("Reshape", ["h", "shape"], ["flat"]),
+                              helper.make_node("Relu", ["flat"], ["r"]),
+                              helper.make_node("Reshape", ["r", "back"], ["rr"]),
+                              helper.make_node("Add", ["rr", "x"], ["h_out"]),
+                              helper.make_node("ReduceSum", ["h_out"], ["s"], keepdims=0),
+                              helper.make_node("Less", ["s", "limit"], ["cond_out"])],
+                             "body", [vi("i", T.INT64, []), vi("cond", T.BOOL, []), vi("h", T.FLOAT, [4, 8])],
+                             [vi("cond_out", T.BOOL, []), vi("h_out", T.FLOAT, [4, 8])],
+                             [helper.make_tensor("back", T.INT64, [2], [4, 8])])
+    g = helper.make_graph([helper.make_node("Loop", ["M", "", "h0"], ["h"], name="loop", body=body)], "g",
+                          [vi("x", T.FLOAT, [4, 8]), vi("h0", T.FLOAT, [4, 8]), vi("limit", T.FLOAT, []),
+                           vi("shape", T.INT64, [2])],
+                          [vi("h", T.FLOAT, [4, 8])], [helper.make_tensor("M", T.INT64, [], [10])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    feed = {**_feed(50.0), "shape": np.array([2, 16], np.int64)}
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    _close(sess.run(None, feed), vkml.InferenceSession(model, devices=["cpu"]).run(None, feed))
+    assert _row(sess, "loop")["device"] == gpu
+    (sub,) = [r for _, r in sess._gpu.subs._runners.values()]
+    assert {row["node"]: row["device"] for row in sub.last.report} == dict.fromkeys(
+        [n.name for n in sub.graph.nodes], gpu)

@@ -135,6 +135,9 @@ class GpuScope(Scope):
                 v = _tensor_like(self.values.get(name))
                 if v is None:
                     return super().run(graph, feeds)
+                if name in sub.value_inputs and isinstance(v, np.ndarray):
+                    fed[name] = v  # (a value its plans are made per: on the host, as a caller feeds it)
+                    continue
                 try:
                     t = v if isinstance(v, Tensor) else Tensor.from_numpy(v, self.subs.device)
                 except TypeError:  # (a dtype the device does not hold)
