@@ -1,6 +1,8 @@
 #version 450
 // Cast between any two element types where at least one is "exotic" (float64, bfloat16, the
-// float8 flavours, float4e2m1, int4/uint4/int2/uint2), bit-exact with vkml/ops/cast.py.
+// float8 flavours, float8e8m0, float4e2m1, int4/uint4/int2/uint2), bit-exact with vkml/ops/cast.py.
+// float8e8m0 (powers of two 2^(c - 127), 255 NaN, no sign) is encoded from the value's float32
+// bits by the round mode (up, down, nearest with ties up) as the CPU's _to_e8m0 does.
 // Everything is integer bit manipulation (no float arithmetic, so no shaderFloat64): each
 // element is decoded into sign * m * 2^e (m a 64-bit integer) and re-encoded with rounding to
 // nearest even. Types come as codes in push constants (vkml/kernels/cast_ext.py lists them), so
@@ -23,6 +25,7 @@ layout(push_constant) uniform Push {
     uint src;       // type code of the input
     uint dst;       // type code of the output
     uint saturate;  // float8 targets: clamp out-of-range values (and infinities) to the largest finite
+    uint round;     // float8e8m0 targets: 0 up, 1 down, 2 nearest
 } pc;
 
 #if SIN == 1
@@ -50,7 +53,7 @@ layout(std430, binding = 1) writeonly buffer BO { SO o[]; };
 // Type codes (vkml/kernels/cast_ext.py: CODES).
 const uint F32 = 1u, F16 = 2u, I32 = 3u, I64 = 4u, BOOL = 5u, I8 = 6u, I16 = 7u, U8 = 8u, U16 = 9u,
            U32 = 10u, U64 = 11u, F64 = 12u, BF16 = 13u, E4M3FN = 14u, E4M3FNUZ = 15u, E5M2 = 16u,
-           E5M2FNUZ = 17u, F4E2M1 = 18u, I4 = 19u, U4 = 20u, I2 = 21u, U2 = 22u;
+           E5M2FNUZ = 17u, F4E2M1 = 18u, I4 = 19u, U4 = 20u, I2 = 21u, U2 = 22u, E8M0 = 23u;
 
 // A decoded value: kind 0 finite (sign, m * 2^e), 1 infinity, 2 NaN (payload: the top fraction
 // bits, left-aligned in 52 bits as in float64).
@@ -65,7 +68,7 @@ struct Val {
 };
 
 bool is_float(uint c) {
-    return c == F32 || c == F16 || c == F64 || (c >= BF16 && c <= F4E2M1);
+    return c == F32 || c == F16 || c == F64 || (c >= BF16 && c <= F4E2M1) || c == E8M0;
 }
 
 // Float format of a code: exponent bits, mantissa bits, bias.
@@ -93,6 +96,13 @@ int bits_of(uint c) {
 Val decode(uint c, uint64_t r) {
     Val v;
     v.kind = 0u; v.sign = 0u; v.m = 0ul; v.e = 0; v.payload = 0ul;
+    if (c == E8M0) {  // 2^(r - 127); 255 is NaN
+        r &= 0xFFul;
+        if (r == 0xFFul) { v.kind = 2u; v.payload = CANON; return v; }
+        v.m = 1ul;
+        v.e = int(r) - 127;
+        return v;
+    }
     if (!is_float(c)) {
         int nb = bits_of(c);
         uint64_t mask = nb == 64 ? ~0ul : ((1ul << nb) - 1ul);
@@ -215,9 +225,35 @@ uint64_t encode_int_from_float(Val v, int nb, bool wide) {
     return v.sign != 0u ? ~t + 1ul : t;
 }
 
+// float32 bits -> float8e8m0, as vkml/ops/cast.py _to_e8m0 (the sign is ignored).
+uint64_t encode_e8m0(uint b, bool sat, uint mode) {
+    uint e = (b >> 23) & 0xFFu, m = b & 0x7FFFFFu, hm = 0x400000u;
+    bool normal = e > 0u;
+    uint code;
+    bool below;
+    if (mode == 0u) {         // up
+        code = normal ? e + (m != 0u ? 1u : 0u) : (m > hm ? 1u : 0u);
+        below = false;
+    } else if (mode == 1u) {  // down
+        code = normal ? e : 0u;
+        below = !normal && m < hm;
+    } else {                  // nearest, ties up; denormals lie between 0 and 2^-126, code 0 being 2^-127
+        code = normal ? e + (m >= hm ? 1u : 0u) : (m >= hm + hm / 2u ? 1u : 0u);
+        below = !normal && m < hm / 2u;
+    }
+    uint a = b & 0x7FFFFFFFu;
+    bool over = code > 254u, inf = a == 0x7F800000u;
+    if (sat) code = (over || inf) ? 254u : (below ? 0u : code);
+    else if (over || inf || below) code = 255u;
+    if (a > 0x7F800000u) code = 255u;
+    return uint64_t(code);
+}
+
 uint64_t convert(uint64_t r) {
     uint src = pc.src, dst = pc.dst;
     Val v = decode(src, r);
+    if (dst == E8M0)  // through float32, as the CPU
+        return encode_e8m0(uint(encode_float(F32, v, false)), pc.saturate != 0u, pc.round);
     bool sat = pc.saturate != 0u && dst >= E4M3FN && dst <= E5M2FNUZ;
     if (is_float(dst)) {
         // float64 and integers go to the narrow ml_dtypes types through float32, as the CPU does

@@ -1,5 +1,6 @@
-"""GPU Cast and CastLike to and from float64, bfloat16, the float8 flavours, float4e2m1, int4/uint4
-and int2/uint2 (shaders/cast_ext.comp) against the CPU device, bit for bit.
+"""GPU Cast and CastLike to and from float64, bfloat16, the float8 flavours, float8e8m0 (with float32,
+float16 and bfloat16), float4e2m1, int4/uint4 and int2/uint2 (shaders/cast_ext.comp) against the
+CPU device, bit for bit.
 
 Hypothesis draws the pair of types, saturate (0/1, which float8 targets read), the length (odd
 ones included: the 4- and 2-bit types are a byte per element) and the values: random bit
@@ -25,12 +26,13 @@ from _oracle import gpu_and_cpu, make_model  # noqa: E402
 
 import vkml  # noqa: E402
 from vkml.ir import dtypes  # noqa: E402
-from vkml.kernels.cast_ext import CODES, EXOTIC  # noqa: E402
+from vkml.kernels.cast_ext import CODES, E8M0, E8M0_PEERS, EXOTIC, handles  # noqa: E402
 
 HYP = settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", "10")) * 4, deadline=None,
                suppress_health_check=list(HealthCheck))
 ALL = sorted(CODES, key=lambda d: CODES[d])
-PAIRS = [(s, d) for s in ALL for d in ALL if s != d and (s in EXOTIC or d in EXOTIC)]
+PAIRS = [(s, d) for s in ALL for d in ALL if s != d and (s in EXOTIC or d in EXOTIC) and handles(s, d)
+         and E8M0 not in (s, d)]  # (float8e8m0: test_e8m0 below, Cast-24's round_mode)
 NIBBLE = {np.dtype(t): bits for t, bits in ((ml_dtypes.int4, 4), (ml_dtypes.uint4, 4),
                                             (ml_dtypes.float4_e2m1fn, 4), (ml_dtypes.int2, 2),
                                             (ml_dtypes.uint2, 2))}
@@ -66,7 +68,7 @@ def source_values(rng: np.random.Generator, dt: np.dtype, n: int, to: np.dtype) 
     return x.astype(dt)
 
 
-def run_both(gpu: str, op: str, x: np.ndarray, to: np.dtype, saturate: int | None):
+def run_both(gpu: str, op: str, x: np.ndarray, to: np.dtype, saturate: int | None, round_mode: str | None = None):
     if op == "Cast":
         attrs = {"to": dtypes.onnx_type(to)}
         inputs = {"x": x}
@@ -75,7 +77,9 @@ def run_both(gpu: str, op: str, x: np.ndarray, to: np.dtype, saturate: int | Non
         inputs = {"x": x, "like": np.zeros((1,), to)}
     if saturate is not None:
         attrs["saturate"] = saturate
-    model = make_model(op, inputs, attrs, 21)
+    if round_mode is not None:
+        attrs["round_mode"] = round_mode
+    model = make_model(op, inputs, attrs, 24 if E8M0 in (x.dtype, np.dtype(to)) else 21)
     (got,), (want,), sess = gpu_and_cpu(gpu, model, inputs, quiet=True)
     (row,) = sess.placement()
     assert row["device"] == gpu, row
@@ -132,3 +136,24 @@ def test_feature_reason():
     reason = get_kernel("Cast").supports(NoInt64(), "Cast", {"to": dtypes.onnx_type(ml_dtypes.bfloat16)}, [spec])
     assert reason and "storage_16bit" in reason
     assert isinstance(Unsupported("x"), Exception)
+
+
+@HYP
+@given(peer=st.sampled_from(sorted(E8M0_PEERS, key=lambda d: CODES[d])), to_e8m0=st.booleans(), n=st.integers(1, 67),
+       seed=seeds, saturate=st.sampled_from([None, 0, 1]), round_mode=st.sampled_from([None, "up", "down", "nearest"]))
+def test_e8m0(gpu, peer, to_e8m0, n, seed, saturate, round_mode):
+    """float8e8m0 (Cast-24): to it from float32/float16/bfloat16 in each round mode and saturate
+    setting (random bit patterns: NaN, infinities, subnormals, the midpoints between powers of
+    two), and from it (every code, 255 NaN)."""
+    rng = np.random.default_rng(seed)
+    if to_e8m0:
+        x = source_values(rng, peer, n, E8M0)
+        mids = (np.array([1.5, 0.75, 3.0, 2.0 ** -127, 1.5 * 2.0 ** -127, 2.0 ** 127 * 1.5]) *
+                rng.choice([1, -1], 6)).astype(peer)
+        x[: min(n, 6)] = mids[: min(n, 6)]
+        got, want = run_both(gpu, "Cast", x, E8M0, saturate, round_mode)
+    else:
+        x = rng.integers(0, 256, n, dtype=np.uint8).view(E8M0)
+        got, want = run_both(gpu, "Cast", x, peer, saturate, round_mode)
+    u = f"u{want.itemsize}"
+    np.testing.assert_array_equal(got.view(u), want.view(u), err_msg=f"{x.dtype} -> {want.dtype} {round_mode}")

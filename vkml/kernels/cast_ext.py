@@ -1,5 +1,6 @@
 """Casts to and from the dtypes the elementwise shaders lack: float64, bfloat16, the four float8
-flavours, float4e2m1, int4/uint4 and int2/uint2 (shaders/cast_ext.comp).
+flavours, float8e8m0 (to and from float32, float16 and bfloat16), float4e2m1, int4/uint4 and
+int2/uint2 (shaders/cast_ext.comp).
 
 The shader decodes each element into sign * m * 2^e with integer operations and re-encodes it
 rounding to nearest even, so results are bit-exact with vkml/ops/cast.py (NumPy and ml_dtypes)
@@ -23,15 +24,22 @@ CODES = {np.dtype(t): c for t, c in (
     (np.int16, 7), (np.uint8, 8), (np.uint16, 9), (np.uint32, 10), (np.uint64, 11), (np.float64, 12),
     (ml_dtypes.bfloat16, 13), (ml_dtypes.float8_e4m3fn, 14), (ml_dtypes.float8_e4m3fnuz, 15),
     (ml_dtypes.float8_e5m2, 16), (ml_dtypes.float8_e5m2fnuz, 17), (ml_dtypes.float4_e2m1fn, 18),
-    (ml_dtypes.int4, 19), (ml_dtypes.uint4, 20), (ml_dtypes.int2, 21), (ml_dtypes.uint2, 22))}
+    (ml_dtypes.int4, 19), (ml_dtypes.uint4, 20), (ml_dtypes.int2, 21), (ml_dtypes.uint2, 22),
+    (ml_dtypes.float8_e8m0fnu, 23))}
+E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+# float8e8m0 casts on the GPU: to and from these (the node suite's, and MX scales' usual types)
+E8M0_PEERS = frozenset(np.dtype(t) for t in (np.float32, np.float16, ml_dtypes.bfloat16))
+ROUND_MODES = {"up": 0, "down": 1, "nearest": 2}
 EXOTIC = frozenset(d for d, c in CODES.items() if c >= 12)
-CAST_PUSH = PushBlock("IIII", "cast_ext")  # n, src, dst, saturate
+CAST_PUSH = PushBlock("IIIII", "cast_ext")  # n, src, dst, saturate, round (float8e8m0)
 _SIZE_FEATURE = {1: "storage_8bit", 2: "storage_16bit"}
 
 
 def handles(src, dst) -> bool:
     """Whether this kernel casts src -> dst (one of them exotic, both known)."""
     src, dst = np.dtype(src), np.dtype(dst)
+    if E8M0 in (src, dst) and ({src, dst} - {E8M0}) - E8M0_PEERS:
+        return False
     return (src in EXOTIC or dst in EXOTIC) and src in CODES and dst in CODES
 
 
@@ -45,11 +53,11 @@ def check(device, src, dst) -> None:
             raise Unsupported(f"{dt} needs {feat}, which {device.name} lacks")
 
 
-def record(rec, x, out, saturate: bool) -> None:
+def record(rec, x, out, saturate: bool, round_mode: str = "up") -> None:
     n = element_count(out.shape)
     if n == 0:
         return
     src, dst = np.dtype(x.dtype), np.dtype(out.dtype)
     p = rec.device.pipeline(f"castx_b{src.itemsize}_b{dst.itemsize}", "rw", CAST_PUSH.size)
-    push = CAST_PUSH.pack(n, CODES[src], CODES[dst], 1 if saturate else 0)
+    push = CAST_PUSH.pack(n, CODES[src], CODES[dst], 1 if saturate else 0, ROUND_MODES.get(round_mode, 0))
     rec.dispatch(p, [x.view, out.view], push, p.groups_for(n))

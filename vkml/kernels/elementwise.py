@@ -339,7 +339,9 @@ class CastKernel(Kernel):
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
         x, out = inputs[0], outputs[0]
         if x.dtype != out.dtype and cast_ext.handles(x.dtype, out.dtype):
-            cast_ext.record(rec, x, out, bool(_spec_of(attrs, "saturate", 1)))
+            mode = attrs.get("round_mode") or "up"
+            cast_ext.record(rec, x, out, bool(_spec_of(attrs, "saturate", 1)),
+                            mode.decode() if isinstance(mode, bytes) else str(mode))
             return
         if x.dtype == out.dtype:
             if x.nbytes:
