@@ -212,11 +212,12 @@ class InferenceSession:
                 raise ValueError(f"max_slots must be at least 1, not {max_slots!r}")
             # The runtime compiles each new input signature through this (vkml/compile/pipeline.py),
             # the model and the session's choices bound: it imports nothing of the compile layer.
-            compile = functools.partial(compile_signature, g, self.model.weights, devices=tuple(self.devices),
-                                        forced=dict(forced), fuse=fuse, precision=self.precision)
-            # (subgraphs that control flow calls at run time: plans of their own, vkml/runtime/subgraphs.py)
+            # compile_graph(graph) binds another graph the same way: subgraphs that control flow
+            # calls at run time get plans of their own (vkml/runtime/subgraphs.py); forced
+            # placements name the model's nodes, so only the model's compile takes them.
             compile_graph = functools.partial(_compile_for, compile_signature, self.model.weights,
                                               devices=tuple(self.devices), fuse=fuse, precision=self.precision)
+            compile = compile_graph(g, forced=dict(forced))
             self._gpu = GpuRunner(self.model, self._runtime, self.devices, caps, executor, slots, compile,
                                   compile_graph)
             from .. import vulkan
@@ -530,14 +531,14 @@ class InferenceSession:
         return out
 
 
-# GPU run slots per input signature, made as concurrent runs need them (a slot that does not
-# fit in GPU memory caps the pool at the ones there are): two per device lane by default.
 def _compile_for(compile_signature, weights, graph, **bound):
-    """compile_signature bound to `graph` (a subgraph made a graph of its own) and the session's
-    choices (forced placements name the model's nodes, not these)."""
+    """compile_signature bound to `graph` (the model's, or a subgraph made a graph of its own),
+    the weights and the session's choices."""
     return functools.partial(compile_signature, graph, weights, **bound)
 
 
+# GPU run slots per input signature, made as concurrent runs need them (a slot that does not
+# fit in GPU memory caps the pool at the ones there are): two per device lane by default.
 def _portable_model(model: Any) -> Any:
     """The model as __reduce__ carries it: a path as an absolute path, anything else as bytes."""
     if isinstance(model, (str, os.PathLike)):

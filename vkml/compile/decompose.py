@@ -26,6 +26,7 @@ import numpy as np
 
 from ..ir.graph import Node, TensorDesc
 from ..ops.registry import lookup
+from .inline_if import fresh_name
 
 ONNX = ("", "ai.onnx")
 F32 = np.dtype(np.float32)
@@ -58,11 +59,7 @@ class _Writer:
         self.nodes: list[Node] = []
 
     def fresh(self, tag: str) -> str:
-        name, k = f"{self.node.name}/{tag}", 1
-        while name in self.taken:
-            name, k = f"{self.node.name}/{tag}#{k}", k + 1
-        self.taken.add(name)
-        return name
+        return fresh_name(tag, f"{self.node.name}/", self.taken, True)
 
     def const(self, tag: str, value: np.ndarray) -> str:
         name = self.fresh(tag)

@@ -811,6 +811,12 @@ def signature_descs(feeds: Mapping[str, object]) -> dict[str, TensorDesc]:
 VALUE_INPUT_MAX = 64  # elements: larger inputs are data, never shape-like
 
 
+def _value_key(name: str, v: np.ndarray) -> tuple:
+    """A value a plan is made for, as part of the plan's key (a fed shape-like input, or a
+    guard's value: compile/guards.py)."""
+    return (name, v.dtype.str, v.shape, v.tobytes())
+
+
 def _value_inputs(graph) -> tuple[str, ...]:
     """Graph inputs that GPU kernels need the values of (a Reshape's shape, a Resize's scales,
     a Reduce's axes: Kernel.host_inputs) when a caller feeds them, and the switches an If's
@@ -919,10 +925,11 @@ class GpuRunner:
                          self.max_slots, self.compile_graph(graph), self.compile_graph)
 
     def _forget(self) -> None:
-        """Drop every plan and compile (under self._lock): the GPUs' budgets or the nodes
-        their kernels can record changed."""
+        """Drop every plan, compile and signature shortcut (under self._lock): the GPUs'
+        budgets or the nodes their kernels can record changed."""
         self._plans.clear()
         self._compiled.clear()
+        self._by_sig = {}
 
     def _unsqueeze(self) -> None:
         """Caps lowered because a GPU ran out of memory go back to the user's once the GPU
@@ -947,7 +954,6 @@ class GpuRunner:
         self._replan_wait = REPLAN_S
         with self._lock:
             self._forget()
-            self._by_sig = {}
 
     def _known(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], tuple]:
         """The small shape-like inputs of this run (see _value_inputs): copies, and a key."""
@@ -956,7 +962,7 @@ class GpuRunner:
             v = feeds.get(name)
             if type(v) is np.ndarray and v.size <= VALUE_INPUT_MAX:
                 known[name] = np.array(v)
-                key.append((name, v.dtype.str, v.shape, v.tobytes()))
+                key.append(_value_key(name, v))
         return known, tuple(key)
 
     def _compile(self, descs: Mapping[str, TensorDesc], output_device: str | None,
@@ -964,11 +970,10 @@ class GpuRunner:
         """The compiled plan for this signature, for the GPUs as they are now (of `outputs`
         only, when given: a plan of If conditions)."""
         gpus = [d for d in dict.fromkeys([*self.devices, output_device]) if d not in (None, "cpu")]
-        more = {"outputs": outputs} if outputs is not None else {}
         return self.compile(descs, fed=frozenset(n for n in descs if n in self.graph.constants),
                             output_device=output_device, known=known,
                             gpus={d: gpu_facts(d, self.caps.get(d)) for d in gpus}, broken=dict(self.broken),
-                            **more)
+                            outputs=outputs)
 
     def plan_for(self, descs: Mapping[str, TensorDesc], output_device: str | None,
                  known: tuple[dict, tuple] = ({}, ()), outputs: tuple[str, ...] | None = None) -> ConcretePlan:
@@ -1046,7 +1051,7 @@ class GpuRunner:
             for name, v in zip(guards, cond.run(feeds)):
                 v = np.asarray(v)
                 values[name] = v
-                key += ((name, v.dtype.str, v.shape, v.tobytes()),)
+                key += (_value_key(name, v),)
             cp = self.plan_for(descs, output_device, (values, key))
         cp.guarded_by(conds)
         self.last = cp
@@ -1072,10 +1077,10 @@ class GpuRunner:
             plans = [ready(self.plan_for(descs, None, ({}, ()), outputs=guards))]
             for combo in itertools.product((False, True), repeat=len(guards)):
                 values, key = {}, ()
-                for name, b in zip(guards, combo):  # (keyed as _guarded keys a run's values)
+                for name, b in zip(guards, combo):
                     v = np.full(cp.concrete.values[name].shape, b, np.bool_)
                     values[name] = v
-                    key += ((name, v.dtype.str, v.shape, v.tobytes()),)
+                    key += (_value_key(name, v),)
                 plans.append(ready(self.plan_for(descs, output_device, (values, key))))
             return plans
         plans = self._placed(descs, output_device, ({}, ()), attempt)
@@ -1103,7 +1108,6 @@ class GpuRunner:
                 self._replan_at = time.monotonic() + self._replan_wait
                 with self._lock:
                     self._forget()
-                    self._by_sig = {}
                     self.consts = ConstCache()  # (what the failed slot uploaded goes too)
                 del cp
                 gc.collect()  # memory of the failed slot held in reference cycles
@@ -1116,4 +1120,3 @@ class GpuRunner:
                 self.broken[e.node] = e.reason
                 with self._lock:
                     self._forget()
-                    self._by_sig = {}
