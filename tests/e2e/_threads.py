@@ -6,11 +6,13 @@ import threading
 import numpy as np
 
 
-def hammer(sess, cases, threads: int, runs: int, run=None) -> list[str]:
+def hammer(sess, cases, threads: int, runs: int, run=None, compare=None) -> list[str]:
     """`threads` threads, started together, each make `runs` runs of sess over cases
     [(x, expected y)] in turn (thread t starts at case t); returns what went wrong, one line
     per bad run. Threads still running after 300 s are reported as a hang. `run(x)` -> y
-    replaces the plain `sess.run(None, {"x": x})[0]` (resident feeds and outputs, say)."""
+    replaces the plain `sess.run(None, {"x": x})[0]` (resident feeds and outputs, say);
+    `compare(y, expected)`, raising AssertionError where they differ, replaces the shape and
+    closeness (rtol 1e-4, atol 1e-5) check (bitwise equality, several outputs)."""
     errors: list[str] = []
     start = threading.Barrier(threads)
 
@@ -20,7 +22,9 @@ def hammer(sess, cases, threads: int, runs: int, run=None) -> list[str]:
             x, want = cases[(t + i) % len(cases)]
             try:
                 got = sess.run(None, {"x": x})[0] if run is None else run(x)
-                if got.shape != want.shape:
+                if compare is not None:
+                    compare(got, want)
+                elif got.shape != want.shape:
                     errors.append(f"thread {t} run {i}: shape {got.shape}, expected {want.shape}")
                 elif not np.allclose(got, want, rtol=1e-4, atol=1e-5):
                     errors.append(f"thread {t} run {i}: max error {np.abs(got - want).max()}")

@@ -3,8 +3,6 @@ by a plan of its own and read back, and the run takes the plan made for its valu
 replaced by the branch it takes, on the GPU. Every result equals the CPU device's."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import onnx
 from hypothesis import HealthCheck, assume, given, settings
@@ -13,6 +11,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 import vkml
+from _threads import hammer
 from vkml.compile import guards
 
 vi = helper.make_tensor_value_info
@@ -130,22 +129,8 @@ def test_threads_with_both_branches(gpu):
     ref = vkml.InferenceSession(model, devices=["cpu"])
     rng = np.random.default_rng(1)
     feeds = [rng.standard_normal(SHAPE, dtype=np.float32) + (2.0 if i % 2 else -2.0) for i in range(16)]
-    wants = [ref.run(None, {"x": x})[0] for x in feeds]
-    errors = []
-
-    def work(k: int) -> None:
-        try:
-            for j in range(12):
-                i = (k + j) % len(feeds)
-                np.testing.assert_array_equal(sess.run(None, {"x": feeds[i]})[0], wants[i])
-        except Exception as e:  # reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    cases = [(x, ref.run(None, {"x": x})[0]) for x in feeds]
+    errors = hammer(sess, cases, threads=8, runs=12, compare=np.testing.assert_array_equal)
     assert not errors, errors[:3]
 
 

@@ -4,8 +4,6 @@ planning leaves to the run. Each call of the body runs as a GPU plan of its own,
 from one iteration to the next stay on the device; every result equals the CPU device's."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +12,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 import vkml
+from _threads import hammer
 from vkml.compile import guards
 from vkml.runtime import subgraphs
 
@@ -149,23 +148,8 @@ def test_threads_share_the_subgraph_runner(gpu, any_size):
     model = _while()
     sess = vkml.InferenceSession(model, devices=[gpu])
     ref = vkml.InferenceSession(model, devices=["cpu"])
-    limits = [5.0, 20.0, 60.0, 1e9]
-    wants = {lim: ref.run(None, _feed(lim)) for lim in limits}
-    errors = []
-
-    def work(k: int) -> None:
-        try:
-            for j in range(6):
-                lim = limits[(k + j) % len(limits)]
-                _close(sess.run(None, _feed(lim)), wants[lim])
-        except Exception as e:  # reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    cases = [(lim, ref.run(None, _feed(lim))) for lim in (5.0, 20.0, 60.0, 1e9)]
+    errors = hammer(sess, cases, threads=4, runs=6, run=lambda lim: sess.run(None, _feed(lim)), compare=_close)
     assert not errors, errors[:3]
 
 
