@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 if ! $PY -c "import vkml.runtime._sched, vkml.vulkan._device" 2>/dev/null; then
     $PY setup.py build_ext --inplace -j 16 -q > /tmp/vkml_build.log 2>&1 || { tail -30 /tmp/vkml_build.log; exit 1; }
 fi
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
 timeout 150 $PY bench/probe_conv_routes.py --out "$OUT/conv_routes.jsonl" || status=1
 timeout 120 $PY bench/probe_control_flow.py --out "$OUT/control_flow.jsonl" || status=1

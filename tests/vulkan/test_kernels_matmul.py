@@ -385,7 +385,8 @@ def test_validation_layer_clean(dev):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("case", [
-    # Few output blocks, long K: split K (partials summed by shaders/splitk_reduce.comp)
+    # Few output blocks, long K: split K (the partials summed by the workgroup that completes a
+    # tile, include/vkml_splitk.glsl; on cooperative matrices by shaders/splitk_reduce.comp)
     ("MatMul", {}, (9, 1000), (1000, 20), None),
     ("MatMul", {}, (3, 5, 300), (300, 7), None),                 # batch folded into M
     ("MatMul", {}, (2, 6, 300), (2, 300, 7), None),              # batched: z over (split, batch)
@@ -393,9 +394,11 @@ def test_validation_layer_clean(dev):
     ("Gemm", {"transA": 1, "beta": -1.0}, (512, 3), (512, 9), (3, 1)),
     ("Gemm", {"beta": 0.5}, (2, 700), (700, 5), (2, 5)),
 ])
-def test_split_k_gemm(dev, case, dtype):
+def test_split_k_gemm(dev, case, dtype, monkeypatch):
     from vkml.kernels import matmul as km
     from vkml.runtime.testing import run_ops
+
+    monkeypatch.setattr(km, "SMALL_MAX_MACS", 0)  # (these would take the small path, which never splits)
 
     op, attrs, sa, sb, sc = case
     rng = np.random.default_rng(5)
