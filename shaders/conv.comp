@@ -12,8 +12,7 @@
 // Split K (S > 1, for small outputs with a long K that would leave most of the GPU idle):
 // workgroup z covers (group, split); split s sums k in [s * KS, min(K, (s + 1) * KS)) and
 // writes its partial sums, bias left out, to part[(s * Mtot + g * M + m) * NP + col]; the
-// workgroup that completes a tile's splits then adds its S partials, the bias and the epilogue
-// into the output (include/vkml_splitk.glsl: no second pass; cnt[] counts the arrivals per tile).
+// splitk_reduce shader then adds the S partials and the bias into the output.
 // Conv:           input coordinate = o * stride - pad_begin + d, valid inside the input.
 // ConvTranspose:  q = o + pad_begin - d must be a multiple of the stride; input = q / stride.
 #extension GL_GOOGLE_include_directive : require
@@ -38,9 +37,8 @@ layout(std430, binding = 1) readonly buffer BW4 { SX4 w4[]; };
 layout(std430, binding = 2) readonly buffer BBias { SO bias[]; };
 layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
 layout(std430, binding = 4) readonly buffer BT { ivec4 ktab[]; };
-layout(std430, binding = 5) coherent buffer BP { float part[]; };
+layout(std430, binding = 5) writeonly buffer BP { float part[]; };
 layout(std430, binding = 6) readonly buffer BR { SO res[]; };
-layout(std430, binding = 7) coherent buffer BCnt { uint cnt[]; };  // per (group, tile): splits arrived
 
 layout(push_constant) uniform Push {
     uint M, NP, K, G;       // Mg, N * P, Cg * taps, groups
@@ -57,39 +55,21 @@ layout(push_constant) uniform Push {
 } pc;
 
 #include "include/vkml_epilogue.glsl"
-#define VKML_SPLITK_FIXUP
-#include "include/vkml_splitk.glsl"
 
 uint KEND;                  // the end of this split's k range
 
 // Output channel `row` (over all groups), column col = image * P + position: v plus the
-// bias, then the epilogue.
-void finish1(uint row, uint col, float v) {
+// bias, then the epilogue; a split's partial (S > 1), bias left out, for splitk_reduce.
+void store1(uint split, uint row, uint col, float v) {
+    if (col >= pc.NP) return;
+    if (pc.S > 1u) {
+        part[(split * pc.Mtot + row) * pc.NP + col] = v;
+        return;
+    }
     if (HAS_BIAS) v += float(bias[row]);
     uint img = col / pc.P, p = col - img * pc.P;
     uint oi = (img * pc.Mtot + row) * pc.P + p;
     o[oi] = SO(epilogue(v, oi, pc.EPI));
-}
-
-// finish1, or with split K (S > 1) the split's partial, bias left out (finish_split adds them).
-void store1(uint split, uint row, uint col, float v) {
-    if (col >= pc.NP) return;
-    if (pc.S > 1u) part[(split * pc.Mtot + row) * pc.NP + col] = v;
-    else finish1(row, col, v);
-}
-
-// Split K: once this workgroup's split of tile (g, m0, n0) is stored, the workgroup that
-// completes the tile adds the S partials (in split order, as splitk_reduce.comp) and stores.
-void finish_split(uint g, uint m0, uint n0) {
-    uint tile = (g * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    if (!splitk_last(tile)) return;
-    uint total = pc.Mtot * pc.NP;
-    for (uint q = gl_LocalInvocationID.x; q < BM * BN; q += NWG) {
-        uint mi = q / BN, m = m0 + mi, col = n0 + (q - mi * BN);
-        if (m >= pc.M || col >= pc.NP) continue;
-        uint row = g * pc.M + m;
-        finish1(row, col, splitk_sum(row * pc.NP + col, total));
-    }
 }
 
 vec4 load_a(uint base, uint gm, uint gk) {
@@ -240,6 +220,5 @@ void main() {
                 [[dont_unroll]] for (uint e = 0u; e < 4u; ++e) store1(split, g * pc.M + m, cb + e, v4[e]);
             }
         }
-        if (pc.S > 1u) finish_split(g, m0, n0);
     }
 }

@@ -28,12 +28,10 @@ layout(std430, binding = 1) readonly buffer BB4 { SX4 b4[]; };
 layout(std430, binding = 2) readonly buffer BC { SO c[]; };
 layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
 // Split K (S > 1): z runs over (split, batch); split s sums k in [s * KS, min(K, (s + 1) * KS))
-// and writes alpha * its partial to part[((s * batch + z) * M + m) * N + n]; the workgroup that
-// completes a tile's splits adds the partials, beta * C and the epilogue into the output
-// (include/vkml_splitk.glsl: no second pass; cnt[] counts the arrivals per tile).
-layout(std430, binding = 4) coherent buffer BP { float part[]; };
+// and writes alpha * its partial to part[((s * batch + z) * M + m) * N + n]; splitk_reduce
+// adds the partials and beta * C into the output.
+layout(std430, binding = 4) writeonly buffer BP { float part[]; };
 layout(std430, binding = 5) readonly buffer BR { SO res[]; };
-layout(std430, binding = 6) coherent buffer BCnt { uint cnt[]; };  // per (batch, tile): splits arrived
 
 // Batch: output batch z (row-major over bshape[0..brank)) reads A at sum(coord * sab) and B
 // at sum(coord * sbb); the output batches are contiguous M x N blocks. 92 bytes.
@@ -53,39 +51,21 @@ layout(push_constant) uniform Push {
 
 #define VKML_EPILOGUE_GEMM
 #include "include/vkml_epilogue.glsl"
-#define VKML_SPLITK_FIXUP
-#include "include/vkml_splitk.glsl"
 
 uint KEND;                  // the end of this split's k range
 
-// Output element oi = (m, n) of a batch: v (alpha applied) plus beta * C, then the epilogue.
-void finish1(uint oi, uint m, uint n, float v) {
-    if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
-    o[oi] = SO(epilogue(v, oi, pc.EPI));
-}
-
-// Output element (m, n) of the batch (or split K partial) at obase: alpha * v, then finish1;
-// a split's partial (S > 1) is stored as alpha * v (finish_split adds the rest).
+// Output element (m, n) of the batch (or split K partial) at obase: alpha * v, then beta * C
+// and the epilogue; a split's partial (S > 1) is stored as alpha * v for splitk_reduce.
 void store1(uint obase, uint m, uint n, float v) {
     if (n >= pc.N) return;
     uint oi = obase + m * pc.N + n;
     v *= pc.alpha;
-    if (pc.S > 1u) part[oi] = v;
-    else finish1(oi, m, n, v);
-}
-
-// Split K: once this workgroup's split of tile (z, m0, n0) is stored, the workgroup that
-// completes the tile adds the S partials (in split order, as splitk_reduce.comp) and stores.
-void finish_split(uint z, uint m0, uint n0) {
-    uint tile = (z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    if (!splitk_last(tile)) return;
-    uint total = pc.batch * pc.M * pc.N;
-    for (uint q = gl_LocalInvocationID.x; q < BM * BN; q += NWG) {
-        uint mi = q / BN, m = m0 + mi, n = n0 + (q - mi * BN);
-        if (m >= pc.M || n >= pc.N) continue;
-        uint oi = (z * pc.M + m) * pc.N + n;
-        finish1(oi, m, n, splitk_sum(oi, total));
+    if (pc.S > 1u) {
+        part[oi] = v;
+        return;
     }
+    if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
+    o[oi] = SO(epilogue(v, oi, pc.EPI));
 }
 
 // Four values of A starting at (gm, gk), along m if TRANS_A else along k; zeros outside.
@@ -215,6 +195,5 @@ void main() {
                 [[dont_unroll]] for (uint e = 0u; e < 4u; ++e) store1(obase, m, nb + e, v4[e]);
             }
         }
-        if (pc.S > 1u) finish_split(z, m0, n0);
     }
 }

@@ -1,6 +1,5 @@
 #version 450
-// The second pass of a split-K GEMM or convolution on cooperative matrices (conv_coop.comp,
-// matmul_coop.comp with S > 1; the SIMT kernels finish their splits themselves):
+// The second pass of a split-K GEMM or convolution (conv.comp, matmul.comp with S > 1):
 // out = sum over the S partial products + beta * bias, fp32 sums, one rounding to the output type.
 // part is [S][rows][cols] float32; element e = row * cols + col of one split goes to
 //   out[(col / P * rows + row) * P + col % P]
@@ -29,12 +28,12 @@ layout(push_constant) uniform Push {
 
 #define VKML_EPILOGUE_GEMM
 #include "include/vkml_epilogue.glsl"
-#include "include/vkml_splitk.glsl"
 
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint e = gl_GlobalInvocationID.x; e < pc.total; e += stride) {
-        float v = splitk_sum(e, pc.total);
+        float v = 0.0;
+        for (uint s = 0u; s < pc.S; ++s) v += part[s * pc.total + e];
         uint row = e / pc.cols, col = e - row * pc.cols;
         if (HAS_BIAS) v += pc.beta * float(bias[row * pc.br + col * pc.bc]);
         uint img = col / pc.P, p = col - img * pc.P;

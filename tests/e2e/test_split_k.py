@@ -1,7 +1,6 @@
 """Split K through a whole session: convolutions and GEMMs with few output tiles and a long K
-split it over workgroups (partials in a buffer of the slot's command buffer); the workgroup
-that completes a tile sums its partials with the bias and the fused epilogue (arrival counters
-that each use zeroes again: include/vkml_splitk.glsl), with no second pass. Repeated runs and
+split it over workgroups (partials in a buffer of the slot's command buffer) and
+shaders/splitk_reduce.comp sums them with the bias and the fused epilogue. Repeated runs and
 runs from several threads (slots on several lanes) give the CPU's answer, and the same input
 gives the same bits every time."""
 from __future__ import annotations
@@ -69,4 +68,5 @@ def test_repeated_and_threaded_runs_match_the_cpu(gpu):
     fused = [r for r in rows if r["node"] in ("relu1", "residual", "relu2")]
     assert all("fused into" in r["reason"] for r in fused), fused
     shaders = {r["node"]: [p["shader"] for p in r.get("pipelines", [])] for r in rows}
-    assert shaders["conv1"] == shaders["conv2"] == ["conv_f32"] and shaders["fc"] == ["matmul_f32"], shaders
+    assert shaders["conv1"] == shaders["conv2"] == ["conv_f32", "splitk_reduce_f32"], shaders
+    assert shaders["fc"] == ["matmul_f32", "splitk_reduce_f32"], shaders

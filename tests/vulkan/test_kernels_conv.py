@@ -234,10 +234,9 @@ def test_validation_layer_clean(dev):
     ((1, 37, 4, 4), (9, 37, 3, 3), {"pads": [1, 1, 1, 1]}),  # K = 333, not a multiple of 4
 ])
 def test_split_k(dev, case, dtype, monkeypatch):
-    """Convolutions that leave most of the GPU idle split K over more workgroups; the workgroup
-    that completes a tile adds the partials and the bias (conv.comp with
-    include/vkml_splitk.glsl; on cooperative matrices, the splitk_reduce.comp pass). The
-    direct route is off: these small cases would take it."""
+    """Convolutions that leave most of the GPU idle split K over more workgroups and sum the
+    partials in a second pass (shaders/splitk_reduce.comp), bias added there. The direct
+    route is off: these small cases would take it."""
     monkeypatch.setattr(kc, "DIRECT_MAX_MACS", 0)
     xs, ws, attrs = case
     rng = np.random.default_rng(7)

@@ -385,8 +385,7 @@ def test_validation_layer_clean(dev):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("case", [
-    # Few output blocks, long K: split K (the partials summed by the workgroup that completes a
-    # tile, include/vkml_splitk.glsl; on cooperative matrices by shaders/splitk_reduce.comp)
+    # Few output blocks, long K: split K (partials summed by shaders/splitk_reduce.comp)
     ("MatMul", {}, (9, 1000), (1000, 20), None),
     ("MatMul", {}, (3, 5, 300), (300, 7), None),                 # batch folded into M
     ("MatMul", {}, (2, 6, 300), (2, 300, 7), None),              # batched: z over (split, batch)

@@ -263,9 +263,7 @@ def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=
         t.validate(dev)
         vec_a = 4 if not geo.transposed and k % 4 == 0 and w.view.offset % 16 == 0 else 1
         name, spec = f"conv_{dtype_name(out.dtype)}", t.spec() + (vec_a, b is not None, geo.transposed)
-    # conv.comp finishes split tiles itself (arrival counters, binding 7); conv_coop.comp
-    # leaves them to the reduce pass
-    pipe = dev.pipeline(name, "rrrwrwr" if coop is not None else "rrrwrxrx", CONV_PUSH.size, spec)
+    pipe = dev.pipeline(name, "rrrwrwr", CONV_PUSH.size, spec)
     vr = gemm.residual_view(epi, res, out)
     table = rec.constants(k_table(geo).tobytes())
     splits, ks = gemm.split_k(t.blocks(geo.mg, geo.n * p, geo.group), k, t.bk, geo.m * geo.n * p * 4,
@@ -276,11 +274,8 @@ def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=
     g = gemm.Gemm(geo.mg, geo.n * p, k, False, False, 0, 0, [geo.group * splits], [0], [0])
     grid = gemm.dispatch_grid(dev, g, t.bm, t.bn)
     bias = b.view if b is not None else out.view
-    views = [x.view, w.view, bias, out.view, table, part, vr]
-    if coop is None:
-        views.append(gemm.split_counters(rec, grid[0] * grid[1] * geo.group) if splits > 1 else out.view)
-    rec.dispatch(pipe, views, push, grid)
-    if splits > 1 and coop is not None:
+    rec.dispatch(pipe, [x.view, w.view, bias, out.view, table, part, vr], push, grid)
+    if splits > 1:
         gemm.record_split_reduce(rec, part, splits, bias, b is not None, out, vr, geo.m, geo.n * p, p, (1, 0),
                                1.0, epi, clip)
 

@@ -61,19 +61,6 @@ def residual_view(epi: int, res, out):
     return res.view if res is not None and epi & EPI_RESIDUAL else out.view
 
 
-def split_counters(rec, tiles: int):
-    """The arrival counters of a GEMM that finishes its split tiles itself (matmul.comp and
-    conv.comp: include/vkml_splitk.glsl): `tiles` uint32 zeros, written once from the host
-    into mapped memory (device-local where the device maps it) and zeroed again by the
-    shader after each use, so every replay of the command buffer finds them zero. Each
-    dispatch gets its own: dispatches with no barrier between them may run at once."""
-    dev = rec.device
-    kind = "device" if dev.allocator.pools["device"].mappable else "host"
-    view = dev.alloc(4 * tiles, kind)
-    view.write(bytes(4 * tiles))
-    return view
-
-
 def record_split_reduce(rec, part, splits: int, bias, has_bias: bool, out, res_view, rows: int, cols: int,
                         positions: int, bias_strides: tuple[int, int], beta: float, epi: int,
                         clip: tuple[float, float] = NO_CLIP) -> None:
@@ -134,13 +121,11 @@ def dispatch_grid(device, g: Gemm, bm: int, bn: int) -> tuple[int, int, int]:
 
 
 def dispatch_gemm(rec, p, g: Gemm, t, views: list, out, res_view=None, epi: int = 0,
-                  clip: tuple[float, float] = NO_CLIP, fixup: bool = False) -> None:
+                  clip: tuple[float, float] = NO_CLIP) -> None:
     """Dispatch GEMM pipeline `p` (matmul.comp or matmul_coop.comp; bindings: `views` = A, B,
-    C, O, then the split-K partials, then `res_view` when the shader has a residual binding,
-    then with `fixup` the split tiles' arrival counters) over the blocks of tiling `t`,
-    splitting K when they would leave the GPU idle (split_k). With split K, a `fixup` shader
-    (matmul.comp) finishes each tile in its last split's workgroup; otherwise the reduce pass
-    is recorded after (C, the epilogue and the rounding happen there)."""
+    C, O, then the split-K partials, then `res_view` when the shader has a residual binding)
+    over the blocks of tiling `t`, splitting K when they would leave the GPU idle (split_k)
+    and recording the reduce pass after (C, the epilogue and the rounding happen there)."""
     dev = rec.device
     has_c = g.c_strides is not None
     out_bytes = g.m * g.n * g.batch * 4
@@ -151,9 +136,7 @@ def dispatch_gemm(rec, p, g: Gemm, t, views: list, out, res_view=None, epi: int 
     split_g = Gemm(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, [g.batch * splits], [0], [0])
     grid = dispatch_grid(dev, split_g, t.bm, t.bn)
     binds = views + [part] + ([] if res_view is None else [res_view])
-    if fixup:
-        binds.append(split_counters(rec, grid[0] * grid[1] * g.batch) if splits > 1 else out.view)
     rec.dispatch(p, binds, gemm_push(g, ks, splits, epi, clip), grid)
-    if splits > 1 and not fixup:
+    if splits > 1:
         record_split_reduce(rec, part, splits, views[2], has_c, out, out.view if res_view is None else res_view,
                             g.m * g.batch, g.n, g.n, g.c_strides or (0, 0), g.beta, epi, clip)

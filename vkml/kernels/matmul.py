@@ -295,13 +295,13 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     vec_b = 4 if g.k and _vec_ok(g, False) and b.view.offset % 16 == 0 else 1
     has_c = g.c_strides is not None
     spec = t.spec() + (vec_a, vec_b, g.trans_a, g.trans_b, has_c)
-    p = dev.pipeline(f"matmul_{dt}", "rrrwxrx", MATMUL_PUSH.size, spec)
+    p = dev.pipeline(f"matmul_{dt}", "rrrwwr", MATMUL_PUSH.size, spec)
     vr = residual_view(epi, res, out)
     # Empty operands (K = 0) still need a binding: the output stands in, never read.
     va = a.view if g.k else out.view
     vb = b.view if g.k else out.view
     vc = c.view if has_c else out.view
-    dispatch_gemm(rec, p, g, t, [va, vb, vc, out.view], out, vr, epi, clip, fixup=True)
+    dispatch_gemm(rec, p, g, t, [va, vb, vc, out.view], out, vr, epi, clip)
 
 
 def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None]) -> str:
