@@ -21,8 +21,10 @@ vi = helper.make_tensor_value_info
 
 @pytest.fixture
 def any_size(monkeypatch):
-    """Small bodies go to the GPU too (they stay on the CPU by default: MIN_ELEMENTS)."""
+    """Small bodies go to the GPU too (they stay on the CPU by default: MIN_ELEMENTS), and stay
+    there untimed (no trial against NumPy, which lavapipe would lose)."""
     monkeypatch.setattr(subgraphs, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(subgraphs, "TRIAL_CALLS", 0)
 
 
 def _while(rows: int = 4, cols: int = 8, m: int = 40, slice_by_i: bool = False) -> bytes:
@@ -179,6 +181,7 @@ def test_a_failing_body_raises_the_cpu_error(gpu, any_size):
        seed=st.integers(0, 2**31))
 def test_while_loops_equal_the_cpu(gpu, monkeypatch, limit, rows, cols, m, seed):
     monkeypatch.setattr(subgraphs, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(subgraphs, "TRIAL_CALLS", 0)
     model = _while(rows, cols, m)
     feed = _feed(limit, rows, cols, seed)
     want = vkml.InferenceSession(model, devices=["cpu"]).run(None, feed)
@@ -209,3 +212,70 @@ def test_outer_values_the_body_plans_per_stay_on_the_host(gpu, any_size):
     (sub,) = [r for _, r in sess._gpu.subs._runners.values()]
     assert {row["node"]: row["device"] for row in sub.last.report} == dict.fromkeys(
         [n.name for n in sub.graph.nodes], gpu)
+
+
+def test_trial_calls_settle_where_the_body_is_quicker(gpu, monkeypatch, caplog):
+    """Without the size-only shortcut, the body's calls after the first go two by two to NumPy
+    and to the GPU, the second of each pair timed; after TRIAL_CALLS each way the subgraph stays
+    on the side whose median call was quicker. The clock is the test's: first the GPU's calls
+    look slower (the body goes back to NumPy, and says why), then quicker (it stays on the
+    GPU). Every run of the loop, its trial calls mixing both sides, equals the CPU device."""
+    import logging
+
+    monkeypatch.setattr(subgraphs, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(subgraphs, "TRIAL_CALLS", 2)
+    model = _while(m=40)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    real = subgraphs.Subgraphs.timed
+    for gpu_wins in (False, True):
+        sides = []
+
+        def timed(self, graph, side, seconds):  # the GPU's calls 1 ms, NumPy's 2 ms (or the reverse)
+            sides.append(side)
+            real(self, graph, side, 1e-3 if (side == "gpu") == gpu_wins else 2e-3)
+
+        monkeypatch.setattr(subgraphs.Subgraphs, "timed", timed)
+        sess = vkml.InferenceSession(model, devices=[gpu])
+        with caplog.at_level(logging.INFO, logger="vkml"):
+            for lim in (1e9, 60.0, 1e9):
+                _close(sess.run(None, _feed(lim)), ref.run(None, _feed(lim)))
+        assert sides == ["cpu", "gpu", "cpu", "gpu"], sides  # (40 calls a run: settled in the first)
+        row = _row(sess, "loop")
+        said = [r.getMessage() for r in caplog.records if "subgraph 'body'" in r.getMessage()]
+        if gpu_wins:
+            assert row["device"] == gpu and row.get("subgraphs"), row
+            assert any("runs on the GPU: 1.000 ms a call there, 2.000 ms in NumPy" in m for m in said), said
+        else:
+            assert any("NumPy took 1.000 ms a call, the GPU 2.000 ms" in m for m in said), said
+        caplog.clear()
+
+
+def test_a_trial_spread_over_runs(gpu, monkeypatch):
+    """A loop of two iterations a run: its trial goes on across runs (a pair each run) and
+    settles after TRIAL_CALLS timed calls each way, results equal to the CPU's throughout."""
+    monkeypatch.setattr(subgraphs, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(subgraphs, "TRIAL_CALLS", 2)
+    model = _while(m=3)
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    for _ in range(6):
+        _close(sess.run(None, _feed(1e9)), ref.run(None, _feed(1e9)))
+    subs = [s for s in _subgraph_tables(sess)]
+    assert subs and all(not s._trials and s._settled for s in subs), [(s._trials, s._settled) for s in subs]
+
+
+def _subgraph_tables(sess):
+    """The session's Subgraphs objects (its runtime's, by attribute walk: none is public)."""
+    seen, todo, found = set(), [sess], []
+    while todo:
+        o = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, subgraphs.Subgraphs):
+            found.append(o)
+            continue
+        for v in getattr(o, "__dict__", {}).values():
+            if hasattr(v, "__dict__") and type(v).__module__.startswith("vkml"):
+                todo.append(v)
+    return found

@@ -17,12 +17,23 @@ would plan every iteration); feeds that
 are no tensors (sequences, optionals) keep a call on the CPU, as does a first call that fails
 for another reason than its data (logged). The node's placement row then names the GPU and the
 pipelines its subgraph runs (ConcretePlan.note_subgraphs).
+
+Size alone does not tell which side is quicker: a GPU call pays tens to hundreds of
+microseconds of submission, waiting and bookkeeping, and NumPy's speed depends on the host (on
+the H200, a 64 x 256 MatMul body took 0.5 ms a call on the GPU, 0.14 ms in NumPy). So after the
+first GPU call (which plans and compiles, untimed), the next calls go two by two to NumPy and to
+the GPU, the second of each pair timed (its feeds are where that side keeps them: host arrays,
+or values left on the device), until TRIAL_CALLS are timed each way (across runs of the
+session, if a node calls its subgraph fewer times); the subgraph then stays where its median
+call was quicker (logged with both times).
 """
 from __future__ import annotations
 
 import logging
 import math
+import statistics
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -35,6 +46,8 @@ log = logging.getLogger("vkml")
 
 # Outputs of GPU nodes per call below which a subgraph runs on the CPU (Subgraphs.judge)
 MIN_ELEMENTS = 1 << 14
+# Timed calls each way (NumPy, GPU) before a subgraph's side is settled; 0: the GPU, untimed
+TRIAL_CALLS = 3
 
 
 def standalone(graph: Graph) -> Graph:
@@ -55,6 +68,8 @@ class Subgraphs:
         self._lock = threading.Lock()
         self._runners: dict[int, tuple[Graph, Any]] = {}  # id(subgraph) -> (subgraph, runner or None)
         self._judged: set[int] = set()  # subgraphs whose first GPU call ran
+        self._trials: dict[int, tuple[list[int], list[float], list[float]]] = {}  # unsettled: ([calls], NumPy s, GPU s)
+        self._settled: set[int] = set()
 
     def runner(self, graph: Graph):
         got = self._runners.get(id(graph))
@@ -99,6 +114,39 @@ class Subgraphs:
             return f"its GPU nodes make {size} elements a call, fewer than {MIN_ELEMENTS} (NumPy is quicker)"
         return None
 
+    def side(self, graph: Graph) -> tuple[str, bool] | None:
+        """Where the next call of a judged subgraph runs while its trial lasts, and whether it
+        is timed (then report it to `timed`): ("cpu", False), ("cpu", True), ("gpu", False),
+        ("gpu", True), over again; None once settled (on the GPU: runner() is None where the
+        CPU won)."""
+        if TRIAL_CALLS <= 0 or id(graph) in self._settled:
+            return None
+        with self._lock:
+            calls = self._trials.setdefault(id(graph), ([0], [], []))[0]
+            n = calls[0]
+            calls[0] += 1
+        return ("cpu" if n % 4 < 2 else "gpu"), n % 2 == 1
+
+    def timed(self, graph: Graph, side: str, seconds: float) -> None:
+        """One trial call's time; with TRIAL_CALLS each way, settle the subgraph on the side
+        whose median call was quicker."""
+        with self._lock:
+            if id(graph) in self._settled:
+                return
+            _, cpu, gpu = self._trials.setdefault(id(graph), ([0], [], []))
+            (cpu if side == "cpu" else gpu).append(seconds)
+            if min(len(cpu), len(gpu)) < TRIAL_CALLS:
+                return
+            self._settled.add(id(graph))
+            del self._trials[id(graph)]
+        c, g = statistics.median(cpu), statistics.median(gpu)
+        if g < c:
+            log.info("vkml: subgraph %r runs on the GPU: %.3f ms a call there, %.3f ms in NumPy "
+                     "(medians of %d calls)", graph.name, g * 1e3, c * 1e3, len(gpu))
+        else:
+            self.drop(graph, f"NumPy took {c * 1e3:.3f} ms a call, the GPU {g * 1e3:.3f} ms "
+                             f"(medians of {len(cpu)} calls each)")
+
     def drop(self, graph: Graph, why: str) -> None:
         log.info("vkml: subgraph %r runs on the CPU from now on: %s", graph.name, why)
         with self._lock:
@@ -120,7 +168,7 @@ class GpuScope(Scope):
     def run(self, graph: Graph, feeds: list[Any]) -> list[Any]:
         sub = self.subs.runner(graph)
         if sub is None or len(feeds) > len(graph.inputs):
-            return super().run(graph, feeds)
+            return super().run(graph, _on_host(feeds))  # (a loop's carried values may be on the GPU)
         fed = {}
         for name, v in zip(graph.inputs, feeds):
             v = _tensor_like(v)
@@ -145,13 +193,24 @@ class GpuScope(Scope):
                 self._uploaded[name] = t
             fed[name] = t
         first = id(graph) not in self.subs._judged
+        trial = None if first else self.subs.side(graph)
+        if trial is not None and trial[0] == "cpu":
+            feeds = _on_host(feeds)
+            t0 = time.perf_counter()
+            outs = super().run(graph, feeds)
+            if trial[1]:
+                self.subs.timed(graph, "cpu", time.perf_counter() - t0)
+            return outs
         try:
             if first:
                 why = self.subs.judge(graph, sub, fed)
                 if why:
                     self.subs.drop(graph, why)
                     return super().run(graph, feeds)
+            t0 = time.perf_counter()
             outs = sub.run(fed, self.subs.device)
+            if trial is not None and trial[1]:
+                self.subs.timed(graph, "gpu", time.perf_counter() - t0)
         except NodeFailure:
             raise  # (the data: the CPU would fail alike)
         except Exception as e:
@@ -161,6 +220,11 @@ class GpuScope(Scope):
             return super().run(graph, feeds)
         self.used[id(graph)] = sub
         return outs
+
+
+def _on_host(feeds: list[Any]) -> list[Any]:
+    """Feeds for a call in NumPy: values an earlier GPU call left on the device come back."""
+    return [v.numpy() if isinstance(v, Tensor) and v.device != "cpu" else v for v in feeds]
 
 
 def _tensor_like(v: Any):
