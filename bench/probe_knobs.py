@@ -1,0 +1,146 @@
+"""A/B of vkml's kernel-choice constants on whole models: each variant sets module attributes
+(e.g. how far split K goes, which GEMM tiling), builds a session per model under them, and the
+sessions of one model are timed in interleaved rounds (host: NumPy in -> NumPy out, median per
+round), then profiled once each (GPU time per shader). One JSON line per (model, variant) on
+stdout and in --out. Issue #12: which split-K and tiling choices suit batch-1 CNNs.
+
+    python bench/probe_knobs.py [--models resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0]
+        [--variant NAME=module.ATTR:VALUE[;module.ATTR:VALUE...]]... [--rounds 3] [--runs 100]
+        [--out FILE]
+  module is a vkml.kernels submodule (gemm, matmul, conv); VALUE a Python literal or
+  Tiling(bm,bn,bk,tm,tn). Without --variant: the split-K and tiling set below (DEFAULT).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import statistics
+import sys
+import time
+
+DEFAULT = [
+    "base=",
+    "target128=gemm.SPLIT_TARGET_GROUPS:128",
+    "target512=gemm.SPLIT_TARGET_GROUPS:512",
+    "below64=gemm.SPLIT_BELOW_GROUPS:64",
+    "mintiles8=gemm.MIN_SPLIT_TILES:8",
+    "mintiles2=gemm.MIN_SPLIT_TILES:2",
+    "maxsplit8=gemm.MAX_SPLITS:8",
+    "nosplit=gemm.SPLIT_BELOW_GROUPS:0",
+    "tile32=matmul.MEDIUM:Tiling(32,32,16,4,4)",
+    "tile64x32=matmul.MEDIUM:Tiling(64,32,16,4,4)",
+    "tile32x64=matmul.MEDIUM:Tiling(32,64,16,4,4)",
+]
+
+
+def _model(name: str):
+    from vkml.benchmarks import models as M
+
+    if name.startswith("tv:"):
+        bm, why = M.torchvision_model(name[3:], 1)
+        if bm is None:
+            raise SystemExit(why)
+        return bm
+    return getattr(M, name)(1)
+
+
+def _parse(spec: str) -> tuple[str, list[tuple[object, str, object]]]:
+    from vkml.kernels.matmul import Tiling
+
+    name, _, rest = spec.partition("=")
+    sets = []
+    for part in filter(None, rest.split(";")):
+        target, _, value = part.partition(":")
+        mod, _, attr = target.rpartition(".")
+        module = importlib.import_module(f"vkml.kernels.{mod}")
+        if value.startswith("Tiling("):
+            v = Tiling(*ast.literal_eval(value[len("Tiling"):]))
+        else:
+            v = ast.literal_eval(value)
+        if not hasattr(module, attr):
+            raise SystemExit(f"vkml.kernels.{mod} has no {attr}")
+        sets.append((module, attr, v))
+    return name, sets
+
+
+class _Applied:
+    def __init__(self, sets):
+        self.sets = sets
+
+    def __enter__(self):
+        self.old = [(m, a, getattr(m, a)) for m, a, _ in self.sets]
+        for m, a, v in self.sets:
+            setattr(m, a, v)
+
+    def __exit__(self, *exc):
+        for m, a, v in self.old:
+            setattr(m, a, v)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0")
+    ap.add_argument("--variant", action="append", default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=100, help="timed runs per session per round")
+    ap.add_argument("--profile-runs", type=int, default=20, help="0: no GPU profile")
+    ap.add_argument("--device", default="vulkan:0")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+
+    import vkml
+    from vkml.benchmarks.profile import gpu_session_profile
+
+    variants = [_parse(v) for v in (a.variant or DEFAULT)]
+    out = open(a.out, "a") if a.out else None
+    dev_name = vkml.vulkan.device(int(a.device.split(":")[1])).name
+    for name in a.models.split(","):
+        bm = _model(name)
+        proto = bm.proto.SerializeToString()
+        feed = dict(bm.feed)
+        sessions, build_s = {}, {}
+        for label, sets in variants:
+            with _Applied(sets):
+                t0 = time.perf_counter()
+                s = vkml.InferenceSession(proto, devices=[a.device])
+                s.run(None, feed)
+                build_s[label] = time.perf_counter() - t0
+            sessions[label] = s
+        times = {label: [] for label, _ in variants}
+        for _ in range(a.rounds):
+            for label, _ in variants:  # interleaved: clocks and neighbours drift alike for all variants
+                s = sessions[label]
+                t_end = time.perf_counter() + 0.2
+                while time.perf_counter() < t_end:
+                    s.run(None, feed)
+                ts = []
+                for _ in range(a.runs):
+                    t0 = time.perf_counter()
+                    s.run(None, feed)
+                    ts.append(time.perf_counter() - t0)
+                times[label].append(statistics.median(ts))
+        for label, sets in variants:
+            row = {"probe": "knobs", "model": name, "variant": label,
+                   "sets": {f"{m.__name__.rsplit('.', 1)[1]}.{at}": repr(v) for m, at, v in sets},
+                   "host_median_us_per_round": [round(t * 1e6, 1) for t in times[label]],
+                   "host_median_us": round(statistics.median(times[label]) * 1e6, 1),
+                   "runs": a.rounds * a.runs, "build_s": round(build_s[label], 3), "device": dev_name}
+            if a.profile_runs:
+                with _Applied(sets):
+                    prof = gpu_session_profile(proto, feed, a.device, a.profile_runs)
+                row["gpu_us"] = round(sum(u.gpu_s for u in prof["units"]) * 1e6, 1)
+                row["dispatch_us"] = {k: round(v[1] * 1e6, 1)
+                                      for k, v in sorted(prof["dispatch"].items(), key=lambda kv: -kv[1][1])}
+            line = json.dumps(row)
+            print(line, flush=True)
+            if out:
+                out.write(line + "\n")
+                out.flush()
+        sessions.clear()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
