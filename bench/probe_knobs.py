@@ -7,8 +7,10 @@ stdout and in --out. Issue #12: which split-K and tiling choices suit batch-1 CN
     python bench/probe_knobs.py [--models resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0]
         [--variant NAME=module.ATTR:VALUE[;module.ATTR:VALUE...]]... [--rounds 3] [--runs 100]
         [--out FILE]
-  module is a vkml.kernels submodule (gemm, matmul, conv); VALUE a Python literal or
-  Tiling(bm,bn,bk,tm,tn). Without --variant: the split-K and tiling set below (DEFAULT).
+  module is a vkml.kernels submodule (gemm, matmul, conv); VALUE a Python expression of
+  literals and Tiling(bm,bn,bk,tm,tn). Models: the bench's builders, tv:NAME (torchvision),
+  tt:NAME (vkml.benchmarks.models.torch_transformer: bert_base, gpt2_small, vit_b_16). Without
+  --variant: the split-K and tiling set below (DEFAULT).
 """
 from __future__ import annotations
 
@@ -38,8 +40,8 @@ DEFAULT = [
 def _model(name: str):
     from vkml.benchmarks import models as M
 
-    if name.startswith("tv:"):
-        bm, why = M.torchvision_model(name[3:], 1)
+    if name.startswith(("tv:", "tt:")):
+        bm, why = (M.torchvision_model if name[:3] == "tv:" else M.torch_transformer)(name[3:], 1)
         if bm is None:
             raise SystemExit(why)
         return bm
@@ -55,10 +57,7 @@ def _parse(spec: str) -> tuple[str, list[tuple[object, str, object]]]:
         target, _, value = part.partition(":")
         mod, _, attr = target.rpartition(".")
         module = importlib.import_module(f"vkml.kernels.{mod}")
-        if value.startswith("Tiling("):
-            v = Tiling(*ast.literal_eval(value[len("Tiling"):]))
-        else:
-            v = ast.literal_eval(value)
+        v = eval(compile(ast.parse(value, mode="eval"), "<variant>", "eval"), {"__builtins__": {}, "Tiling": Tiling})
         if not hasattr(module, attr):
             raise SystemExit(f"vkml.kernels.{mod} has no {attr}")
         sets.append((module, attr, v))
