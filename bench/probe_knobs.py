@@ -7,7 +7,7 @@ stdout and in --out. Issue #12: which split-K and tiling choices suit batch-1 CN
     python bench/probe_knobs.py [--models resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0]
         [--variant NAME=module.ATTR:VALUE[;module.ATTR:VALUE...]]... [--rounds 3] [--runs 100]
         [--out FILE]
-  module is a vkml.kernels submodule (gemm, matmul, conv); VALUE a Python expression of
+  module is a vkml.kernels submodule (gemm, matmul, conv) or compile.X; VALUE a Python expression of
   literals and Tiling(bm,bn,bk,tm,tn). Models: the bench's builders, tv:NAME (torchvision),
   tt:NAME (vkml.benchmarks.models.torch_transformer: bert_base, gpt2_small, vit_b_16). Without
   --variant: the split-K and tiling set below (DEFAULT).
@@ -56,10 +56,10 @@ def _parse(spec: str) -> tuple[str, list[tuple[object, str, object]]]:
     for part in filter(None, rest.split(";")):
         target, _, value = part.partition(":")
         mod, _, attr = target.rpartition(".")
-        module = importlib.import_module(f"vkml.kernels.{mod}")
+        module = importlib.import_module(f"vkml.{mod}" if mod.startswith("compile.") else f"vkml.kernels.{mod}")
         v = eval(compile(ast.parse(value, mode="eval"), "<variant>", "eval"), {"__builtins__": {}, "Tiling": Tiling})
         if not hasattr(module, attr):
-            raise SystemExit(f"vkml.kernels.{mod} has no {attr}")
+            raise SystemExit(f"{module.__name__} has no {attr}")
         sets.append((module, attr, v))
     return name, sets
 
@@ -122,7 +122,8 @@ def main(argv=None) -> int:
                 times[label].append(statistics.median(ts))
         for label, sets in variants:
             row = {"probe": "knobs", "model": name, "variant": label,
-                   "sets": {f"{m.__name__.rsplit('.', 1)[1]}.{at}": repr(v) for m, at, v in sets},
+                   "sets": {f"{m.__name__.removeprefix('vkml.kernels.').removeprefix('vkml.')}.{at}": repr(v)
+                            for m, at, v in sets},
                    "host_median_us_per_round": [round(t * 1e6, 1) for t in times[label]],
                    "host_median_us": round(statistics.median(times[label]) * 1e6, 1),
                    "runs": a.rounds * a.runs, "build_s": round(build_s[label], 3), "device": dev_name}

@@ -39,6 +39,7 @@ from ..kernels.registry import NodeKernel
 from . import fusion, guards
 from .decompose import decompose
 from .epilogue import fuse_epilogues
+from .layout import collapse_layouts
 from .fold_bias import fold_bias_adds
 from .fold_bn import fold_batchnorm
 from .half import to_half
@@ -119,7 +120,8 @@ def rewrite(graph: Graph, c: Concrete, keep: frozenset[str], precision: str = "f
     what reads them row by row (compile/ragged.py) and ops without a GPU kernel are written as
     ops with one (compile/decompose.py: STFT, Shrink, MVN, Binarizer, bool reductions, 8-bit
     MaxPool); Conv +
-    BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, under
+    BatchNormalization and constant bias Adds fold into the Conv (or MatMul) before them, chains
+    of views and Transposes before a MatMul become one Reshape and Transpose (compile/layout.py), under
     precision "fp16" the heavy ops go to float16 (compile/half.py), chains of elementwise ops
     become one dispatch, and so do Convs with what follows them; with `fuse` off only the
     precision step runs. `keep`: nodes left alone (those the user placed). c.fused says which
@@ -128,7 +130,8 @@ def rewrite(graph: Graph, c: Concrete, keep: frozenset[str], precision: str = "f
              lambda live: decompose(live, c.values, c.consts, graph.outputs, keep)] if pad else []
     if fuse:
         steps += [lambda live: fold_batchnorm(live, c.values, c.consts, graph.outputs, keep),
-                  lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep)]
+                  lambda live: fold_bias_adds(live, c.values, c.consts, graph.outputs, keep),
+                  lambda live: collapse_layouts(live, c.values, c.consts, graph.outputs, keep)]
     if precision == "fp16":
         steps.append(lambda live: to_half(live, c.values, c.consts, graph.inputs, graph.outputs, keep))
     if fuse:
