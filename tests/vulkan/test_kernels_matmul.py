@@ -114,8 +114,8 @@ def test_batch_folding_and_batch_loop(dev, monkeypatch):
     assert_close(got, cpu("MatMul", {}, a, b), _abs_product(a, b))
 
 
-@pytest.mark.parametrize("tiling", [mm.SMALL, mm.MEDIUM, *mm.BIG, mm.Tiling(128, 128, 8, 8, 8), mm.Tiling(64, 32, 8, 8, 4)],
-                         ids=str)
+@pytest.mark.parametrize("tiling", [mm.SMALL, mm.MEDIUM, mm.NARROW, *mm.BIG, mm.Tiling(128, 128, 8, 8, 8),
+                                    mm.Tiling(64, 32, 8, 8, 4)], ids=str)
 @pytest.mark.parametrize("trans", [(0, 0), (0, 1), (1, 0), (1, 1)])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_tilings_and_layouts(dev, tiling, trans, dtype):
@@ -422,3 +422,20 @@ def test_split_k_gemm(dev, case, dtype, monkeypatch):
     tol = (2e-3 if dtype == np.float16 else 1e-5) * (np.abs(a64) @ np.abs(b64) if op == "MatMul" else 1 + np.abs(want))
     assert got.shape == want.shape and got.dtype == dtype
     assert (np.abs(got.astype(np.float64) - want) <= tol + 1e-3 * (dtype == np.float16)).all()
+
+
+def test_narrow_blocks_where_64_rows_pad_m(dev):
+    """32x64 blocks for GEMMs whose M 64-row blocks would pad by 10% more (ViT's 197 tokens),
+    not for convolutions (narrow=False) nor where both pad alike; a ViT-sized GEMM on them
+    matches NumPy."""
+    assert mm.choose_tiling(dev, 197, 768, 1, 768) == mm.NARROW
+    assert mm.choose_tiling(dev, 77, 512, 1, 512) == mm.NARROW
+    assert mm.choose_tiling(dev, 197, 768, 1, 768, narrow=False) == mm.MEDIUM
+    for m in (128, 49, 672, 512):
+        assert mm.choose_tiling(dev, m, 768, 1, 768) == mm.MEDIUM, m
+    from vkml.runtime.testing import run_ops
+
+    rng = np.random.default_rng(4)
+    a, b = _arr(rng, (197, 96), "float32"), _arr(rng, (96, 130), "float32")
+    got = run_ops(dev, [("MatMul", {}, ["a", "b"], ["y"])], {"a": a, "b": b})["y"]
+    assert_close(got, cpu("MatMul", {}, a, b), _abs_product(a, b))

@@ -208,7 +208,7 @@ def _route(geo: Geometry) -> str:
 
 def _conv_tiling(device, geo: Geometry) -> mm.Tiling:
     # No k: the 8x8 tilings were 7-8x slower than 64x64 on every ResNet-50 convolution.
-    t = mm.choose_tiling(device, geo.mg, geo.n * math.prod(geo.out_sp), geo.group)
+    t = mm.choose_tiling(device, geo.mg, geo.n * math.prod(geo.out_sp), geo.group, narrow=False)
     if t.threads % (t.bn // 4):  # conv.comp keeps each invocation's B columns fixed
         t = mm.MEDIUM
     return t
@@ -218,7 +218,7 @@ def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, 
     s = math.prod(geo.in_sp)
     g = gemm.Gemm(geo.m, s, geo.c, False, False, geo.c, s, [geo.n], [0], [geo.c * s],
                 1.0, 1.0, (1, 0) if b is not None else None)
-    mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res, clip=clip)
+    mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res, clip=clip, narrow=False)
 
 
 def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP,

@@ -87,6 +87,13 @@ class Tiling:
 BIG = (Tiling(64, 128, 8, 8, 8),)
 MEDIUM = Tiling(64, 64, 16, 4, 4)
 SMALL = Tiling(32, 32, 16, 4, 4)
+# 32-row blocks where 64-row ones would pad M by at least NARROW_MIN_SAVING x M more: ViT-B/16's
+# 197 tokens fill 256 rows of 64-row blocks and 224 of 32-row ones. H200, all of ViT's GEMMs on
+# 32x64 blocks: b1 4.19 -> 3.77 ms, while BERT-base and GPT-2 (M = 128, no padding either way)
+# lost 11-12% and ResNet-50 27% with them (bench/results/knobs-transformers2-h200-2026-11-28.jsonl,
+# knobs-tilings-h200-2026-11-28.jsonl): the saving in padded rows, not the smaller block, pays.
+NARROW = Tiling(32, 64, 16, 4, 4)
+NARROW_MIN_SAVING = 0.1
 BIG_MIN_BLOCKS = 264   # two waves of 64x128 blocks on a 132-SM GPU
 BIG_MIN_K = 1024
 
@@ -104,10 +111,12 @@ def _forced_tiling() -> Tiling | None:
     return Tiling(*ints) if ints else None
 
 
-def choose_tiling(device, m: int, n: int, batch: int, k: int = 0) -> Tiling:
+def choose_tiling(device, m: int, n: int, batch: int, k: int = 0, narrow: bool = True) -> Tiling:
     """64x64 blocks (split K gives them parallelism when there are few), 64x128 8x8 only for
     big GEMMs with a long K (`k`; 0 never takes them), 32x32 when M or N is at most 32 and a
-    64-wide block would be mostly empty."""
+    64-wide block would be mostly empty, 32x64 where 64-row blocks would pad M much more
+    (NARROW_MIN_SAVING) unless `narrow` is off (convolutions: MobileNetV2's 96- and 144-channel
+    pointwise convolutions lost 3-5% on 32-row blocks, bench/results/narrow_ab-h200-2026-11-28.jsonl)."""
     forced = _forced_tiling()
     if forced is not None:
         forced.validate(device)
@@ -117,6 +126,9 @@ def choose_tiling(device, m: int, n: int, batch: int, k: int = 0) -> Tiling:
             if _fits(t, device) and t.blocks(m, n, batch) >= BIG_MIN_BLOCKS:
                 return t
     if _fits(MEDIUM, device) and min(m, n) > SMALL.bm:
+        padded = -(-m // MEDIUM.bm) * MEDIUM.bm - -(-m // NARROW.bm) * NARROW.bm
+        if narrow and padded >= NARROW_MIN_SAVING * m and _fits(NARROW, device):
+            return NARROW
         return MEDIUM
     return SMALL
 
@@ -269,11 +281,12 @@ def _record_direct(rec, g: Gemm, a, b, c, out, suffix: str) -> None:
 
 
 def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: bool = True,
-                epi: int = 0, res=None, clip: tuple[float, float] = NO_CLIP) -> None:
+                epi: int = 0, res=None, clip: tuple[float, float] = NO_CLIP, narrow: bool = True) -> None:
     """Record out = alpha * op(a) @ op(b) (+ beta * c) for DeviceTensors a, b, c (or None),
     then the epilogue `epi` (EPI_RESIDUAL: + res, laid out like out; EPI_RELU; EPI_CLIP to
     `clip` = (lo, hi)).
-    float16 runs on cooperative matrices where the device has them (unless coop=False)."""
+    float16 runs on cooperative matrices where the device has them (unless coop=False); `narrow`:
+    choose_tiling's 32-row blocks where they pad M less (off for convolutions)."""
     if g.m == 0 or g.n == 0 or g.batch == 0:
         return
     dev = rec.device
@@ -289,7 +302,7 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
         return
     if coop and tiling is None and dt == "f16" and matmul_coop.record_if_suitable(rec, g, a, b, c, out, epi, res, clip):
         return
-    t = tiling or choose_tiling(dev, g.m, g.n, g.batch, g.k)
+    t = tiling or choose_tiling(dev, g.m, g.n, g.batch, g.k, narrow)
     t.validate(dev)
     vec_a = 4 if g.k and _vec_ok(g, True) and a.view.offset % 16 == 0 else 1
     vec_b = 4 if g.k and _vec_ok(g, False) and b.view.offset % 16 == 0 else 1
