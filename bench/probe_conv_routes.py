@@ -15,7 +15,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 
 
 def _model(name: str):
@@ -41,6 +40,7 @@ def main(argv=None) -> int:
 
     import vkml
     from vkml.benchmarks.profile import gpu_session_profile
+    from vkml.benchmarks.timing import interleaved
     from vkml.kernels import conv
 
     out = open(a.out, "a") if a.out else None
@@ -56,19 +56,8 @@ def main(argv=None) -> int:
             s.run(None, feed)
             sessions[label] = s
             routes[label] = sum(1 for r in s.placement() if "conv_small" in str(r.get("pipelines", "")))
-        times = {label: [] for label, _ in bounds}
-        for _ in range(a.rounds):
-            for label, _ in bounds:  # interleaved: clocks and neighbours drift alike for all variants
-                s = sessions[label]
-                t_end = time.perf_counter() + 0.3
-                while time.perf_counter() < t_end:  # the GPU's clocks up before timing
-                    s.run(None, feed)
-                ts = []
-                for _ in range(a.runs):
-                    t0 = time.perf_counter()
-                    s.run(None, feed)
-                    ts.append(time.perf_counter() - t0)
-                times[label].append(statistics.median(ts))
+        times = interleaved({label: (lambda s=s: s.run(None, feed)) for label, s in sessions.items()},
+                            a.rounds, a.runs, warm_s=0.3)
         for label, bound in bounds:
             conv.DIRECT_DW_MAX_OUTPUTS = bound
             prof = gpu_session_profile(proto, feed, a.device, 30)

@@ -91,6 +91,7 @@ def main(argv=None) -> int:
 
     import vkml
     from vkml.benchmarks.profile import gpu_session_profile
+    from vkml.benchmarks.timing import interleaved
 
     variants = [_parse(v) for v in (a.variant or DEFAULT)]
     out = open(a.out, "a") if a.out else None
@@ -107,19 +108,8 @@ def main(argv=None) -> int:
                 s.run(None, feed)
                 build_s[label] = time.perf_counter() - t0
             sessions[label] = s
-        times = {label: [] for label, _ in variants}
-        for _ in range(a.rounds):
-            for label, _ in variants:  # interleaved: clocks and neighbours drift alike for all variants
-                s = sessions[label]
-                t_end = time.perf_counter() + 0.2
-                while time.perf_counter() < t_end:
-                    s.run(None, feed)
-                ts = []
-                for _ in range(a.runs):
-                    t0 = time.perf_counter()
-                    s.run(None, feed)
-                    ts.append(time.perf_counter() - t0)
-                times[label].append(statistics.median(ts))
+        times = interleaved({label: (lambda s=s: s.run(None, feed)) for label, s in sessions.items()},
+                            a.rounds, a.runs)
         for label, sets in variants:
             row = {"probe": "knobs", "model": name, "variant": label,
                    "sets": {f"{m.__name__.removeprefix('vkml.kernels.').removeprefix('vkml.')}.{at}": repr(v)

@@ -1,6 +1,7 @@
 """Timing loops and statistics shared by every benchmark family."""
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from typing import Any, Callable
@@ -144,4 +145,23 @@ def threaded(fn: Callable[[], Any], threads: int, seconds: float) -> dict[str, A
            "wall_s": wall, "unit": "s"}
     if allv:
         out.update(stats(allv))
+    return out
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, runs: int, warm_s: float = 0.2) -> dict[str, list[float]]:
+    """{label: the median seconds of each round}: every round times `runs` calls of each fn in
+    turn, each after `warm_s` of untimed calls (the GPU's clocks up), so that clocks and
+    neighbours drift alike for all of them (A/Bs of variants in one process)."""
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for label, fn in fns.items():
+            t_end = time.perf_counter() + warm_s
+            while time.perf_counter() < t_end:
+                fn()
+            ts = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - t0)
+            out[label].append(statistics.median(ts))
     return out
