@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What the 2026-11-28 session changed without a GPU, measured in one device call (about 8 min):
-# the depthwise-convolution route A/B (bench/probe_conv_routes.py), Ifs on data and Loop bodies
-# on the GPU against NumPy (probe_control_flow.py), plans for new input shapes
-# (probe_planning.py), and the CNN rows the route change is for, peers in the same run.
+# What the 2026-11-28 (eighth) session left unmeasured, in one device call (about 7 min): the
+# 32x64 blocks for padded M in their final form (convolutions excluded) against the rule off, on
+# ViT-B/16 and the CNNs it must not slow down (bench/probe_knobs.py), then the CNN and transformer
+# rows with torch in the same run.
 #   bash bench/gpu_followup.sh [OUTDIR]     (on the GPU machine, after the device prelude;
 #                                            default OUTDIR bench/results; PYTHON=python3.12)
 set -u
@@ -15,9 +15,8 @@ if ! $PY -c "import vkml.runtime._sched, vkml.vulkan._device" 2>/dev/null; then
 fi
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
-timeout 150 $PY bench/probe_conv_routes.py --out "$OUT/conv_routes.jsonl" || status=1
-timeout 120 $PY bench/probe_control_flow.py --out "$OUT/control_flow.jsonl" || status=1
-timeout 60 $PY bench/probe_planning.py --out "$OUT/planning.jsonl" || status=1
-timeout 260 $PY -m vkml bench --only mnist,resnet18,mobilenet_v2,efficientnet_b0 --device vulkan:0 --device cuda \
-    --out "$OUT" --no-charts --time-limit 200 || status=1
+timeout 150 $PY bench/probe_knobs.py --models tt:vit_b_16,mobilenet_v2,tv:efficientnet_b0,resnet18 --rounds 5 --runs 60 \
+    --profile-runs 0 --out "$OUT/narrow_final.jsonl" --variant base= --variant "nonarrow=matmul.NARROW_MIN_SAVING:2.0" || status=1
+timeout 260 $PY -m vkml bench --only mnist,resnet18,mobilenet_v2,efficientnet_b0,transformers --device vulkan:0 --device cuda \
+    --out "$OUT" --no-charts --time-limit 230 || status=1
 exit $status
