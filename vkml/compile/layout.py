@@ -57,9 +57,9 @@ def collapse_layouts(live: Sequence[Node], values: dict[str, TensorDesc], consts
             if new is None:
                 continue
             done.update(id(n) for n in chain)
-            made[id(chain[-1])] = new
-            for n in new:
-                more[n.name] = list(chain)
+            made[id(chain[-1])] = [n for n, _ in new]
+            for n, originals in new:  # (each node of the chain once: its placement row names one)
+                more[n.name] = originals
     if not made:
         return list(live), {}
     out: list[Node] = []
@@ -115,9 +115,10 @@ def _chain(operand: str, mm: Node, producers, readers, values, consts, keep, don
     return chain
 
 
-def _rewrite(chain: list[Node], values, consts, taken) -> list[Node] | None:
-    """[scalings in their order, Reshape, Transpose] writing the chain's output, or None when
-    the chain's view is no permutation of its source's layout."""
+def _rewrite(chain: list[Node], values, consts, taken) -> list[tuple[Node, list[Node]]] | None:
+    """[(node, the chain's nodes it stands for)] for the scalings in their order, a Reshape and a
+    Transpose, the last writing the chain's output; None when the chain's view is no
+    permutation of its source's layout."""
     src = _data_input(chain[0], consts)
     shape = tuple(values[src].shape)
     strides = _contiguous(shape)
@@ -141,7 +142,9 @@ def _rewrite(chain: list[Node], values, consts, taken) -> list[Node] | None:
     last = chain[-1]
     dt = values[last.outputs[0]].dtype
     base = f"{last.name}/"
-    nodes: list[Node] = []
+    nodes: list[tuple[Node, list[Node]]] = []
+    views = [n for n in chain if n.op_type in VIEWS]
+    transposes = [n for n in chain if n.op_type == "Transpose"]
     cur = src
     for n in chain:
         if n.op_type not in SCALES:
@@ -153,7 +156,8 @@ def _rewrite(chain: list[Node], values, consts, taken) -> list[Node] | None:
         o = fresh_name("scaled", base, taken, True)
         values[o] = TensorDesc(dt, tuple(values[src].shape))
         ins = [cur, c] if k == 1 else [c, cur]
-        nodes.append(_node(fresh_name(f"{n.op_type.lower()}_hoisted", base, taken, True), n.op_type, ins, o, {}))
+        nodes.append((_node(fresh_name(f"{n.op_type.lower()}_hoisted", base, taken, True), n.op_type, ins, o, {}),
+                      [n]))
         cur = o
     identity = list(perm) == list(range(len(perm)))
     target = last.outputs[0]
@@ -164,11 +168,13 @@ def _rewrite(chain: list[Node], values, consts, taken) -> list[Node] | None:
         o = target if identity else fresh_name("source", base, taken, True)
         if not identity:
             values[o] = TensorDesc(dt, tuple(src_shape))
-        nodes.append(_node(fresh_name("reshape", base, taken, True), "Reshape", [cur, s], o, {}))
+        nodes.append((_node(fresh_name("reshape", base, taken, True), "Reshape", [cur, s], o, {}),
+                      views + transposes if identity else views))
         cur = o
+        views = []
     if not identity:
-        nodes.append(_node(fresh_name("transpose", base, taken, True), "Transpose", [cur], target,
-                           {"perm": list(perm)}))
+        nodes.append((_node(fresh_name("transpose", base, taken, True), "Transpose", [cur], target,
+                            {"perm": list(perm)}), views + transposes))
     return nodes
 
 
