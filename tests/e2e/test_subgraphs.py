@@ -279,3 +279,18 @@ def _subgraph_tables(sess):
             if hasattr(v, "__dict__") and type(v).__module__.startswith("vkml"):
                 todo.append(v)
     return found
+
+
+def test_threads_share_a_trial(gpu, monkeypatch):
+    """Four threads running the loop while its body's trial goes on (calls on both sides, from
+    several threads at once): every result equals the CPU's, and the trial settles once."""
+    monkeypatch.setattr(subgraphs, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(subgraphs, "TRIAL_CALLS", 3)
+    model = _while(m=12)
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    cases = [(lim, ref.run(None, _feed(lim))) for lim in (5.0, 20.0, 1e9)]
+    errors = hammer(sess, cases, threads=4, runs=4, run=lambda lim: sess.run(None, _feed(lim)), compare=_close)
+    assert not errors, errors[:3]
+    tables = _subgraph_tables(sess)
+    assert tables and all(not t._trials and t._settled for t in tables), [(t._trials, t._settled) for t in tables]

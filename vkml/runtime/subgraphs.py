@@ -122,6 +122,8 @@ class Subgraphs:
         if TRIAL_CALLS <= 0 or id(graph) in self._settled:
             return None
         with self._lock:
+            if id(graph) in self._settled:  # (settled by another thread since the check above)
+                return None
             calls = self._trials.setdefault(id(graph), ([0], [], []))[0]
             n = calls[0]
             calls[0] += 1
