@@ -183,3 +183,30 @@ def test_reshape_strides_match_numpy(v):
     assert canon is not None
     src_shape, p = canon
     np.testing.assert_array_equal(np.arange(b.size).reshape(src_shape).transpose(p), b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
+def test_transposes_of_unit_dims_are_views(gpu, dtype):
+    """A Transpose that moves only dims of size 1 is run as a view (no GPU command) and gives
+    the input's elements bit for bit; one that reorders two larger dims still runs."""
+    import vkml
+
+    et = {np.dtype(np.float32): T.FLOAT, np.dtype(np.float16): T.FLOAT16, np.dtype(np.int64): T.INT64}[np.dtype(dtype)]
+    nodes = [h.make_node("Transpose", ["x"], ["a"], name="unit", perm=[1, 0, 2]),      # (1, 5, 6) -> (5, 1, 6)
+             h.make_node("Relu" if dtype != np.int64 else "Neg", ["a"], ["b"], name="op"),
+             h.make_node("Transpose", ["b"], ["c"], name="unit_back", perm=[1, 0, 2]),  # (5, 1, 6) -> (1, 5, 6)
+             h.make_node("Transpose", ["c"], ["y"], name="real", perm=[0, 2, 1])]       # (1, 5, 6) -> (1, 6, 5)
+    g = h.make_graph(nodes, "t", [h.make_tensor_value_info("x", et, [1, 5, 6])],
+                     [h.make_tensor_value_info("y", et, None), h.make_tensor_value_info("c", et, None)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    x = (np.random.default_rng(0).standard_normal((1, 5, 6)) * 10).astype(dtype)
+    sess = vkml.InferenceSession(model, devices=[gpu])
+    got = sess.run(None, {"x": x})
+    want = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})
+    for g_, w_ in zip(got, want):
+        assert g_.shape == w_.shape and g_.dtype == w_.dtype
+        np.testing.assert_array_equal(g_, w_)
+    rows = {r["node"]: r for r in sess.placement()}
+    assert all(r["device"] == gpu for r in rows.values()), rows
+    assert not rows["unit"].get("gpu_commands") and not rows["unit_back"].get("gpu_commands"), rows
+    assert rows["real"].get("gpu_commands"), rows["real"]

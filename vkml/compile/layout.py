@@ -14,6 +14,9 @@ Transpose into the GEMM. Mul or Div by a one-element constant on the way is elem
 moves before the chain, onto X, in its order (the same values, rounded the same way, so the
 rewrite is bit for bit). Chains whose intermediate values another node or the graph reads, or
 that hold a node the user placed, stay as they are.
+
+Any other Transpose that moves only dims of size 1 (ViT's (1, L, E) <-> (L, 1, E) around its
+attention) keeps every element where it is: it becomes a Reshape, a view, instead of a copy.
 """
 from __future__ import annotations
 
@@ -60,6 +63,14 @@ def collapse_layouts(live: Sequence[Node], values: dict[str, TensorDesc], consts
             made[id(chain[-1])] = [n for n, _ in new]
             for n, originals in new:  # (each node of the chain once: its placement row names one)
                 more[n.name] = originals
+    for t in live:
+        if id(t) in done or t.name in keep:
+            continue
+        r = _as_reshape(t, values, consts, taken)
+        if r is not None:
+            done.add(id(t))
+            made[id(t)] = [r]
+            more[r.name] = [t]
     if not made:
         return list(live), {}
     out: list[Node] = []
@@ -69,6 +80,26 @@ def collapse_layouts(live: Sequence[Node], values: dict[str, TensorDesc], consts
         elif id(n) not in done:
             out.append(n)
     return out, more
+
+
+def _as_reshape(t: Node, values, consts, taken) -> Node | None:
+    """A Reshape under `t`'s name for a Transpose that moves only dims of size 1 (the others
+    keep their order), else None."""
+    if t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or len(t.outputs) != 1 or not t.inputs:
+        return None
+    x, y = values.get(t.inputs[0]), values.get(t.outputs[0])
+    if x is None or y is None or not x.static or not y.static:
+        return None
+    rank = len(x.shape)
+    perm = t.attrs.get("perm")
+    perm = list(range(rank))[::-1] if perm is None else [int(p) % max(rank, 1) for p in perm]
+    kept = [p for p in perm if x.shape[p] != 1]
+    if kept != sorted(kept):
+        return None
+    s = fresh_name("shape", f"{t.name}/", taken, True)
+    consts[s] = np.asarray(y.shape, np.int64)
+    values[s] = TensorDesc(np.dtype(np.int64), (len(y.shape),))
+    return _node(t.name, "Reshape", [t.inputs[0], s], t.outputs[0], {})
 
 
 def _data_input(node: Node, consts: Mapping[str, np.ndarray]) -> str | None:
