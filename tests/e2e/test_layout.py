@@ -210,3 +210,16 @@ def test_transposes_of_unit_dims_are_views(gpu, dtype):
     assert all(r["device"] == gpu for r in rows.values()), rows
     assert not rows["unit"].get("gpu_commands") and not rows["unit_back"].get("gpu_commands"), rows
     assert rows["real"].get("gpu_commands"), rows["real"]
+
+
+def test_empty_tensors_keep_their_transposes(gpu):
+    """A unit-dim Transpose of an empty tensor stays a Transpose (a Reshape would read its 0
+    as "keep the input's dim"): (1, 0, 3) -> (0, 1, 3)."""
+    import vkml
+
+    nodes = [h.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0, 2])]
+    g = h.make_graph(nodes, "e", [h.make_tensor_value_info("x", T.FLOAT, [1, 0, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    (y,) = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": np.zeros((1, 0, 3), np.float32)})
+    assert y.shape == (0, 1, 3), y.shape

@@ -88,8 +88,8 @@ def _as_reshape(t: Node, values, consts, taken) -> Node | None:
     if t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or len(t.outputs) != 1 or not t.inputs:
         return None
     x, y = values.get(t.inputs[0]), values.get(t.outputs[0])
-    if x is None or y is None or not x.static or not y.static:
-        return None
+    if x is None or y is None or not x.static or not y.static or 0 in y.shape:
+        return None  # (an empty tensor: Reshape would read a 0 in its shape as "keep that dim")
     rank = len(x.shape)
     perm = t.attrs.get("perm")
     perm = list(range(rank))[::-1] if perm is None else [int(p) % max(rank, 1) for p in perm]
@@ -152,6 +152,8 @@ def _rewrite(chain: list[Node], values, consts, taken) -> list[tuple[Node, list[
     permutation of its source's layout."""
     src = _data_input(chain[0], consts)
     shape = tuple(values[src].shape)
+    if 0 in shape:
+        return None  # (nothing to read; and Reshape would read a 0 in its shape as "keep that dim")
     strides = _contiguous(shape)
     for n in chain:
         out = tuple(values[n.outputs[0]].shape)
