@@ -170,12 +170,21 @@ class GpuScope(Scope):
     def run(self, graph: Graph, feeds: list[Any]) -> list[Any]:
         sub = self.subs.runner(graph)
         if sub is None or len(feeds) > len(graph.inputs):
-            return super().run(graph, _on_host(feeds))  # (a loop's carried values may be on the GPU)
+            return self._on_cpu(graph, feeds)
+        first = id(graph) not in self.subs._judged
+        trial = None if first else self.subs.side(graph)
+        if trial is not None and trial[0] == "cpu":  # (before any upload: this call needs none)
+            feeds = _on_host(feeds)
+            t0 = time.perf_counter()
+            outs = super().run(graph, feeds)
+            if trial[1]:
+                self.subs.timed(graph, "cpu", time.perf_counter() - t0)
+            return outs
         fed = {}
         for name, v in zip(graph.inputs, feeds):
             v = _tensor_like(v)
             if v is None:
-                return super().run(graph, feeds)
+                return self._on_cpu(graph, feeds)
             fed[name] = v
         for name in graph.outer:
             if name in fed:
@@ -184,31 +193,22 @@ class GpuScope(Scope):
             if t is None:
                 v = _tensor_like(self.values.get(name))
                 if v is None:
-                    return super().run(graph, feeds)
+                    return self._on_cpu(graph, feeds)
                 if name in sub.value_inputs and isinstance(v, np.ndarray):
                     fed[name] = v  # (a value its plans are made per: on the host, as a caller feeds it)
                     continue
                 try:
                     t = v if isinstance(v, Tensor) else Tensor.from_numpy(v, self.subs.device)
                 except TypeError:  # (a dtype the device does not hold)
-                    return super().run(graph, feeds)
+                    return self._on_cpu(graph, feeds)
                 self._uploaded[name] = t
             fed[name] = t
-        first = id(graph) not in self.subs._judged
-        trial = None if first else self.subs.side(graph)
-        if trial is not None and trial[0] == "cpu":
-            feeds = _on_host(feeds)
-            t0 = time.perf_counter()
-            outs = super().run(graph, feeds)
-            if trial[1]:
-                self.subs.timed(graph, "cpu", time.perf_counter() - t0)
-            return outs
         try:
             if first:
                 why = self.subs.judge(graph, sub, fed)
                 if why:
                     self.subs.drop(graph, why)
-                    return super().run(graph, feeds)
+                    return self._on_cpu(graph, feeds)
             t0 = time.perf_counter()
             outs = sub.run(fed, self.subs.device)
             if trial is not None and trial[1]:
@@ -219,9 +219,13 @@ class GpuScope(Scope):
             if not first:
                 raise
             self.subs.drop(graph, f"its first GPU run failed ({type(e).__name__}: {e})")
-            return super().run(graph, feeds)
+            return self._on_cpu(graph, feeds)
         self.used[id(graph)] = sub
         return outs
+
+    def _on_cpu(self, graph: Graph, feeds: list[Any]) -> list[Any]:
+        """The call in NumPy (a loop's carried values may be on the GPU from earlier calls)."""
+        return super().run(graph, _on_host(feeds))
 
 
 def _on_host(feeds: list[Any]) -> list[Any]:
