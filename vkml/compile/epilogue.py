@@ -37,7 +37,7 @@ from ..kernels.gemm import (EPI_CLIP, EPI_DIV, EPI_GELU, EPI_GELU_TANH, EPI_RELU
                             MAX_BATCH_RANK)
 from ..kernels.matmul import matmul_problem
 from ..ops.registry import Op
-from .rewrite import fold_chain, only_reader, other_input, readers_of, rewritten
+from .rewrite import fold_chain, only_reader, other_input, readers_of, rewritten, transpose_perm
 
 DOMAIN = "ai.vkml"
 F32 = np.dtype(np.float32)
@@ -407,7 +407,7 @@ def _transposed_operands(mm: Node, producers, values, readers, keep, replace) ->
         d = values.get(t.inputs[0]) if t is not None and t.inputs else None
         ok = t is not None and _single(t, "Transpose") and t.name not in keep and id(t) not in replace \
             and t.op is not None and only_reader(readers, name) is mm and d is not None and d.static
-        found.append((t, _perm(t, len(d.shape))) if ok else None)
+        found.append((t, transpose_perm(t, len(d.shape))) if ok else None)
     if len(mm.inputs) < 2 or any(values.get(i) is None or not values[i].static for i in mm.inputs[:2]):
         return None, None
     shapes = [values[mm.inputs[i]].shape if f is None else values[f[0].inputs[0]].shape for i, f in enumerate(found)]
@@ -430,11 +430,6 @@ def _transposed_operands(mm: Node, producers, values, readers, keep, replace) ->
     if found[0] is not None and found[1] is not None and not readable(shapes, [found[0][1], found[1][1]]):
         found[1] = None
     return tuple(found)
-
-
-def _perm(t: Node, rank: int) -> tuple[int, ...]:
-    perm = t.attrs.get("perm")
-    return tuple(int(p) for p in perm) if perm is not None else tuple(range(rank - 1, -1, -1))
 
 
 def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, consts) -> None:

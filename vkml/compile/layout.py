@@ -26,9 +26,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..ir.graph import Node, TensorDesc
+from ..kernels.elem import contiguous_strides
 from ..ops.registry import lookup
 from .inline_if import fresh_name
-from .rewrite import only_reader, readers_of
+from .rewrite import only_reader, readers_of, transpose_perm
 
 # Off: chains stay as they are (A/Bs: bench/probe_knobs.py "compile.layout.ENABLED:False")
 ENABLED = True
@@ -90,10 +91,7 @@ def _as_reshape(t: Node, values, consts, taken) -> Node | None:
     x, y = values.get(t.inputs[0]), values.get(t.outputs[0])
     if x is None or y is None or not x.static or not y.static or 0 in y.shape:
         return None  # (an empty tensor: Reshape would read a 0 in its shape as "keep that dim")
-    rank = len(x.shape)
-    perm = t.attrs.get("perm")
-    perm = list(range(rank))[::-1] if perm is None else [int(p) % max(rank, 1) for p in perm]
-    kept = [p for p in perm if x.shape[p] != 1]
+    kept = [p for p in transpose_perm(t, len(x.shape)) if x.shape[p] != 1]
     if kept != sorted(kept):
         return None
     s = fresh_name("shape", f"{t.name}/", taken, True)
@@ -154,12 +152,11 @@ def _rewrite(chain: list[Node], values, consts, taken) -> list[tuple[Node, list[
     shape = tuple(values[src].shape)
     if 0 in shape:
         return None  # (nothing to read; and Reshape would read a 0 in its shape as "keep that dim")
-    strides = _contiguous(shape)
+    strides = tuple(contiguous_strides(shape))
     for n in chain:
         out = tuple(values[n.outputs[0]].shape)
         if n.op_type == "Transpose":
-            perm = n.attrs.get("perm")
-            perm = list(range(len(shape)))[::-1] if perm is None else [int(p) % len(shape) for p in perm]
+            perm = transpose_perm(n, len(shape))
             shape, strides = tuple(shape[p] for p in perm), tuple(strides[p] for p in perm)
         elif n.op_type in VIEWS:
             strides = _reshaped(shape, strides, out)
@@ -215,14 +212,6 @@ def _node(name: str, op_type: str, ins: list[str], out: str, attrs: dict) -> Nod
     n = Node(name, op_type, "", ins, [out], attrs, 13)
     n.op = lookup("", op_type, 13)(n)
     return n
-
-
-def _contiguous(shape: Sequence[int]) -> tuple[int, ...]:
-    st, acc = [], 1
-    for d in reversed(shape):
-        st.append(acc)
-        acc *= d
-    return tuple(reversed(st))
 
 
 def _reshaped(shape, strides, new) -> tuple[int, ...] | None:

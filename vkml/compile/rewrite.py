@@ -23,6 +23,12 @@ def readers_of(live: Sequence[Node], outputs: Sequence[str]) -> dict[str, list[N
     return readers
 
 
+def transpose_perm(t: Node, rank: int) -> tuple[int, ...]:
+    """A Transpose node's permutation (its `perm`, else the reversal), dims counted from 0."""
+    perm = t.attrs.get("perm")
+    return tuple(int(p) % max(rank, 1) for p in perm) if perm is not None else tuple(range(rank - 1, -1, -1))
+
+
 def only_reader(readers: dict[str, list[Node | None]], name: str) -> Node | None:
     """The one node that reads `name`, if exactly one does (and it is no graph output)."""
     r = readers.get(name, ())
