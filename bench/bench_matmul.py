@@ -5,11 +5,13 @@ submission counts; wall-clock per submission is reported too).
 
     python bench/bench_matmul.py [--device N] [--sizes 4096,1024] [--dtypes float32,float16]
                                  [--tiles 128,128,16,8,8 ...] [--coop-tiles 128,128,32,64,64 ...]
-                                 [--no-coop] [--check]
+                                 [--no-coop] [--check] [--stats]
 
 --tiles / --coop-tiles sweep the SIMT / cooperative-matrix tilings (specialization
-constants: no recompiling); --check compares each result with NumPy. Prints a table and
-writes bench/results/matmul-<device>.json. Not a test: numbers depend on the machine.
+constants: no recompiling); --check compares each result with NumPy; --stats prints the
+driver's statistics of each case's GEMM pipelines (registers, shared and local memory:
+VKML_PIPELINE_STATS, where the device offers VK_KHR_pipeline_executable_properties). Prints a
+table and writes bench/results/matmul-<device>.json. Not a test: numbers depend on the machine.
 """
 from __future__ import annotations
 
@@ -26,10 +28,17 @@ from bench.kernel_bench import add_common_args, open_or_report, write_results  #
 from vkml.benchmarks.gemm_kernel import run_case  # noqa: E402
 from vkml.kernels import matmul as mm  # noqa: E402
 from vkml.kernels import matmul_coop  # noqa: E402
+from vkml.vulkan import pipeline_stats  # noqa: E402
 
 
 def _tilings(values, cls):
     return [cls(*(int(x) for x in v.split(","))) for v in values or []]
+
+
+def _print_stats(rows: list[dict]) -> None:
+    """One line per GEMM pipeline of a case: its shader, spec constants and statistics."""
+    for row in rows:
+        print(f"      {row['shader']} spec={tuple(row['spec'])}: {pipeline_stats.compact(row['executables'])}")
 
 
 def main(argv=None) -> int:
@@ -42,13 +51,19 @@ def main(argv=None) -> int:
     ap.add_argument("--no-coop", action="store_true", help="float16 on the SIMT shader")
     ap.add_argument("--coop-vecs", default=None,
                     help="cooperative-matrix access widths to sweep, e.g. 8,4 (default: the widest that fits)")
+    ap.add_argument("--stats", action="store_true",
+                    help="capture and print the GEMM pipelines' statistics (VKML_PIPELINE_STATS=1)")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/matmul-<device>.json)")
     args = ap.parse_args(argv)
+    if args.stats:  # read when the device opens
+        os.environ["VKML_PIPELINE_STATS"] = "1"
 
     opened = open_or_report(args.device)
     if opened is None:
         return 1
     dev, info = opened
+    if args.stats and not dev.pipeline_stats:
+        print(f"pipeline statistics: not captured ({dev.name} does not offer VK_KHR_pipeline_executable_properties)")
     shapes = sorted({f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type}" for c in info.cooperative_matrix
                      if c.scope == "subgroup"})
     print("cooperative matrix:", "; ".join(shapes) or "none", "| chosen:", matmul_coop.device_shape(dev))
@@ -72,7 +87,7 @@ def main(argv=None) -> int:
                             coop_tiling.stages)))
                     else:
                         os.environ.pop("VKML_COOP_TILE", None)
-                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop, args.check)
+                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop, args.check, args.stats)
                 except Exception as e:  # a tiling the device refuses: report and go on
                     print(f"{n:5d} {dt:8s} {tiling or coop_tiling}: FAILED {type(e).__name__}: {e}")
                     continue
@@ -82,6 +97,8 @@ def main(argv=None) -> int:
                 err = f"  err {r['max_rel_err']:.1e}" if "max_rel_err" in r else ""
                 print(f"{n:5d} {dt:8s} {r['tflops']:8.3f} TFLOPS (wall {r['tflops_wall']:7.3f})  "
                       f"{r['gpu_s'] * 1e3:8.3f} ms  {r['path']}{err}", flush=True)
+                if args.stats:
+                    _print_stats(r["pipeline_stats"])
     os.environ.pop("VKML_COOP_TILE", None)
     print("wrote", write_results("matmul", info, {"results": results}, args.out))
     return 0

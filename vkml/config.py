@@ -484,6 +484,19 @@ def pipeline_cache_max() -> int:
     return parse_size("VKML_PIPELINE_CACHE_MAX", _raw("VKML_PIPELINE_CACHE_MAX"), DEFAULT_PIPELINE_CACHE_MAX)
 
 
+_setting("VKML_PIPELINE_STATS", "0", "on/off", """
+    1: where the device offers VK_KHR_pipeline_executable_properties, compile every pipeline
+    with statistics captured, so Pipeline.statistics() reports what the driver's compiler made
+    of it (on NVIDIA: registers, binary and stack size, shared and local memory;
+    bench/bench_matmul.py --stats prints them). For tuning shaders: capturing may slow compiling. Read when a device
+    is opened.""")
+
+
+def pipeline_stats() -> bool:
+    """Whether devices capture their pipelines' statistics (VKML_PIPELINE_STATS)."""
+    return parse_switch(_raw("VKML_PIPELINE_STATS"), False)
+
+
 _setting("VKML_SPIRV_DIR", "", "path", """
     A folder searched for `<variant>.spv` before the package's vkml/spv: to try shaders without
     reinstalling.""")

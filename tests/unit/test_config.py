@@ -140,6 +140,7 @@ def test_readers_follow_the_environment(monkeypatch, vkml_env):
     assert config.matmul_tile() is None and config.coop_tile() is None and config.spirv_dir() is None
     assert config.num_threads(64) == 0 and config.budget_setting() is None and config.readback_mode() == "auto"
     assert config.disabled_features() == frozenset()
+    assert not config.pipeline_stats()
 
     vkml_env(VKML_FUSE="OFF", VKML_VULKAN=" 0", VKML_COOP_TILE="128,128,32,64,64", VKML_CACHE_DIR="/caches",
              VKML_DISABLE="push_descriptor, int64", VKML_VALIDATION="1", VKML_SPLIT_DEVICE="2",
@@ -156,6 +157,8 @@ def test_readers_follow_the_environment(monkeypatch, vkml_env):
     assert config.split_device() == 2 and config.num_threads(64) == 3
     vkml_env(VKML_PIPELINE_CACHE="off")
     assert config.cache_dir() is None
+    vkml_env(VKML_PIPELINE_STATS="1")
+    assert config.pipeline_stats()
 
 
 @pytest.mark.parametrize("name, value, message", [

@@ -1,8 +1,10 @@
 """Shader build outputs, pipeline creation and caching, the persistent pipeline cache."""
 import importlib.util
 import os
+import struct
 import sys
 
+import numpy as np
 import pytest
 
 import vkml.vulkan as vk
@@ -142,3 +144,42 @@ def test_pipeline_cache_saves_merge_between_processes(dev, tmp_path, vkml_env):
     finally:
         a.close()
         b.close()
+
+
+def test_pipeline_statistics(dev, vkml_env):
+    """VKML_PIPELINE_STATS=1: a device opens and runs pipelines as before (compiled one by one
+    or on threads), and statistics() lists what the driver reports: nothing where the device
+    lacks VK_KHR_pipeline_executable_properties (lavapipe), else one dict per executable."""
+    from vkml.vulkan import _instance
+    from vkml.vulkan._commands import CommandRecorder
+    from vkml.vulkan._device import Device
+    from vkml.vulkan._pipeline import compile_pipelines
+    from vkml.vulkan.tensor import DeviceTensor
+
+    vkml_env(VKML_PIPELINE_STATS="1")
+    raw = _instance.instance().describe(dev.index)
+    offered = "VK_KHR_pipeline_executable_properties" in raw["extensions"] and raw["pipeline_executable_info"]
+    d = Device(_instance.instance(), dev.index)
+    try:
+        assert d.pipeline_stats == offered
+        p = d.pipeline("relu_f32", "rw", 16, (64,))
+        assert p.statistics() == []  # not compiled yet
+        x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+        a, o = DeviceTensor.from_numpy(d, x), DeviceTensor.empty(d, x.shape, x.dtype)
+        rec = CommandRecorder(d)
+        rec.dispatch(p, [a.view, o.view], struct.pack("<IIff", x.size, 0, 0.0, 0.0), p.groups_for(x.size))
+        cb = rec.finish()
+        cb.run()
+        assert np.array_equal(o.numpy(), np.maximum(x, 0)) and cb.pipelines() == [p]
+        more = [d.pipeline(f"{op}_f32", "rw", 16, (64,)) for op in ("exp", "neg")]
+        compile_pipelines(more, threads=2)
+        for q in [p] + more:
+            execs = q.statistics()
+            assert isinstance(execs, list) and bool(execs) == offered
+            for ex in execs:
+                assert set(ex) == {"name", "description", "subgroup_size", "stats"}
+                assert isinstance(ex["name"], str) and isinstance(ex["subgroup_size"], int)
+                assert all(isinstance(k, str) and isinstance(v, (int, float, bool)) for k, v in ex["stats"].items())
+    finally:
+        d.close()
+    assert p.statistics() == []  # released with its device

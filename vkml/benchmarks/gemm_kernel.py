@@ -9,6 +9,7 @@ import numpy as np
 
 from ..kernels import matmul as mm
 from ..kernels import matmul_coop
+from ..vulkan import pipeline_stats
 from ..vulkan._commands import CommandRecorder
 from ..vulkan.tensor import DeviceTensor
 
@@ -28,7 +29,10 @@ def describe_path(dev, g, dtype, tiling, coop: bool) -> str:
     return f"simt tile {t.bm}x{t.bn}x{t.bk} micro {t.tm}x{t.tn}"
 
 
-def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True, check=False) -> dict:
+def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True, check=False,
+             stats: bool = False) -> dict:
+    """One square product timed; with `stats`, res["pipeline_stats"] holds the statistics of the
+    GEMM pipelines it dispatched (empty unless the device captures them: VKML_PIPELINE_STATS)."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
     b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
@@ -59,4 +63,6 @@ def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True,
         got = O.numpy().astype(np.float32)
         scale = np.abs(ref).max()
         res["max_rel_err"] = float(np.abs(got - ref).max() / scale)
+    if stats:
+        res["pipeline_stats"] = pipeline_stats.rows(cb.pipelines(), prefix="matmul")
     return res

@@ -119,6 +119,15 @@ cdef class CommandBuffer:
         ticks = [int.from_bytes(raw[8 * i:8 * i + 8], "little") for i in range(self.query_count)]
         return [(label, (t - ticks[0]) * period) for label, t in zip(self.timestamp_labels, ticks)]
 
+    def pipelines(self) -> list:
+        """The distinct pipelines its dispatches use, in the order first used: what a benchmark
+        asks for statistics() (the device's cache also holds other recordings' pipelines)."""
+        used = {}
+        for x in self.keep:
+            if isinstance(x, Pipeline):
+                used.setdefault(id(x), x)
+        return list(used.values())
+
     def _release(self):
         cdef Device dev = self.device
         if dev is None or dev.handle == NULL or self.pool == 0:

@@ -47,6 +47,7 @@ cdef class Device:
     cdef readonly dict limits
     cdef readonly bint closed
     cdef readonly bint push_descriptors
+    cdef readonly bint pipeline_stats   # pipelines are compiled with statistics captured (VKML_PIPELINE_STATS)
     cdef readonly uint32_t max_storage_buffer_range
     cdef readonly uint32_t max_push_constants_size
     cdef readonly uint64_t storage_alignment

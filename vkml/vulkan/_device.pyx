@@ -81,6 +81,14 @@ cdef VkFlags WORK_ACCESS = (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_B
 PIPELINE_CACHE_HEADER = 32  # VkPipelineCacheHeaderVersionOne
 
 
+def _wants_stats(dict raw) -> bool:
+    """Whether a device opened now captures pipeline statistics: VKML_PIPELINE_STATS is on and
+    the device offers VK_KHR_pipeline_executable_properties with its feature (a struct or
+    extension the driver does not know must stay out of vkCreateDevice)."""
+    return bool(config.pipeline_stats() and raw["feature_structs"]["pipeline_exec"]
+                and raw["pipeline_executable_info"])
+
+
 cdef void* _load(PFN_vkGetDeviceProcAddr g, VkDevice d, const char* name, const char* alt) noexcept:
     cdef void* p = <void*>g(d, name)
     if p == NULL and alt != NULL:
@@ -145,8 +153,11 @@ cdef class Device:
         cdef uint32_t nqueues = max(1, min(want_lanes, fams[self.queue_family][1]))
         enabled = enabled_features(raw)
 
+        cdef bint stats = _wants_stats(raw)
+
         cdef FeatureChain fc
-        feature_chain_init(&fc, dict(structs, coop_matrix=structs["coop_matrix"] and "cooperative_matrix" in enabled))
+        feature_chain_init(&fc, dict(structs, coop_matrix=structs["coop_matrix"] and "cooperative_matrix" in enabled,
+                                     pipeline_exec=stats))
         fc.f2.features.shaderInt64 = "int64" in enabled
         fc.f2.features.shaderInt16 = "int16" in enabled
         fc.f2.features.shaderFloat64 = "fp64" in enabled
@@ -163,6 +174,7 @@ cdef class Device:
         fc.fsgs.subgroupSizeControl = "subgroup_size_control" in enabled
         fc.fsgs.computeFullSubgroups = "compute_full_subgroups" in enabled
         fc.fcm.cooperativeMatrix = "cooperative_matrix" in enabled
+        fc.fpe.pipelineExecutableInfo = stats
 
         want = []
         if api < API_1_2:
@@ -177,6 +189,8 @@ cdef class Device:
             want.append("VK_EXT_memory_budget")
         if "cooperative_matrix" in enabled:
             want.append("VK_KHR_cooperative_matrix")
+        if stats:
+            want.append("VK_KHR_pipeline_executable_properties")
         want.append("VK_KHR_portability_subset")  # must be enabled where it exists (MoltenVK)
         ext_list = [e for e in dict.fromkeys(want) if e in exts]
         cdef list keep = [e.encode() for e in ext_list]
@@ -210,6 +224,7 @@ cdef class Device:
         if r != VK_SUCCESS:
             self.handle = NULL
         check(r, b"vkCreateDevice")
+        self.pipeline_stats = stats  # (_load_functions turns it off if the driver lacks a function)
         self._load_functions()
         self.queue_locks = <pthread_mutex_t*>malloc(sizeof(pthread_mutex_t) * nqueues)
         self.lanes = <Lane*>malloc(sizeof(Lane) * want_lanes)
@@ -299,6 +314,13 @@ cdef class Device:
         self.fn.vkCmdResetQueryPool = <PFN_vkCmdResetQueryPool>_load(g, d, b"vkCmdResetQueryPool", NULL)
         self.fn.vkCmdWriteTimestamp = <PFN_vkCmdWriteTimestamp>_load(g, d, b"vkCmdWriteTimestamp", NULL)
         self.fn.vkGetQueryPoolResults = <PFN_vkGetQueryPoolResults>_load(g, d, b"vkGetQueryPoolResults", NULL)
+        if self.pipeline_stats:  # the extension is enabled only then; the pointers stay NULL otherwise
+            self.fn.vkGetPipelineExecutablePropertiesKHR = <PFN_vkGetPipelineExecutablePropertiesKHR>_load(
+                g, d, b"vkGetPipelineExecutablePropertiesKHR", NULL)
+            self.fn.vkGetPipelineExecutableStatisticsKHR = <PFN_vkGetPipelineExecutableStatisticsKHR>_load(
+                g, d, b"vkGetPipelineExecutableStatisticsKHR", NULL)
+            self.pipeline_stats = (self.fn.vkGetPipelineExecutablePropertiesKHR != NULL
+                                   and self.fn.vkGetPipelineExecutableStatisticsKHR != NULL)
         if self.fn.vkWaitSemaphores == NULL or self.fn.vkGetSemaphoreCounterValue == NULL:
             raise VulkanUnavailable(f"{self.name}: the driver exposes no vkWaitSemaphores")
 

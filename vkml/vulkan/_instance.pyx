@@ -466,6 +466,7 @@ cdef class Instance:
             "subgroup_ext_types": api >= API_1_2 or "VK_KHR_shader_subgroup_extended_types" in exts,
             "subgroup_size": has_sgsize,
             "coop_matrix": "VK_KHR_cooperative_matrix" in exts,
+            "pipeline_exec": "VK_KHR_pipeline_executable_properties" in exts,
         }
         feature_chain_init(&fc, chain)
         self.fn.vkGetPhysicalDeviceFeatures2(pd, &fc.f2)
@@ -561,6 +562,9 @@ cdef class Instance:
             "subgroup_stages": subgroup.supportedStages,
             "features": features,
             "feature_structs": chain,
+            # VK_KHR_pipeline_executable_properties (VKML_PIPELINE_STATS): kept out of `features`,
+            # which planning reads, because it changes no kernel's choice
+            "pipeline_executable_info": bool(fc.fpe.pipelineExecutableInfo),
             "cooperative_matrix": coop,
             "queue_families": queues,
             "heaps": heaps,

@@ -11,6 +11,10 @@ Every vkml pipeline has one descriptor set (set 0) of storage buffers at binding
 0..n-1 and at most one push-constant range at offset 0. With VK_KHR_push_descriptor the
 set layout is a push-descriptor layout (bindings are pushed at record time); otherwise the
 recorder allocates descriptor sets from its own pool.
+
+With VKML_PIPELINE_STATS (and VK_KHR_pipeline_executable_properties) pipelines are compiled with
+statistics captured, and Pipeline.statistics() reads them back: what the driver's compiler made
+of the shader (registers, binary size, shared and local memory), for tuning.
 """
 import os
 import struct
@@ -19,7 +23,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from libc.stdint cimport uint32_t
-from libc.string cimport memset
+from libc.stdlib cimport calloc, free
+from libc.string cimport memchr, memset
 
 from vkml.vulkan.vkapi cimport *
 from vkml.vulkan._device cimport Device
@@ -63,6 +68,17 @@ cdef class Pipeline:
                 raise RuntimeError(f"pipeline {self.shader} was released")
             _compile(self)
         return 0
+
+    def statistics(self) -> list[dict]:
+        """What the driver's compiler made of this pipeline, one dict per executable:
+        {"name", "description", "subgroup_size", "stats": {name: int, float or bool}}. Empty
+        when the device does not capture statistics (VKML_PIPELINE_STATS, and the driver must
+        offer VK_KHR_pipeline_executable_properties) or the pipeline is not compiled yet."""
+        cdef Device dev = self.device
+        if not self.handle or dev is None or not dev.pipeline_stats:
+            return []
+        dev.ensure_open()
+        return _executables(dev, self.handle)
 
     def groups_for(self, size_t n) -> int:
         """Workgroups along x to cover n invocations (at least 1, capped by the device)."""
@@ -223,6 +239,8 @@ cdef int _compile(Pipeline p) except -1:
     ci.stage.pSpecializationInfo = &si if len(spec) else NULL
     ci.layout = p.layout
     ci.basePipelineIndex = -1
+    if dev.pipeline_stats:  # (the flag needs the extension, enabled only then)
+        ci.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
     cdef VkResult r
     cdef VkPipeline handle = 0
     t0 = time.perf_counter()
@@ -235,6 +253,81 @@ cdef int _compile(Pipeline p) except -1:
     p.code = None
     p.spec_data = None
     return 0
+
+
+cdef str _text(const char* p, size_t cap):
+    """A fixed-size char array of the driver as text (up to its NUL, never past `cap`)."""
+    cdef const char* end = <const char*>memchr(p, 0, cap)
+    cdef size_t n = <size_t>(end - p) if end != NULL else cap
+    return p[:n].decode("utf-8", "replace")
+
+
+cdef list _executables(Device dev, VkPipeline handle):
+    """Pipeline.statistics(): the pipeline's executables (a compute pipeline usually has one)."""
+    cdef VkPipelineInfoKHR info
+    cdef VkPipelineExecutablePropertiesKHR* props = NULL
+    cdef uint32_t n = 0, i
+    cdef VkResult r
+    memset(&info, 0, sizeof(info))
+    info.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR
+    info.pipeline = handle
+    check(dev.fn.vkGetPipelineExecutablePropertiesKHR(dev.handle, &info, &n, NULL),
+          b"vkGetPipelineExecutablePropertiesKHR")
+    if n == 0:
+        return []
+    props = <VkPipelineExecutablePropertiesKHR*>calloc(n, sizeof(VkPipelineExecutablePropertiesKHR))
+    if props == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            props[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR
+        r = dev.fn.vkGetPipelineExecutablePropertiesKHR(dev.handle, &info, &n, props)
+        if r != VK_INCOMPLETE:  # (fewer than asked: n says how many were written)
+            check(r, b"vkGetPipelineExecutablePropertiesKHR")
+        return [{"name": _text(props[i].name, 256), "description": _text(props[i].description, 256),
+                 "subgroup_size": props[i].subgroupSize, "stats": _statistics(dev, handle, i)}
+                for i in range(n)]
+    finally:
+        free(props)
+
+
+cdef object _value(const VkPipelineExecutableStatisticKHR* s):
+    """A statistic's value as Python: its union member chosen by its format."""
+    if s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+        return bool(s.value.b32)
+    if s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+        return s.value.i64
+    if s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR:
+        return s.value.f64
+    return s.value.u64  # UINT64 (and a format newer than this code)
+
+
+cdef dict _statistics(Device dev, VkPipeline handle, uint32_t index):
+    """{name: value} of executable `index` of the pipeline."""
+    cdef VkPipelineExecutableInfoKHR info
+    cdef VkPipelineExecutableStatisticKHR* stats = NULL
+    cdef uint32_t n = 0, i
+    cdef VkResult r
+    memset(&info, 0, sizeof(info))
+    info.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR
+    info.pipeline = handle
+    info.executableIndex = index
+    check(dev.fn.vkGetPipelineExecutableStatisticsKHR(dev.handle, &info, &n, NULL),
+          b"vkGetPipelineExecutableStatisticsKHR")
+    if n == 0:
+        return {}
+    stats = <VkPipelineExecutableStatisticKHR*>calloc(n, sizeof(VkPipelineExecutableStatisticKHR))
+    if stats == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            stats[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR
+        r = dev.fn.vkGetPipelineExecutableStatisticsKHR(dev.handle, &info, &n, stats)
+        if r != VK_INCOMPLETE:
+            check(r, b"vkGetPipelineExecutableStatisticsKHR")
+        return {_text(stats[i].name, 256): _value(&stats[i]) for i in range(n)}
+    finally:
+        free(stats)
 
 
 def compile_pipelines(pipelines, threads: int | None = None) -> float:

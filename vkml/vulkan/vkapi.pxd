@@ -101,6 +101,11 @@ cdef enum:  # VkStructureType values
     VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT = 1000247000
     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR = 1000506000
     VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR = 1000506001
+    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR = 1000269000
+    VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR = 1000269001
+    VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR = 1000269002
+    VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR = 1000269003
+    VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR = 1000269004
 
 cdef enum:  # flags and enums
     VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR = 0x1
@@ -158,6 +163,11 @@ cdef enum:  # flags and enums
     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT = 0x4
     VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT = 4
     VK_QUERY_TYPE_TIMESTAMP = 2
+    VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR = 0x40
+    VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR = 0  # VkPipelineExecutableStatisticFormatKHR
+    VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR = 1
+    VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR = 2
+    VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR = 3
 
 # ---------------------------------------------------------------- instance level
 ctypedef struct VkApplicationInfo:
@@ -538,6 +548,11 @@ ctypedef struct VkCooperativeMatrixPropertiesKHR:
     VkBool32 saturatingAccumulation
     int32_t scope
 
+ctypedef struct VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR:
+    VkStructureType sType
+    void* pNext
+    VkBool32 pipelineExecutableInfo
+
 ctypedef struct VkMemoryType:
     VkFlags propertyFlags
     uint32_t heapIndex
@@ -658,6 +673,40 @@ ctypedef struct VkComputePipelineCreateInfo:
     VkPipelineLayout layout
     VkPipeline basePipelineHandle
     int32_t basePipelineIndex
+
+# VK_KHR_pipeline_executable_properties: what the driver's compiler made of a pipeline.
+ctypedef struct VkPipelineInfoKHR:
+    VkStructureType sType
+    const void* pNext
+    VkPipeline pipeline
+
+ctypedef struct VkPipelineExecutablePropertiesKHR:
+    VkStructureType sType
+    void* pNext
+    VkFlags stages
+    char name[256]
+    char description[256]
+    uint32_t subgroupSize
+
+ctypedef struct VkPipelineExecutableInfoKHR:
+    VkStructureType sType
+    const void* pNext
+    VkPipeline pipeline
+    uint32_t executableIndex
+
+ctypedef union VkPipelineExecutableStatisticValueKHR:
+    VkBool32 b32
+    int64_t i64
+    uint64_t u64
+    double f64
+
+ctypedef struct VkPipelineExecutableStatisticKHR:
+    VkStructureType sType
+    void* pNext
+    char name[256]
+    char description[256]
+    int32_t format  # VkPipelineExecutableStatisticFormatKHR
+    VkPipelineExecutableStatisticValueKHR value
 
 ctypedef struct VkPushConstantRange:
     VkFlags stageFlags
@@ -906,6 +955,10 @@ ctypedef void (*PFN_vkCmdResetQueryPool)(VkCommandBuffer, VkQueryPool, uint32_t,
 ctypedef void (*PFN_vkCmdWriteTimestamp)(VkCommandBuffer, VkFlags, VkQueryPool, uint32_t) noexcept nogil
 ctypedef VkResult (*PFN_vkGetQueryPoolResults)(
     VkDevice, VkQueryPool, uint32_t, uint32_t, size_t, void*, VkDeviceSize, VkFlags) noexcept nogil
+ctypedef VkResult (*PFN_vkGetPipelineExecutablePropertiesKHR)(
+    VkDevice, const VkPipelineInfoKHR*, uint32_t*, VkPipelineExecutablePropertiesKHR*) noexcept nogil
+ctypedef VkResult (*PFN_vkGetPipelineExecutableStatisticsKHR)(
+    VkDevice, const VkPipelineExecutableInfoKHR*, uint32_t*, VkPipelineExecutableStatisticKHR*) noexcept nogil
 
 # ---------------------------------------------------------------- dispatch tables
 ctypedef struct InstanceFns:
@@ -974,3 +1027,5 @@ ctypedef struct DeviceFns:
     PFN_vkCmdResetQueryPool vkCmdResetQueryPool
     PFN_vkCmdWriteTimestamp vkCmdWriteTimestamp
     PFN_vkGetQueryPoolResults vkGetQueryPoolResults
+    PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR  # NULL unless stats are on
+    PFN_vkGetPipelineExecutableStatisticsKHR vkGetPipelineExecutableStatisticsKHR
