@@ -388,14 +388,16 @@ def queues() -> int:
     return v
 
 
-DEFAULT_WAIT_SPIN_US = 100.0  # on GPUs; CPU devices (lavapipe) do not spin
+DEFAULT_WAIT_SPIN_US = 5000.0  # on GPUs; CPU devices (lavapipe) do not spin
+SHARED_SPIN_US = 100.0  # the most a wait polls while other threads poll too
 
-_setting("VKML_WAIT_SPIN_US", "100 (GPUs), 0 (CPU devices)", "number", """
-    Microseconds a wait polls the timeline before it blocks in the driver (>= 0). Waking from a
-    blocking wait costs tens of microseconds (an interrupt, a thread wake-up; more inside a VM),
-    which is most of a small model's run; CPU devices such as lavapipe do not poll, their own
-    threads need the cores. At most a quarter of the cores poll at once; other waiters block at
-    once.""")
+_setting("VKML_WAIT_SPIN_US", "5000 (GPUs), 0 (CPU devices)", "number", """
+    Microseconds a wait polls the timeline before it blocks in the driver (>= 0), when it is the
+    only thread polling; while others poll too, each polls for at most 100 µs. Waking from a
+    blocking wait costs 0.05-0.15 ms on NVIDIA (an interrupt, a thread wake-up; more inside a
+    VM), most of a small model's run and a tenth of resnet18's; CPU devices such as lavapipe do
+    not poll, their own threads need the cores. At most a quarter of the cores poll at once;
+    other waiters block at once.""")
 
 
 def wait_spin_us(device_type: str) -> float:

@@ -31,7 +31,8 @@ cdef class Device:
     cdef readonly uint32_t nqueues   # distinct VkQueues behind the lanes
     cdef pthread_mutex_t* queue_locks  # one per VkQueue (queues are externally synchronised)
     cdef uint32_t next_lane          # round robin of take_lane()
-    cdef uint64_t spin_ns            # how long wait_value polls before blocking
+    cdef uint64_t spin_ns            # how long wait_value polls before blocking (a lone waiter)
+    cdef uint64_t shared_spin_ns     # the same while other threads poll too (at most)
     cdef int spinners                # threads polling a timeline now (atomic)
     cdef int max_spinners            # at most this many poll at once: a quarter of the cores
     cdef int fork_gen                # _device._fork_gen when opened (a fork makes it stale)
