@@ -51,7 +51,7 @@ layout(push_constant) uniform Push {
     int pz, py, px;         // pads at the beginning
     uint KS, S;             // k per split, splits (1: no split, part[] unused)
     uint EPI;               // epilogue (vkml_epilogue.glsl): 1 adds res[] (same layout), 2 Relu, 4 Clip
-    float ELO, EHI;         // Clip's bounds (EPI & 4)
+    float ELO, EHI;         // Clip's bounds (EPI & 4), an activation's alpha, beta
 } pc;
 
 #include "include/vkml_epilogue.glsl"

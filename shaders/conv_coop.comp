@@ -21,7 +21,7 @@
 // [s * KS, min(K, (s + 1) * KS)) and writes its partial sums, bias left out, to
 // part[(s * Mtot + g * M + m) * NP + col]; splitk_reduce adds the S partials, the bias and the
 // epilogue (as conv.comp's split K). Otherwise every result goes out through the staging
-// tiles: bias, the epilogue (a fused residual Add and Relu, Clip or SiLU), the rounding to
+// tiles: bias, the epilogue (a fused residual Add and an activation), the rounding to
 // float16 and the NCHW scatter in plain code.
 //
 // VEC (a define: 8) is the width of every shared access in halves (16-byte vectors).
@@ -58,7 +58,7 @@ layout(push_constant) uniform Push {
     int pz, py, px;         // pads at the beginning
     uint KS, S;             // k per split, splits (1: no split, part[] unused)
     uint EPI;               // epilogue (vkml_epilogue.glsl): 1 adds res[] (same layout), 2 Relu, 4 Clip, 8 SiLU
-    float ELO, EHI;         // Clip's bounds (EPI & 4)
+    float ELO, EHI;         // Clip's bounds (EPI & 4), an activation's alpha, beta
 } pc;
 
 #define SO float16_t

@@ -28,7 +28,7 @@ layout(push_constant) uniform Push {
     int pz, py, px;
     int dz, dy, dx;         // dilations
     uint EPI;               // epilogue flags (vkml_epilogue.glsl)
-    float ELO, EHI;         // Clip's bounds (EPI & 4)
+    float ELO, EHI;         // Clip's bounds (EPI & 4), an activation's alpha, beta
 } pc;
 
 #include "include/vkml_epilogue.glsl"

@@ -46,7 +46,7 @@ layout(push_constant) uniform Push {
     uint scm, scn;          // C's strides over (m, n), 0 where it broadcasts
     uint KS, S;             // k per split, splits (1: no split, part[] unused)
     uint EPI;               // epilogue (vkml_epilogue.glsl): 1 adds res[] (the output's layout), 2 Relu, 4 Clip
-    float ELO, EHI;         // Clip's bounds (EPI & 4)
+    float ELO, EHI;         // Clip's bounds (EPI & 4), an activation's alpha, beta
 } pc;
 
 #define VKML_EPILOGUE_GEMM

@@ -18,6 +18,9 @@ layout(local_size_x = 128, local_size_x_id = 0) in;
 layout(constant_id = 6) const bool TRANS_A = false;
 layout(constant_id = 7) const bool TRANS_B = false;
 layout(constant_id = 8) const bool HAS_C = false;
+// Every block whole and K a multiple of BK (so every split's range too): the operand fetches
+// skip their bounds checks.
+layout(constant_id = 11) const bool ALIGNED = false;
 #include "include/vkml_coop.glsl"
 
 layout(std430, binding = 0) readonly buffer BA { VT av[]; };
@@ -51,9 +54,12 @@ layout(std430, binding = 5) readonly buffer BR { float16_t res[]; };
 // GELU and the division by a constant (the transformer epilogues) only in the EPI_GEMM=1
 // variants: their code (erf, tanh, a correctly rounded division) in the same shader as the
 // cooperative-matrix loop made a 4096^3 product 5.6x slower on an H100 (157 -> 28 TFLOPS,
-// bench/results/checks/h100-2026-11-25-coop-epilogue-variant.txt), whatever EPI was.
+// bench/results/checks/h100-2026-11-25-coop-epilogue-variant.txt), whatever EPI was; Sigmoid,
+// HardSigmoid, HardSwish and LeakyRelu there too (+8% at 512^3 in the plain variants).
 #if EPI_GEMM
 #define VKML_EPILOGUE_GEMM
+#else
+#define VKML_EPILOGUE_BASIC
 #endif
 #include "include/vkml_epilogue.glsl"
 
@@ -62,7 +68,7 @@ uint KEND;                  // the end of this split's k range
 VT fetch_a(uint base, uint m0, uint k0, uint q) {
     uint r = q / (A_COLS / VEC), col = (q % (A_COLS / VEC)) * VEC;
     uint gm = m0 + (TRANS_A ? col : r), gk = k0 + (TRANS_A ? r : col);
-    if (q >= A_CHUNKS || gm >= pc.M || gk >= KEND) return VT(0u);
+    if (q >= A_CHUNKS || (!ALIGNED && (gm >= pc.M || gk >= KEND))) return VT(0u);
     uint idx = TRANS_A ? base + gk * pc.lda + gm : base + gm * pc.lda + gk;
     return av[idx / VEC];
 }
@@ -70,7 +76,7 @@ VT fetch_a(uint base, uint m0, uint k0, uint q) {
 VT fetch_b(uint base, uint n0, uint k0, uint q) {
     uint r = q / (B_COLS / VEC), col = (q % (B_COLS / VEC)) * VEC;
     uint gn = n0 + (TRANS_B ? r : col), gk = k0 + (TRANS_B ? col : r);
-    if (q >= B_CHUNKS || gn >= pc.N || gk >= KEND) return VT(0u);
+    if (q >= B_CHUNKS || (!ALIGNED && (gn >= pc.N || gk >= KEND))) return VT(0u);
     uint idx = TRANS_B ? base + gn * pc.ldb + gk : base + gk * pc.ldb + gn;
     return bv[idx / VEC];
 }

@@ -23,7 +23,7 @@ layout(push_constant) uniform Push {
     uint br, bc;            // bias strides over (row, col)
     float beta;
     uint EPI;               // epilogue (vkml_epilogue.glsl)
-    float ELO, EHI;         // Clip's bounds (EPI & 4)
+    float ELO, EHI;         // Clip's bounds (EPI & 4), an activation's alpha, beta
 } pc;
 
 #define VKML_EPILOGUE_GEMM

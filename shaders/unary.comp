@@ -238,12 +238,16 @@ CO apply(CX v) {
 #if TX == 13
     if (vkml_isnan(v)) return v;  // GLSL's max/min may drop NaN; the CPU's clip keeps it
 #endif
-    return max(0.0, min(1.0, alpha * v + beta));
+    // precise: no fma, each step rounded as NumPy's (and include/vkml_epilogue.glsl's, which
+    // must give the same bits: NVIDIA contracted one and not the other)
+    precise float t = alpha * v + beta;
+    return max(0.0, min(1.0, t));
 #elif defined(OP_HARD_SWISH)
 #if TX == 13
     if (vkml_isnan(v)) return v;  // GLSL's max/min may drop NaN; the CPU's clip keeps it
 #endif
-    return v * max(0.0, min(1.0, alpha * v + beta));
+    precise float t = alpha * v + beta;  // (as HardSigmoid's)
+    return v * max(0.0, min(1.0, t));
 #elif defined(OP_SOFTPLUS)
     return max(v, 0.0) + vkml_log1p(exp(-abs(v)));
 #elif defined(OP_SOFTSIGN)

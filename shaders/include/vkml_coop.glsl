@@ -15,8 +15,8 @@
 // The including shader, before including this:
 //   defines VEC (8 or 4: the width of every shared access in halves, 16- or 8-byte vectors) and
 //   COOP_M, COOP_N, COOP_K (the variant's matrix shape); declares local_size_x_id = 0 and
-//   TRANS_A, TRANS_B (constants or specialization constants: ids 6-8 are the includer's, this
-//   file declares 1-5, 9 and 10);
+//   TRANS_A, TRANS_B (constants or specialization constants: ids 6-8 and 11 are the includer's,
+//   this file declares 1-5, 9 and 10);
 //   may define COOP_B_SLOT(q), the chunk of B's stored layout that load slot q fills (default:
 //   chunk q, row-major over the stored rows), to order B's loads its own way.
 // and then provides, before main():
@@ -103,69 +103,87 @@ void put_b(uint buf, uint q, VT v) {
 // (wm0, wn0) the warp tile's corner in the block. Ends with every subgroup past its last read
 // of the shared tiles, so that the staging tiles may reuse As. (A macro: the accumulator array
 // must stay in registers, indexed by constants once the loops are unrolled.)
+// One K tile's multiplies on shared buffer `buf`.
+#define COOP_MATH(buf, wm0, wn0) { \
+    [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) { \
+        /* A fragments for the whole warp tile, then one B fragment at a time: fewer live \
+           registers than holding every B fragment. */ \
+        coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> fa[FM]; \
+        [[unroll]] for (uint i = 0u; i < FM; ++i) { \
+            uint m = (wm0) + i * CM; \
+            if (TRANS_A) \
+                coopMatLoad(fa[i], As, (buf) * A_TILE + kk * A_LD + m / VEC, A_LD, \
+                            gl_CooperativeMatrixLayoutColumnMajor); \
+            else \
+                coopMatLoad(fa[i], As, (buf) * A_TILE + m * A_LD + kk / VEC, A_LD, \
+                            gl_CooperativeMatrixLayoutRowMajor); \
+        } \
+        [[unroll]] for (uint j = 0u; j < FN; ++j) { \
+            coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> fb; \
+            uint n = (wn0) + j * CN; \
+            if (TRANS_B) \
+                coopMatLoad(fb, Bs, (buf) * B_TILE + n * B_LD + kk / VEC, B_LD, \
+                            gl_CooperativeMatrixLayoutColumnMajor); \
+            else \
+                coopMatLoad(fb, Bs, (buf) * B_TILE + kk * B_LD + n / VEC, B_LD, \
+                            gl_CooperativeMatrixLayoutRowMajor); \
+            [[unroll]] for (uint i = 0u; i < FM; ++i) \
+                acc[i * FN + j] = coopMatMulAdd(fa[i], fb, acc[i * FN + j]); \
+        } \
+    } \
+}
+
+// Fetch K tile `t` (of the loop's range) into the registers ra / rb.
+#define COOP_FETCH(t) { \
+    uint k1 = ck_kbeg + (t) * BK; \
+    [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(ck_abase, ck_m0, k1, ck_tid + i * NTHREADS); \
+    [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(ck_bbase, ck_n0, k1, ck_tid + i * NTHREADS); \
+}
+
+// Store the registers into shared buffer `buf`.
+#define COOP_PUT(buf) { \
+    [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(buf, ck_tid + i * NTHREADS, ra[i]); \
+    [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(buf, COOP_B_SLOT(ck_tid + i * NTHREADS), rb[i]); \
+}
+
+// Double-buffered step t on buffer `buf`: the next tile is fetched before the multiplies and
+// stored into the other buffer behind them, then one barrier.
+#define COOP_STEP2(buf, t) { \
+    bool more = (t) + 1u < ck_ntiles; \
+    if (more) COOP_FETCH((t) + 1u) \
+    COOP_MATH(buf, ck_wm0, ck_wn0) \
+    if (more) COOP_PUT((buf) ^ 1u) \
+    barrier(); \
+}
+
+// acc += the block's A rows from m0 times its B columns from n0 over `ntiles` K tiles from
+// `kbeg` (fetch_a(abase, ...), fetch_b(bbase, ...)); `tid` is the local invocation index,
+// (wm0, wn0) the warp tile's corner in the block. Ends with every subgroup past its last read
+// of the shared tiles, so that the staging tiles may reuse As. (A macro: the accumulator array
+// must stay in registers, indexed by constants once the loops are unrolled.)
 #define COOP_K_LOOP(abase, bbase, m0, n0, kbeg, ntiles, tid, wm0, wn0) { \
+    uint ck_abase = (abase), ck_bbase = (bbase), ck_m0 = (m0), ck_n0 = (n0), ck_kbeg = (kbeg); \
+    uint ck_ntiles = (ntiles), ck_tid = (tid), ck_wm0 = (wm0), ck_wn0 = (wn0); \
     VT ra[SLOTS_A]; \
     VT rb[SLOTS_B]; \
-    [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(abase, m0, kbeg, tid + i * NTHREADS); \
-    [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(bbase, n0, kbeg, tid + i * NTHREADS); \
+    COOP_FETCH(0u) \
     if (STAGES == 2u) { \
-        [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, ra[i]); \
-        [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, COOP_B_SLOT(tid + i * NTHREADS), rb[i]); \
+        COOP_PUT(0u) \
         barrier(); \
-    } \
-    for (uint t = 0u; t < ntiles; ++t) { \
-        uint buf = STAGES == 2u ? t & 1u : 0u; \
-        bool more = t + 1u < ntiles; \
-        if (STAGES == 1u) { \
+        for (uint t = 0u; t < ck_ntiles; ++t) \
+            COOP_STEP2(t & 1u, t) \
+    } else { \
+        for (uint t = 0u; t < ck_ntiles; ++t) { \
             /* One buffer: wait until every subgroup has read the last tile, fill it from the \
                registers, wait again, then fetch the next tile behind the math. */ \
             barrier(); \
-            [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(0u, tid + i * NTHREADS, ra[i]); \
-            [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) put_b(0u, COOP_B_SLOT(tid + i * NTHREADS), rb[i]); \
+            COOP_PUT(0u) \
             barrier(); \
+            if (t + 1u < ck_ntiles) COOP_FETCH(t + 1u) \
+            COOP_MATH(0u, ck_wm0, ck_wn0) \
         } \
-        if (more) { \
-            uint k1 = (kbeg) + (t + 1u) * BK; \
-            [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) ra[i] = fetch_a(abase, m0, k1, tid + i * NTHREADS); \
-            [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) rb[i] = fetch_b(bbase, n0, k1, tid + i * NTHREADS); \
-        } \
-        [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) { \
-            /* A fragments for the whole warp tile, then one B fragment at a time: fewer live \
-               registers than holding every B fragment. */ \
-            coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> fa[FM]; \
-            [[unroll]] for (uint i = 0u; i < FM; ++i) { \
-                uint m = (wm0) + i * CM; \
-                if (TRANS_A) \
-                    coopMatLoad(fa[i], As, buf * A_TILE + kk * A_LD + m / VEC, A_LD, \
-                                gl_CooperativeMatrixLayoutColumnMajor); \
-                else \
-                    coopMatLoad(fa[i], As, buf * A_TILE + m * A_LD + kk / VEC, A_LD, \
-                                gl_CooperativeMatrixLayoutRowMajor); \
-            } \
-            [[unroll]] for (uint j = 0u; j < FN; ++j) { \
-                coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> fb; \
-                uint n = (wn0) + j * CN; \
-                if (TRANS_B) \
-                    coopMatLoad(fb, Bs, buf * B_TILE + n * B_LD + kk / VEC, B_LD, \
-                                gl_CooperativeMatrixLayoutColumnMajor); \
-                else \
-                    coopMatLoad(fb, Bs, buf * B_TILE + kk * B_LD + n / VEC, B_LD, \
-                                gl_CooperativeMatrixLayoutRowMajor); \
-                [[unroll]] for (uint i = 0u; i < FM; ++i) \
-                    acc[i * FN + j] = coopMatMulAdd(fa[i], fb, acc[i * FN + j]); \
-            } \
-        } \
-        if (STAGES == 2u) { \
-            if (more) { \
-                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) put_a(buf ^ 1u, tid + i * NTHREADS, ra[i]); \
-                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) \
-                    put_b(buf ^ 1u, COOP_B_SLOT(tid + i * NTHREADS), rb[i]); \
-            } \
-            barrier(); \
-        } \
-    } \
-    if (STAGES == 1u) \
         barrier(); /* the staging tiles reuse As */ \
+    } \
 }
 
 // The staged store: each accumulator of this subgroup's warp tile, whose corner is (mw, nw) in

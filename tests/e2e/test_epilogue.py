@@ -637,3 +637,223 @@ def test_fused_gemm_replays_views_and_div_on_the_cpu():
     got = node.op.run(q, k, None, None)[0]
     want = np.matmul(np.transpose(q, (0, 2, 1, 3)), np.transpose(k, (0, 2, 3, 1))) / np.float32(np.sqrt(d))
     np.testing.assert_array_equal(got, want)
+
+
+# The activations CNNs put after convolutions (vkml_epilogue.glsl bits 7-10), with attributes
+# away from their defaults where they have them.
+CNN_ACTIVATIONS = (("Sigmoid", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}),
+                   ("LeakyRelu", {"alpha": 0.15}))
+
+
+def _specials(x: np.ndarray) -> np.ndarray:
+    """x with NaN, +-inf and -0 at a few places (on the first image's first rows)."""
+    x = x.copy()
+    flat = x.reshape(x.shape[0], -1)
+    flat[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    return x
+
+
+def _act_conv_model(op: str, attrs: dict, dtype) -> bytes:
+    """x (1, 4, 6, 6) -> Conv 3x3 -> act -> Conv 1x1 + residual -> act -> depthwise 3x3 -> act:
+    the 3x3 and the depthwise conv take the direct route (conv_small) or, with DIRECT_MAX_MACS
+    0, the implicit GEMM (conv.comp) and conv_dw; the 1x1 runs as a MatMul (matmul.comp)."""
+    rng = np.random.default_rng(21)
+    et = T.FLOAT if dtype == np.float32 else T.FLOAT16
+    arr = lambda n, *s: nh.from_array((rng.standard_normal(s) * 0.6).astype(dtype), n)  # noqa: E731
+    act = lambda i, o, name: h.make_node(op, [i], [o], name=name, **attrs)  # noqa: E731
+    nodes = [h.make_node("Conv", ["x", "w3", "b3"], ["a"], name="c3", pads=[1] * 4), act("a", "ra", "k3"),
+             h.make_node("Conv", ["ra", "w1"], ["p"], name="c1"), h.make_node("Add", ["p", "ra"], ["s"], name="res"),
+             act("s", "rp", "k1"),
+             h.make_node("Conv", ["rp", "wd", "bd"], ["d"], name="cd", group=8, pads=[1] * 4), act("d", "y", "kd")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", et, [1, 4, 6, 6])],
+                     [h.make_tensor_value_info("y", et, None)],
+                     [arr("w3", 8, 4, 3, 3), arr("b3", 8), arr("w1", 8, 8, 1, 1), arr("wd", 8, 1, 3, 3), arr("bd", 8)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def _assert_same_bits(got, ref, exact16: bool, what: str) -> None:
+    """Bit for bit (float16 too where `exact16`: lavapipe; a driver that keeps float(float16_t(x))
+    unrounded is allowed a few float16 ulps, as the other float16 tests here)."""
+    if got.dtype == np.float32 or exact16:
+        np.testing.assert_array_equal(got.view(np.uint32 if got.dtype == np.float32 else np.uint16),
+                                      ref.view(np.uint32 if ref.dtype == np.float32 else np.uint16), err_msg=what)
+    else:
+        np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3, atol=4e-3,
+                                   err_msg=what)
+
+
+def _near_cpu(got, cpu, what: str) -> None:
+    """Within float tolerances of the CPU where the CPU is not NaN (the GPU's HardSigmoid, as
+    shaders/unary.comp's max/min, may turn NaN into a bound where NumPy's clip keeps it)."""
+    keep = ~np.isnan(cpu.astype(np.float32))
+    tol = 2e-2 if got.dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(got.astype(np.float32)[keep], cpu.astype(np.float32)[keep], rtol=tol, atol=tol,
+                               err_msg=what)
+
+
+def test_cnn_activations_ride_on_every_conv_route(gpu, gpu_on_cpu, vkml_env, monkeypatch):
+    """Sigmoid, HardSigmoid, HardSwish and LeakyRelu after a conv (after its residual Add too)
+    run in the conv's dispatch on the direct, implicit-GEMM, pointwise and depthwise routes and
+    give what the separate ops give on the GPU, bit for bit, NaN, infinities and -0 included."""
+    from vkml.kernels import conv as kc
+
+    rng = np.random.default_rng(22)
+    direct_max = kc.DIRECT_MAX_MACS
+    for dtype in (np.float32, np.float16):
+        t = "f16" if dtype == np.float16 else "f32"
+        x = _specials((rng.standard_normal((1, 4, 6, 6)) * 3).astype(dtype))
+        for op, attrs in CNN_ACTIVATIONS:
+            model = _act_conv_model(op, attrs, dtype)
+            cpu, _ = _run(model, ["cpu"], x, False, vkml_env)
+            for direct, shaders in ((direct_max, (f"conv_small_{t}", f"conv_small_{t}")),
+                                    (0, (f"conv_{t}", f"conv_dw_{t}"))):
+                monkeypatch.setattr(kc, "DIRECT_MAX_MACS", direct)
+                what = f"{op} {t} {shaders}"
+                ref, _ = _run(model, [gpu], x, False, vkml_env)
+                got, report = _run(model, [gpu], x, True, vkml_env)
+                rows = {r["node"]: r for r in report}
+                for name, conv, shader in (("k3", "c3+k3", shaders[0]), ("k1", "c1+res+k1", f"matmul_{t}"),
+                                           ("kd", "cd+kd", shaders[1])):
+                    assert f"fused into {conv}" in rows[name]["reason"], (what, rows[name])
+                    assert [p["shader"] for p in rows[name]["pipelines"]] == [shader], (what, rows[name])
+                _assert_same_bits(got, ref, gpu_on_cpu, what)
+                _near_cpu(got, cpu, what)
+
+
+def _act_gemm_model(op: str, attrs: dict, dtype, m: int, k: int, n: int) -> bytes:
+    """a (m, k) -> Gemm(alpha -0.5: a zero row gives -0) -> act -> y0, and a (m, k) -> MatMul +
+    residual r -> act -> y1."""
+    rng = np.random.default_rng(k + n)
+    et = T.FLOAT if dtype == np.float32 else T.FLOAT16
+    w = lambda name: nh.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(dtype), name)  # noqa: E731
+    nodes = [h.make_node("Gemm", ["a", "w0"], ["g"], name="mm0", alpha=-0.5),
+             h.make_node(op, ["g"], ["y0"], name="act0", **attrs),
+             h.make_node("MatMul", ["a", "w1"], ["q"], name="mm1"), h.make_node("Add", ["r", "q"], ["s"], name="res"),
+             h.make_node(op, ["s"], ["y1"], name="act1", **attrs)]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("a", et, [m, k]), h.make_tensor_value_info("r", et, [m, n])],
+                     [h.make_tensor_value_info("y0", et, None), h.make_tensor_value_info("y1", et, None)],
+                     [w("w0"), w("w1")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_cnn_activations_ride_on_gemms(gpu, gpu_on_cpu, vkml_env, monkeypatch):
+    """The same activations after a Gemm / MatMul (+ residual): the tiled, small and split-K
+    GEMMs (matmul.comp, matmul_small.comp, splitk_reduce.comp) give what the separate ops give,
+    bit for bit, NaN, infinities and -0 included."""
+    from vkml.kernels import matmul as km
+
+    rng = np.random.default_rng(23)
+    small_max = km.SMALL_MAX_MACS
+    for dtype in (np.float32, np.float16):
+        t = "f16" if dtype == np.float16 else "f32"
+        for (m, k, n), split, shaders in (((6, 24, 40), False, {f"matmul_{t}"}),
+                                          ((6, 96, 40), False, {f"matmul_small_{t}"}),
+                                          ((4, 1024, 40), True, {f"matmul_{t}", f"splitk_reduce_{t}"})):
+            monkeypatch.setattr(km, "SMALL_MAX_MACS", 0 if split else small_max)  # (the small path never splits K)
+            a = (rng.standard_normal((m, k)) * 2).astype(dtype)
+            a[0] = 0.0
+            a[1, 3], a[2, 5], a[3, 7] = np.nan, np.inf, -np.inf
+            feeds = {"a": a, "r": rng.standard_normal((m, n)).astype(dtype)}
+            for op, attrs in CNN_ACTIVATIONS:
+                model = _act_gemm_model(op, attrs, dtype, m, k, n)
+                what = f"{op} {t} {m}x{k}x{n}"
+                vkml_env(VKML_FUSE="0")
+                refs = vkml.InferenceSession(model, devices=[gpu]).run(None, feeds)
+                vkml_env(VKML_FUSE="1")
+                s = vkml.InferenceSession(model, devices=[gpu])
+                gots = s.run(None, feeds)
+                rows = {r["node"]: r for r in s.placement()}
+                for name, fused in (("act0", "mm0+act0"), ("act1", "mm1+res+act1")):
+                    assert f"fused into {fused}" in rows[name]["reason"], (what, rows[name])
+                    if dtype == np.float32 or gpu_on_cpu:  # (float16 elsewhere may take cooperative matrices)
+                        assert {p["shader"] for p in rows[name]["pipelines"]} == shaders, (what, rows[name])
+                cpus = vkml.InferenceSession(model, devices=["cpu"]).run(None, feeds)
+                for got, ref, cpu in zip(gots, refs, cpus):
+                    _assert_same_bits(got, ref, gpu_on_cpu, what)
+                    _near_cpu(got, cpu, what)
+                if op in ("HardSwish", "LeakyRelu") and not split:  # (a zero row times alpha -0.5:
+                    # -0 in and out; split K sums its partials from +0, as the separate Gemm)
+                    assert np.signbit(gots[0][0]).all() and (gots[0][0] == 0).all(), (what, gots[0][0])
+
+
+def _chain_model(ops: list[tuple[str, dict]], head: str = "Conv", dtype=np.float32) -> tuple[bytes, np.ndarray]:
+    """x -> Conv 3x3 (or MatMul) -> ops in order -> y; and a feed with NaN, infinities and -0."""
+    rng = np.random.default_rng(len(ops))
+    arr = lambda v, name: nh.from_array(np.asarray(v).astype(dtype), name)  # noqa: E731
+    inits = [arr(1.75, "c"), arr(0.5, "lo"), arr(0.75, "hi")]
+    if head == "Conv":
+        inits.append(arr(rng.standard_normal((8, 4, 3, 3)), "w"))
+        nodes, shape = [h.make_node("Conv", ["x", "w"], ["t0"], name="conv", pads=[1] * 4)], [1, 4, 6, 6]
+    else:
+        inits.append(arr(rng.standard_normal((16, 8)), "w"))
+        nodes, shape = [h.make_node("MatMul", ["x", "w"], ["t0"], name="mm")], [5, 16]
+    for i, (op, attrs) in enumerate(ops):
+        ins = {"Div": [f"t{i}", "c"], "Clip": [f"t{i}", "lo", "hi"]}.get(op, [f"t{i}"])
+        nodes.append(h.make_node(op, ins, [f"t{i + 1}"], name=op.lower(), **attrs))
+    nodes[-1].output[0] = "y"
+    et = T.FLOAT if dtype == np.float32 else T.FLOAT16
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", et, shape)], [h.make_tensor_value_info("y", et, None)],
+                     inits)
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    return model, _specials((rng.standard_normal(shape) * 3).astype(dtype))
+
+
+def _fuse_and_replay(model: bytes, x: np.ndarray):
+    """(fused nodes {name: [original names]}, the fused live nodes, y from the fused nodes' CPU
+    runs, y from the original operators'): fuse_epilogues on the model's graph."""
+    from vkml.compile.epilogue import fuse_epilogues
+    from vkml.ops.bind import load_model
+
+    m = load_model(model)
+    g = m.graph
+    consts = {k: m.weights[g.weight_key(k)] for k in g.constants}
+    live, fused = fuse_epilogues(g.nodes, g.values, g.outputs, frozenset(), consts)
+    ys = []
+    for nodes in (live, g.nodes):
+        env = {"x": x, **consts}
+        for nd in nodes:
+            env.update(zip(nd.outputs, nd.op.run(*[env[i] if i else None for i in nd.inputs])))
+        ys.append(env["y"])
+    return {k: [n.name for n in v] for k, v in fused.items()}, live, ys[0], ys[1]
+
+
+def test_cnn_activations_on_the_cpu_replay_the_ops():
+    """A FusedConv / FusedGemm with one of these activations, run on the CPU, is the original
+    operators in order, bit for bit (NaN, infinities and -0 included); the parameters travel
+    in Clip's bounds' place as the unary kernel gets them."""
+    from vkml.kernels import gemm
+
+    flags = {"Sigmoid": gemm.EPI_SIGMOID, "HardSigmoid": gemm.EPI_HARD_SIGMOID,
+             "HardSwish": gemm.EPI_HARD_SWISH, "LeakyRelu": gemm.EPI_LEAKY_RELU}
+    params = {"Sigmoid": None, "HardSigmoid": (np.float32(0.3), np.float32(0.4)), "HardSwish": (1 / 6, 0.5),
+              "LeakyRelu": (np.float32(0.15), 0.0)}
+    for dtype, bits in ((np.float32, np.uint32), (np.float16, np.uint16)):
+        for head in ("Conv", "MatMul"):
+            for op, attrs in CNN_ACTIVATIONS:
+                model, x = _chain_model([(op, attrs)], head, dtype)
+                fused, (node,), y, want = _fuse_and_replay(model, x)
+                assert fused == {node.name: [head.lower() if head == "Conv" else "mm", op.lower()]}, fused
+                assert node.attrs["epilogue"] == flags[op] and node.attrs["clip"] == params[op], node.attrs
+                assert y.dtype == want.dtype == dtype and np.isnan(want).any(), (head, op, dtype)
+                np.testing.assert_array_equal(y.view(bits), want.view(bits), err_msg=f"{head} {op} {dtype}")
+
+
+def test_parameters_share_clips_place_so_one_of_them_fuses():
+    """HardSigmoid and LeakyRelu take their parameters where Clip's bounds and a GEMM's divisor
+    travel: after a fused Clip or Div they stay separate ops; Sigmoid (no parameters) still fuses
+    after a Div."""
+    from vkml.kernels import gemm
+
+    for ops, head, want in (([("Clip", {}), ("HardSigmoid", {"alpha": 0.3})], "Conv", ["conv", "clip"]),
+                            ([("Clip", {}), ("LeakyRelu", {})], "Conv", ["conv", "clip"]),
+                            ([("Div", {}), ("LeakyRelu", {})], "MatMul", ["mm", "div"]),
+                            ([("Div", {}), ("HardSwish", {})], "MatMul", ["mm", "div"]),
+                            ([("Div", {}), ("Sigmoid", {})], "MatMul", ["mm", "div", "sigmoid"])):
+        model, x = _chain_model(ops, head)
+        fused, live, y, ref = _fuse_and_replay(model, x)
+        assert list(fused.values()) == [want], (ops, fused)
+        node = next(n for n in live if n.name in fused)
+        assert node.attrs["clip"] == ((0.5, 0.75) if head == "Conv" else (1.75, 0.0)), node.attrs
+        if want[-1] == "sigmoid":
+            assert node.attrs["epilogue"] == gemm.EPI_DIV | gemm.EPI_SIGMOID
+        np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))

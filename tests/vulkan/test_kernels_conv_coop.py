@@ -41,8 +41,17 @@ ULP = 2.0 ** -10
 F16 = np.dtype(np.float16)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EPILOGUES = [0, gemm.EPI_RELU, gemm.EPI_RESIDUAL, gemm.EPI_RESIDUAL | gemm.EPI_RELU, gemm.EPI_CLIP,
-             gemm.EPI_SILU]
+             gemm.EPI_SILU, gemm.EPI_SIGMOID, gemm.EPI_HARD_SIGMOID, gemm.EPI_RESIDUAL | gemm.EPI_HARD_SWISH,
+             gemm.EPI_LEAKY_RELU]
 CLIP = (-0.5, 2.0)
+# The epilogue's (ELO, EHI) for each flag that takes them: Clip's bounds, the activations' alpha, beta
+PARAMS = {gemm.EPI_CLIP: CLIP, gemm.EPI_HARD_SIGMOID: (0.3, 0.4), gemm.EPI_HARD_SWISH: (1 / 6, 0.5),
+          gemm.EPI_LEAKY_RELU: (0.15, 0.0)}
+
+
+def _params(epi):
+    """The (ELO, EHI) pair `epi` takes, else None."""
+    return next((p for f, p in PARAMS.items() if epi & f), None)
 
 
 def cpu(op_type, attrs, *inputs, opset=22):
@@ -79,6 +88,15 @@ def reference(attrs, x, w, b, r, epi):
         y = np.clip(y, *CLIP)
     if epi & gemm.EPI_SILU:
         y = _f16(y * _f16(1.0 / (1.0 + np.exp(-y))))
+    alpha, beta = np.float32(_params(epi) or (0.0, 0.0))  # (as the push constants carry them)
+    if epi & gemm.EPI_SIGMOID:
+        y = _f16(1.0 / (1.0 + np.exp(-y)))
+    if epi & gemm.EPI_HARD_SIGMOID:
+        y = _f16(np.clip(alpha * y + beta, 0.0, 1.0))
+    if epi & gemm.EPI_HARD_SWISH:
+        y = _f16(y * np.clip(alpha * y + beta, 0.0, 1.0))
+    if epi & gemm.EPI_LEAKY_RELU:
+        y = _f16(np.where(y < 0, alpha * y, y))
     bound = cpu("Conv", attrs, np.abs(x64), np.abs(w64))
     return y, v, bound, extra
 
@@ -103,7 +121,7 @@ def run_conv(dev, attrs, x, w, b=None, r=None, epi=0):
     if epi & gemm.EPI_RESIDUAL:
         feeds["r"] = r
         names[3] = "r"
-    fattrs = dict(attrs, epilogue=epi, clip=list(CLIP) if epi & gemm.EPI_CLIP else None)
+    fattrs = dict(attrs, epilogue=epi, clip=_params(epi))
     return run_ops(dev, [(kc.FUSED_CONV, fattrs, names, ["y"])], feeds)["y"]
 
 
@@ -217,7 +235,7 @@ def test_tilings(coop, vkml_env, tile):
     ((1, 64, 9, 9), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 37, 12, 12), (24, 37, 3, 3), {"strides": [2, 2]}),       # K = 333: not a multiple of the split
 ])
-@pytest.mark.parametrize("epi", [0, gemm.EPI_RESIDUAL | gemm.EPI_RELU, gemm.EPI_SILU])
+@pytest.mark.parametrize("epi", [0, gemm.EPI_RESIDUAL | gemm.EPI_RELU, gemm.EPI_SILU, gemm.EPI_HARD_SWISH])
 def test_split_k(coop, vkml_env, x_shape, w_shape, attrs, epi):
     """Few output blocks and a long K: partial sums in float32, the bias and the epilogue in
     splitk_reduce's pass."""
@@ -429,4 +447,6 @@ def test_plain_coop_gemms_leave_the_heavy_epilogues_out():
             for name in (b"vkml_erf", b"vkml_tanh", b"vkml_div"):
                 assert name not in plain, (base, name)
                 assert name in heavy, (base, name)
-    assert matmul_coop.HEAVY_EPILOGUES == gemm.EPI_GELU | gemm.EPI_GELU_TANH | gemm.EPI_DIV
+    # (and the CNN activations: +8% at 512^3 with them compiled in, checks/h200-2026-11-28-cnn-activation-epilogues.txt)
+    assert matmul_coop.HEAVY_EPILOGUES == (gemm.EPI_GELU | gemm.EPI_GELU_TANH | gemm.EPI_DIV | gemm.EPI_SIGMOID
+                                           | gemm.EPI_HARD_SIGMOID | gemm.EPI_HARD_SWISH | gemm.EPI_LEAKY_RELU)

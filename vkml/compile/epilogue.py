@@ -1,13 +1,14 @@
-"""Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or an activation (Relu,
-Clip with constant bounds as in ReLU6, SiLU written as x * Sigmoid(x)) becomes one FusedConv
-node, whose GPU kernel applies them before its store (shaders/include/vkml_epilogue.glsl); a
-Gemm or MatMul (float32 or float16) with the same followers becomes one FusedGemm (the SIMT,
-small and cooperative-matrix GEMM shaders and the split-K reduce pass all take the epilogue);
-a GEMM also takes a constant bias Add along the last axis first (what transformer exports write
-after each MatMul of a 3-D activation, which fold_bias's 2-D Gemm form does not cover) and GELU
-in the erf form exporters write (Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5). A
-2x2 or 3x3 MaxPool of the same stride after a small Conv (the direct route: LeNet-style CNNs
-such as mnist-12) joins it too, when no residual is added (kernels/conv.fusable_pool).
+"""Epilogue fusion for GPU plans: a Conv followed by a residual Add and/or an activation (Relu, Clip
+with constant bounds as in ReLU6, SiLU written as x * Sigmoid(x), Sigmoid, HardSigmoid, HardSwish,
+LeakyRelu) becomes one FusedConv node, whose GPU kernel applies them before its store
+(shaders/include/vkml_epilogue.glsl); a Gemm or MatMul (float32 or float16) with the same followers
+becomes one FusedGemm (the SIMT, small and cooperative-matrix GEMM shaders and the split-K reduce
+pass all take the epilogue); a GEMM also takes a constant bias Add along the last axis first (what
+transformer exports write after each MatMul of a 3-D activation, which fold_bias's 2-D Gemm form
+does not cover) and GELU in the erf form exporters write (Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x
+-> Mul 0.5). A 2x2 or 3x3 MaxPool of the same stride after a small Conv (the direct route:
+LeNet-style CNNs such as mnist-12) joins it too, when no residual is added
+(kernels/conv.fusable_pool).
 
 Why: on a GPU each op is a dispatch and a barrier. In a ResNet-50 at batch 1 the 49 Relu and 16
 Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
@@ -15,13 +16,13 @@ Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
 bias Adds, 24 residual Adds and 60 GELU ops of ~5.5 us each were 0.9 of its 2.9 GPU ms.
 
 The patterns, on one input signature's live nodes (concrete shapes): Conv -> Relu, Conv -> Add,
-Conv -> Add -> Relu (and Clip in Relu's place wherever its bounds are constants; SiLU: the value
-read by exactly a Sigmoid and a Mul of it with the Sigmoid's output), where each intermediate
-value has that one reader and is no graph output, the Add's other input has the Conv output's
-shape and dtype (no broadcasting), the dtype is float32 or float16 (each step rounded to it) and
-the Conv's geometry is one the GPU kernel takes. The fused node
-keeps the results: on the CPU it replays the original operators, on the GPU each step rounds to
-the output type as the separate ops do.
+Conv -> Add -> Relu (and Clip in Relu's place wherever its bounds are constants, or Sigmoid,
+HardSigmoid, HardSwish, LeakyRelu; SiLU: the value read by exactly a Sigmoid and a Mul of it with
+the Sigmoid's output), where each intermediate value has that one reader and is no graph output,
+the Add's other input has the Conv output's shape and dtype (no broadcasting), the dtype is float32
+or float16 (each step rounded to it) and the Conv's geometry is one the GPU kernel takes. The fused
+node keeps the results: on the CPU it replays the original operators, on the GPU each step rounds
+to the output type as the separate ops do.
 """
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ import numpy as np
 from ..ir.graph import Node, TensorDesc, _graphs_in
 from ..ops.fused import BINARY_CODES, OP_TYPE as FUSED_ELEMENTWISE, UNARY_CODES
 from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route
+from ..kernels.elementwise import UNARY
 from ..kernels.matmul import FUSED_GEMM
-from ..kernels.gemm import (EPI_CLIP, EPI_DIV, EPI_GELU, EPI_GELU_TANH, EPI_RELU, EPI_RESIDUAL, EPI_SILU,
-                            MAX_BATCH_RANK)
+from ..kernels.gemm import (EPI_CLIP, EPI_DIV, EPI_GELU, EPI_GELU_TANH, EPI_HARD_SIGMOID, EPI_HARD_SWISH,
+                            EPI_LEAKY_RELU, EPI_RELU, EPI_RESIDUAL, EPI_SIGMOID, EPI_SILU, MAX_BATCH_RANK)
 from ..kernels.matmul import matmul_problem
 from ..ops.registry import Op
 from .rewrite import fold_chain, only_reader, other_input, readers_of, rewritten, transpose_perm
@@ -42,14 +44,19 @@ from .rewrite import fold_chain, only_reader, other_input, readers_of, rewritten
 DOMAIN = "ai.vkml"
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
+# The one-input activations an epilogue applies, each as the unary shader computes it. Those with
+# parameters carry what the unary kernel would push (kernels/elementwise.UNARY) in Clip's bounds'
+# place: none of them fuses after a GEMM's Div, whose divisor is there.
+ACTIVATIONS = {"Relu": EPI_RELU, "Sigmoid": EPI_SIGMOID, "HardSigmoid": EPI_HARD_SIGMOID,
+               "HardSwish": EPI_HARD_SWISH, "LeakyRelu": EPI_LEAKY_RELU}
 
 
 class FusedConv(Op):
-    """Conv [+ Add residual] [+ Relu, Clip or SiLU] [+ MaxPool]. Inputs: X, W, B ("" if none),
-    R ("" if none). `replay`: (conv, add or None, activation or None, max pool or None), the
-    original operators run in order on the CPU; an activation is ("unary", op, extra inputs)
-    or ("silu", Sigmoid, Mul, whether the Mul reads x first); `pool`: the max pool's window
-    side (0: none)."""
+    """Conv [+ Add residual] [+ an activation: ACTIVATIONS, Clip or SiLU] [+ MaxPool]. Inputs:
+    X, W, B ("" if none), R ("" if none). `replay`: (conv, add or None, activation or None, max
+    pool or None), the original operators run in order on the CPU; an activation is ("unary",
+    op, extra inputs) or ("silu", Sigmoid, Mul, whether the Mul reads x first); `pool`: the max
+    pool's window side (0: none)."""
 
     op_type, domain, since = FUSED_CONV, DOMAIN, 1
     attrs = {"epilogue": None, "replay": None, "fused": None, "clip": None, "pool": 0, "auto_pad": "NOTSET",
@@ -74,11 +81,12 @@ class FusedConv(Op):
 
 class FusedGemm(Op):
     """[Transpose of A or B] Gemm or MatMul (`base`) [+ Add bias] [/ constant] [+ Add residual]
-    [+ Relu, Clip, SiLU or GELU]. Inputs: A, B (a MatMul's: before the Transposes `a_perm` /
-    `b_perm`, whose operators `views` replays), C ("" if none: Gemm's C, or a MatMul's bias), R
-    ("" if none). `replay`: (gemm or matmul, add or None, activation or None), as FusedConv's, a
-    GELU as ("gelu", [(op, operand order)] of its steps); `bias`: a MatMul's bias Add and whether
-    it reads the bias first, else None; `div`: the Div's operator and divisor, else None."""
+    [+ an activation: ACTIVATIONS, Clip, SiLU or GELU]. Inputs: A, B (a MatMul's: before the
+    Transposes `a_perm` / `b_perm`, whose operators `views` replays), C ("" if none: Gemm's C,
+    or a MatMul's bias), R ("" if none). `replay`: (gemm or matmul, add or None, activation or
+    None), as FusedConv's, a GELU as ("gelu", [(op, operand order)] of its steps); `bias`: a
+    MatMul's bias Add and whether it reads the bias first, else None; `div`: the Div's operator
+    and divisor, else None."""
 
     op_type, domain, since = FUSED_GEMM, DOMAIN, 1
     attrs = {"base": None, "epilogue": None, "replay": None, "fused": None, "clip": None, "alpha": 1.0,
@@ -305,11 +313,11 @@ def _bias(head: Node, y: TensorDesc, values, next_node, replace, consts):
 
 
 def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, consts, gemm: bool = False):
-    """What follows `head` and can run in its epilogue: (chain from head on, residual value or
-    "", EPI_* flags, Clip bounds (GELU: its constants; Div: its divisor) or None, activation
-    replay or None, bias (Add, value, bias first) or None, (Div, divisor) or None). `gemm`: a
-    Gemm/MatMul head, which also takes a constant bias Add along the last axis first, then a
-    division by a constant, and GELU."""
+    """What follows `head` and can run in its epilogue: (chain from head on, residual value or "",
+    EPI_* flags, Clip bounds (GELU: its constants; Div: its divisor; HardSigmoid, HardSwish,
+    LeakyRelu: their alpha, beta) or None, activation replay or None, bias (Add, value, bias first)
+    or None, (Div, divisor) or None). `gemm`: a Gemm/MatMul head, which also takes a constant bias
+    Add along the last axis first, then a division by a constant, and GELU."""
     chain, res, flags = [head], "", 0
     bias = _bias(head, y, values, next_node, replace, consts) if gemm else None
     if bias is not None:
@@ -338,10 +346,14 @@ def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, 
             nxt = None
     clip, act = None, None
     if nxt is not None and id(nxt) not in replace and values.get(nxt.outputs[0]) == y:
-        if _single(nxt, "Relu") and len(nxt.inputs) == 1:
+        flag = next((f for t, f in ACTIVATIONS.items() if _single(nxt, t)), 0)
+        params = UNARY[nxt.op_type][2] if flag else None
+        if flag and len(nxt.inputs) == 1 and nxt.op is not None and (params is None or div is None):
             chain.append(nxt)
-            flags |= EPI_RELU
+            flags |= flag
             act = ("unary", nxt.op, ())
+            if params is not None:
+                clip = tuple(float(v) for v in params(nxt.attrs))
         elif _single(nxt, "Clip") and len(nxt.outputs) == 1 and nxt.op is not None and div is None:
             got = _clip_bounds(nxt, consts, y.dtype)
             if got is not None:
@@ -372,7 +384,7 @@ def _tail(head: Node, y: TensorDesc, values, readers, next_node, keep, replace, 
 def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outputs: Sequence[str],
                    keep: set[str] | frozenset[str] = frozenset(), consts: Mapping[str, np.ndarray] | None = None
                    ) -> tuple[list[Node], dict[str, list[Node]]]:
-    """(live nodes with Conv / Gemm / MatMul [+ Add] [+ Relu | Clip | SiLU] [+ MaxPool after a
+    """(live nodes with Conv / Gemm / MatMul [+ Add] [+ activation] [+ MaxPool after a
     small Conv] patterns replaced, {fused name: originals}); `consts` gives Clip's bound inputs
     (without them only attribute bounds fuse)."""
     consts = consts or {}

@@ -30,6 +30,12 @@ EPI_SILU = 8   # x * Sigmoid(x)
 EPI_GELU = 16  # GELU, erf form (only the GEMM shaders: include/vkml_epilogue.glsl)
 EPI_GELU_TANH = 32  # GELU, tanh form (the same)
 EPI_DIV = 64   # / a constant, first (the same; its divisor in the Clip bounds' place)
+# The activations CNNs put after convolutions, as shaders/unary.comp computes them; the
+# parameters travel in the Clip bounds' place (ELO, EHI): alpha (and beta).
+EPI_SIGMOID = 128
+EPI_HARD_SIGMOID = 256  # (alpha, beta)
+EPI_HARD_SWISH = 512    # (1/6, 0.5)
+EPI_LEAKY_RELU = 1024   # (alpha, 0)
 NO_CLIP = (0.0, 0.0)
 # Split K when a GEMM has fewer workgroups than this: a GPU has ~100 multiprocessors (an H100
 # 132), each running several workgroups; a 512 x 49 output (ResNet-50's last 3x3 convs at batch

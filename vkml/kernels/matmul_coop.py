@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import config
-from .gemm import EPI_DIV, EPI_GELU, EPI_GELU_TANH, MATMUL_PUSH, NO_CLIP, dispatch_gemm, residual_view
+from .gemm import (EPI_DIV, EPI_GELU, EPI_GELU_TANH, EPI_HARD_SIGMOID, EPI_HARD_SWISH, EPI_LEAKY_RELU, EPI_SIGMOID,
+                   MATMUL_PUSH, NO_CLIP, dispatch_gemm, residual_view)
 
 FEATURES = ("cooperative_matrix", "fp16_arithmetic", "storage_16bit")
 SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))  # the shader variants built (tools/build_shaders.py)
@@ -88,9 +89,14 @@ SKINNY = CoopTiling(64, 64, 128, 32, 32, 1)
 # default 1.5-3.5x on every pointwise convolution of ResNet-50 at batch 32 (GPU timestamps on an
 # H200, bench/results/checks/h200-2026-11-25-coop-short-k.jsonl) and tie at batch 1.
 SHORT_K = 1024
-# Epilogues only the matmul_coop_*_epi_f16 variants compute (shaders/matmul_coop.comp EPI_GEMM)
-HEAVY_EPILOGUES = EPI_GELU | EPI_GELU_TANH | EPI_DIV
+# Epilogues only the matmul_coop_*_epi_f16 variants compute (shaders/matmul_coop.comp EPI_GEMM;
+# the plain ones keep residual, Relu, Clip and SiLU: every activation compiled in slows them)
+HEAVY_EPILOGUES = (EPI_GELU | EPI_GELU_TANH | EPI_DIV | EPI_SIGMOID | EPI_HARD_SIGMOID | EPI_HARD_SWISH
+                   | EPI_LEAKY_RELU)
 SHORT = CoopTiling(64, 64, 32, 32, 32, 1)
+# Whole blocks and K a multiple of BK: the shader's ALIGNED variant, whose fetches skip the
+# bounds checks (a switch for A/Bs: bench/probe_knobs.py, bench/bench_matmul.py).
+ALIGNED = True
 
 
 def device_shape(device) -> CoopShape | None:
@@ -191,7 +197,9 @@ def record_if_suitable(rec, g, a, b, c, out, epi: int = 0, res=None, clip: tuple
     shape, t, vec = chosen
     has_c = g.c_strides is not None
     threads = t.warps * dev.info.subgroup_size
-    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size, t.stages)
+    aligned = ALIGNED and g.m % t.bm == 0 and g.n % t.bn == 0 and g.k % t.bk == 0
+    spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size, t.stages,
+            aligned)
     # GELU and the division need the shader variant that has their code (slower for the rest)
     heavy = "_epi" if epi & HEAVY_EPILOGUES else ""
     p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}{heavy}_f16", "rrrwwr", MATMUL_PUSH.size, spec)
