@@ -286,7 +286,13 @@ def test_validation_layer_clean(dev):
         vk.close_all()
         print("VALIDATION-CLEAN")
     """)
-    run_validated(code, VKML_VALIDATION_COOPMAT="1")
+    try:
+        run_validated(code, VKML_VALIDATION_COOPMAT="1")
+    except AssertionError as e:
+        # Debian 12's / Ubuntu 24.04's layer (1.3.239) predates the extension and says so
+        if "VK_KHR_cooperative_matrix is not supported by this layer" in str(e):
+            pytest.skip("the validation layer predates VK_KHR_cooperative_matrix")
+        raise
 
 
 # ---------------------------------------------------------------- everywhere
