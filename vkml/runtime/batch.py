@@ -37,7 +37,11 @@ class RunPool:
         return ex.submit(fn, *args, **kwargs)
 
     def map_ordered(self, fn: Callable[[Any], Any], items: Sequence[Any], what: str) -> list[Any]:
-        """[fn(item) for item in items] on the pool, in order (gather_ordered's rules)."""
+        """[fn(item) for item in items] on the pool, in order (gather_ordered's rules). A pool of
+        one thread would run them one after another anyway: then they run on the calling thread,
+        without a hand-over to the pool and back per item."""
+        if self.workers == 1:
+            return _inline_ordered(fn, items, what)
         return gather_ordered([self.submit(fn, item) for item in items], what)
 
     def shutdown(self, wait: bool = False) -> None:
@@ -71,6 +75,19 @@ def gather_ordered(futures: Sequence[Future], what: str) -> list[Any]:
         i, e = first
         e.add_note(f"{what}: item {i} of {len(futures)}")
         raise e
+    return results
+
+
+def _inline_ordered(fn: Callable[[Any], Any], items: Sequence[Any], what: str) -> list[Any]:
+    """map_ordered on the calling thread: the first failure stops the rest and is raised with
+    gather_ordered's note."""
+    results = []
+    for i, item in enumerate(items):
+        try:
+            results.append(fn(item))
+        except BaseException as e:
+            e.add_note(f"{what}: item {i} of {len(items)}")
+            raise
     return results
 
 
