@@ -18,6 +18,6 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
 timeout 150 $PY bench/probe_knobs.py --models tt:vit_b_16,mobilenet_v2,tv:efficientnet_b0,resnet18 --rounds 5 --runs 60 \
     --profile-runs 0 --out "$OUT/narrow_final.jsonl" --variant base= --variant "nonarrow=matmul.NARROW_MIN_SAVING:2.0" || status=1
-timeout 320 $PY -m vkml bench --only mnist,resnet18,mobilenet_v2,efficientnet_b0,matmul,mlp,transformers --device vulkan:0 --device cuda \
+timeout 320 $PY -m vkml bench --only mnist,resnet18,mobilenet_v2,efficientnet_b0,resnet50,matmul,mlp,transformers --device vulkan:0 --device cuda \
     --out "$OUT" --no-charts --time-limit 290 || status=1
 exit $status
