@@ -98,11 +98,6 @@ void put_b(uint buf, uint q, VT v) {
     [[unroll]] for (uint i = 0u; i < FM * FN; ++i) \
         acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0)
 
-// acc += the block's A rows from m0 times its B columns from n0 over `ntiles` K tiles from
-// `kbeg` (fetch_a(abase, ...), fetch_b(bbase, ...)); `tid` is the local invocation index,
-// (wm0, wn0) the warp tile's corner in the block. Ends with every subgroup past its last read
-// of the shared tiles, so that the staging tiles may reuse As. (A macro: the accumulator array
-// must stay in registers, indexed by constants once the loops are unrolled.)
 // One K tile's multiplies on shared buffer `buf`.
 #define COOP_MATH(buf, wm0, wn0) { \
     [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) { \
