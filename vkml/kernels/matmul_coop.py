@@ -95,7 +95,9 @@ HEAVY_EPILOGUES = (EPI_GELU | EPI_GELU_TANH | EPI_DIV | EPI_SIGMOID | EPI_HARD_S
                    | EPI_LEAKY_RELU)
 SHORT = CoopTiling(64, 64, 32, 32, 32, 1)
 # Whole blocks and K a multiple of BK: the shader's ALIGNED variant, whose fetches skip the
-# bounds checks (a switch for A/Bs: bench/probe_knobs.py, bench/bench_matmul.py).
+# bounds checks (4096^3 float16 on an H200: 250 -> 278 TFLOPS,
+# bench/results/checks/h200-2026-11-28-coop-aligned.txt). A module switch for A/Bs, e.g.
+# bench/probe_knobs.py --variant "checked=matmul_coop.ALIGNED:False".
 ALIGNED = True
 
 
@@ -200,7 +202,7 @@ def record_if_suitable(rec, g, a, b, c, out, epi: int = 0, res=None, clip: tuple
     aligned = ALIGNED and g.m % t.bm == 0 and g.n % t.bn == 0 and g.k % t.bk == 0
     spec = (threads, t.bm, t.bn, t.bk, t.wm, t.wn, g.trans_a, g.trans_b, has_c, dev.info.subgroup_size, t.stages,
             aligned)
-    # GELU and the division need the shader variant that has their code (slower for the rest)
+    # GELU, the division and the CNN activations need the variant that has their code (HEAVY_EPILOGUES)
     heavy = "_epi" if epi & HEAVY_EPILOGUES else ""
     p = dev.pipeline(f"matmul_coop_{shape.m}x{shape.n}x{shape.k}_v{vec}{heavy}_f16", "rrrwwr", MATMUL_PUSH.size, spec)
     dispatch_gemm(rec, p, g, t, [a.view, b.view, c.view if has_c else out.view, out.view], out,
