@@ -7,10 +7,12 @@
 // (P = cols for a plain row-major output; P = positions per image for NCHW convolutions,
 // where cols run over images x positions) and takes bias[row * br + col * bc].
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "include/vkml_types.glsl"
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 layout(constant_id = 1) const bool HAS_BIAS = false;
+const uint RUN = 8;
 
 layout(std430, binding = 0) readonly buffer BP { float part[]; };
 layout(std430, binding = 1) readonly buffer BB { SO bias[]; };
@@ -32,8 +34,16 @@ layout(push_constant) uniform Push {
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint e = gl_GlobalInvocationID.x; e < pc.total; e += stride) {
+        // The partials added in the order of the splits, loaded RUN at a time first: loaded in
+        // the loop as it was, they cost one memory latency each.
         float v = 0.0;
-        for (uint s = 0u; s < pc.S; ++s) v += part[s * pc.total + e];
+        uint s = 0u;
+        for (; s + RUN <= pc.S; s += RUN) {
+            float t[RUN];
+            [[unroll]] for (uint i = 0u; i < RUN; ++i) t[i] = part[(s + i) * pc.total + e];
+            [[unroll]] for (uint i = 0u; i < RUN; ++i) v += t[i];
+        }
+        for (; s < pc.S; ++s) v += part[s * pc.total + e];
         uint row = e / pc.cols, col = e - row * pc.cols;
         if (HAS_BIAS) v += pc.beta * float(bias[row * pc.br + col * pc.bc]);
         uint img = col / pc.P, p = col - img * pc.P;

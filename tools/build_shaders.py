@@ -330,6 +330,8 @@ def _variants_matmul(add) -> None:
     Conv also conv_coop.comp)."""
     for t in ("f32", "f16"):
         add(f"matmul_{t}", "matmul.comp", TX=T[t], TY=T[t], TO=T[t])
+        # the BIG tilings' build: the k loop unrolled (matmul.py BIG_SHADER)
+        add(f"matmul_unrolled_{t}", "matmul.comp", TX=T[t], TY=T[t], TO=T[t], GEMM_KSTEP=0)
         add(f"matmul_small_{t}", "matmul_small.comp", TX=T[t], TY=T[t], TO=T[t])
     for m, n, k in ((16, 16, 16), (16, 8, 16), (16, 8, 8)):  # NVIDIA's f16 shapes (glslang >= 13)
         for vec in (8, 4):  # 16- or 8-byte accesses (matmul_coop.py picks by alignment)

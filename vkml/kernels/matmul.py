@@ -84,7 +84,12 @@ class Tiling:
 # with split K was the best or within 10% of it on every shape (model sum 1.05 ms; 32x32
 # 1.77 ms); the 8x8 tilings were measured there while their stores spilled (2 TFLOPS), so
 # that comparison is still to be redone.
-BIG = (Tiling(64, 128, 8, 8, 8),)
+BIG = (Tiling(64, 128, 16, 8, 8),)
+# BIG tilings run on a build of matmul.comp with the k loop unrolled (GEMM_KSTEP=0): 4096^3
+# float32 on an H200, 64x128x8 as before 35.5 TFLOPS, 64x128x16 unrolled 40.7, compiled in
+# 0.23 s against 0.14 (bench/results/probe_gemm_core-h200-2026-11-28.jsonl, which has the
+# other variants: unrolled by 2 or 4, the next k's shared reads issued before the FMAs).
+BIG_SHADER = "matmul_unrolled"
 MEDIUM = Tiling(64, 64, 16, 4, 4)
 SMALL = Tiling(32, 32, 16, 4, 4)
 # 32-row blocks where 64-row ones would pad M by at least NARROW_MIN_SAVING x M more: ViT-B/16's
@@ -308,7 +313,7 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     vec_b = 4 if g.k and _vec_ok(g, False) and b.view.offset % 16 == 0 else 1
     has_c = g.c_strides is not None
     spec = t.spec() + (vec_a, vec_b, g.trans_a, g.trans_b, has_c)
-    p = dev.pipeline(f"matmul_{dt}", "rrrwwr", MATMUL_PUSH.size, spec)
+    p = dev.pipeline(f"{BIG_SHADER if t in BIG else 'matmul'}_{dt}", "rrrwwr", MATMUL_PUSH.size, spec)
     vr = residual_view(epi, res, out)
     # Empty operands (K = 0) still need a binding: the output stands in, never read.
     va = a.view if g.k else out.view

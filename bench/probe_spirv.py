@@ -1,0 +1,82 @@
+"""Whole models on one build of the shaders: host→host medians of the bench's model builders at
+given batches, for A/Bs of a shader variant that bench/probe_knobs.py cannot switch (SPIR-V is
+loaded once per process). Point VKML_SPIRV_DIR at a folder holding the variant's .spv files
+(the rest come from the package) and run one process per variant, the shipped build first and
+last to see the drift, e.g.
+
+    VKML_SPIRV_DIR=/tmp/pf python bench/probe_spirv.py --models resnet18:32,mobilenet_v2:1 --out F.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet18:1,resnet18:32",
+                    help="NAME:BATCH,... (vkml.benchmarks.models; tv:NAME exported from torchvision)")
+    ap.add_argument("--label", default=os.environ.get("VKML_SPIRV_DIR") or "shipped")
+    ap.add_argument("--device", default="vulkan:0")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=30, help="timed runs per round")
+    ap.add_argument("--warm-s", type=float, default=1.0, help="untimed runs for this long first (GPU clocks up)")
+    ap.add_argument("--profile-runs", type=int, default=0, help="GPU time per shader over this many runs (0: none)")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+
+    import vkml
+    from vkml.benchmarks import models as M
+    from vkml.benchmarks.profile import gpu_session_profile
+
+    out = open(a.out, "a") if a.out else None
+    for spec in a.models.split(","):
+        name, _, batch = spec.rpartition(":") if spec.count(":") > (1 if spec.startswith("tv:") else 0) else (spec, "", "")
+        if name.startswith("tv:"):
+            bm, why = M.torchvision_model(name[3:], int(batch or 1))
+            if bm is None:
+                raise SystemExit(why)
+        else:
+            bm = getattr(M, name)(int(batch or 1))
+        t0 = time.perf_counter()
+        s = vkml.InferenceSession(bm.proto.SerializeToString(), devices=[a.device])
+        feed = dict(bm.feed)
+        s.run(None, feed)
+        build_s = time.perf_counter() - t0
+        t_end = time.perf_counter() + a.warm_s
+        while time.perf_counter() < t_end:
+            s.run(None, feed)
+        medians = []
+        for _ in range(a.rounds):
+            ts = []
+            for _ in range(a.runs):
+                t = time.perf_counter()
+                s.run(None, feed)
+                ts.append(time.perf_counter() - t)
+            medians.append(statistics.median(ts))
+        row = {"probe": "spirv", "label": a.label, "model": name, "batch": int(batch or 1),
+               "host_median_us_per_round": [round(m * 1e6, 1) for m in medians],
+               "host_median_us": round(statistics.median(medians) * 1e6, 1), "runs": a.rounds * a.runs,
+               "build_s": round(build_s, 3), "device": a.device}
+        if a.profile_runs:
+            prof = gpu_session_profile(bm.proto.SerializeToString(), feed, a.device, a.profile_runs)
+            row["gpu_us"] = round(sum(u.gpu_s for u in prof["units"]) * 1e6, 1)
+            row["dispatch_us"] = {k: round(v[1] * 1e6, 1)
+                                  for k, v in sorted(prof["dispatch"].items(), key=lambda kv: -kv[1][1])}
+        line = json.dumps(row)
+        print(line, flush=True)
+        if out:
+            out.write(line + "\n")
+        del s
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
