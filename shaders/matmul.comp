@@ -14,6 +14,10 @@ layout(constant_id = 7) const uint VEC_B = 1;
 layout(constant_id = 8) const bool TRANS_A = false; // A stored K x M (m contiguous)
 layout(constant_id = 9) const bool TRANS_B = false; // B stored N x K (k contiguous)
 layout(constant_id = 10) const bool HAS_C = false;
+// B's rows scaled as they are read, each value rounded to B's type as a separate Mul would:
+// 1 by ks[z * K + k] (a squeeze-excitation gate per image and channel before a pointwise
+// convolution, kernels/conv.py), 2 by ks[k].
+layout(constant_id = 11) const uint KSCALE = 0;
 
 #if TX == 2
 #define SX4 f16vec4
@@ -32,6 +36,7 @@ layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
 // adds the partials and beta * C into the output.
 layout(std430, binding = 4) writeonly buffer BP { float part[]; };
 layout(std430, binding = 5) readonly buffer BR { SO res[]; };
+layout(std430, binding = 6) readonly buffer BS { SX ks[]; };
 
 // Batch: output batch z (row-major over bshape[0..brank)) reads A at sum(coord * sab) and B
 // at sum(coord * sbb); the output batches are contiguous M x N blocks. 92 bytes.
@@ -53,6 +58,7 @@ layout(push_constant) uniform Push {
 #include "include/vkml_epilogue.glsl"
 
 uint KEND;                  // the end of this split's k range
+uint KSBASE;                // where this batch's row scales start in ks[] (KSCALE)
 
 // Output element (m, n) of the batch (or split K partial) at obase: alpha * v, then beta * C
 // and the epilogue; a split's partial (S > 1) is stored as alpha * v for splitk_reduce.
@@ -85,7 +91,7 @@ vec4 load_a(uint base, uint gm, uint gk) {
 }
 
 // Four values of B starting at (gk, gn), along n unless TRANS_B (then along k).
-vec4 load_b(uint base, uint gk, uint gn) {
+vec4 load_b_raw(uint base, uint gk, uint gn) {
     vec4 v = vec4(0.0);
     if (gk >= KEND || gn >= pc.N) return v;
     if (TRANS_B) {
@@ -100,6 +106,14 @@ vec4 load_b(uint base, uint gk, uint gn) {
     return v;
 }
 
+vec4 load_b(uint base, uint gk, uint gn) {
+    vec4 v = load_b_raw(base, gk, gn);
+    if (KSCALE == 0u || gk >= KEND || gn >= pc.N) return v;
+    if (!TRANS_B) return vec4(SX4(v * float(ks[KSBASE + gk])));
+    for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = float(SX(v[c_] * float(ks[KSBASE + gk + c_])));
+    return v;
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint tx = tid % WGX, ty = tid / WGX;
@@ -108,6 +122,7 @@ void main() {
         uint split = zs / pc.batch, z = zs - split * pc.batch;
         uint kbeg = split * pc.KS;
         KEND = min(pc.K, kbeg + pc.KS);
+        KSBASE = KSCALE == 1u ? z * pc.K : 0u;
         uint ntiles = KEND > kbeg ? (KEND - kbeg + BK - 1u) / BK : 0u;
         uint abase = 0u, bbase = 0u, r = z;
         for (int d = int(pc.brank) - 1; d >= 0; --d) {

@@ -14,6 +14,7 @@ layout(local_size_x = 256, local_size_x_id = 0) in;
 layout(constant_id = 1) const bool TRANS_A = false; // A stored K x M (m contiguous)
 layout(constant_id = 2) const bool TRANS_B = false; // B stored N x K (k contiguous)
 layout(constant_id = 3) const bool HAS_C = false;
+layout(constant_id = 4) const uint KSCALE = 0;  // B's rows scaled as matmul.comp's KSCALE
 
 layout(std430, binding = 0) readonly buffer BA { SX a[]; };
 layout(std430, binding = 1) readonly buffer BB { SX b[]; };
@@ -21,6 +22,7 @@ layout(std430, binding = 2) readonly buffer BC { SO c[]; };
 layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
 layout(std430, binding = 4) writeonly buffer BP { float part[]; };
 layout(std430, binding = 5) readonly buffer BR { SO res[]; };
+layout(std430, binding = 6) readonly buffer BS { SX ks[]; };
 
 layout(push_constant) uniform Push {
     uint M, N, K, batch;
@@ -55,6 +57,7 @@ void main() {
             uint t = i / pc.N;
             m = t % pc.M;
             uint r = t / pc.M, abase = 0u, bbase = 0u;
+            uint ksb = KSCALE == 1u ? r * pc.K : 0u;
             for (int d = int(pc.brank) - 1; d >= 0; --d) {
                 uint s = pc.bshape[d], q = r / s, co = r - q * s;
                 r = q;
@@ -64,6 +67,7 @@ void main() {
             for (uint k = lane; k < pc.K; k += LANES) {
                 float av = float(TRANS_A ? a[abase + k * pc.lda + m] : a[abase + m * pc.lda + k]);
                 float bv = float(TRANS_B ? b[bbase + n * pc.ldb + k] : b[bbase + k * pc.ldb + n]);
+                if (KSCALE != 0u) bv = float(SX(bv * float(ks[ksb + k])));
                 acc = fma(av, bv, acc);
             }
         }

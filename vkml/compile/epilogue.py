@@ -8,7 +8,9 @@ transformer exports write after each MatMul of a 3-D activation, which fold_bias
 does not cover) and GELU in the erf form exporters write (Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x
 -> Mul 0.5). A 2x2 or 3x3 MaxPool of the same stride after a small Conv (the direct route:
 LeNet-style CNNs such as mnist-12) joins it too, when no residual is added
-(kernels/conv.fusable_pool).
+(kernels/conv.fusable_pool). Before a pointwise Conv, a Mul of its input by one value per channel
+(and image), the gate of a squeeze-excitation block, joins it as a scale the GEMM applies while
+it reads the input (kernels/conv.scalable_input).
 
 Why: on a GPU each op is a dispatch and a barrier. In a ResNet-50 at batch 1 the 49 Relu and 16
 Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
@@ -32,7 +34,7 @@ import numpy as np
 
 from ..ir.graph import Node, TensorDesc, _graphs_in
 from ..ops.fused import BINARY_CODES, OP_TYPE as FUSED_ELEMENTWISE, UNARY_CODES
-from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route
+from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route, scalable_input
 from ..kernels.elementwise import UNARY
 from ..kernels.matmul import FUSED_GEMM
 from ..kernels.gemm import (EPI_CLIP, EPI_DIV, EPI_GELU, EPI_GELU_TANH, EPI_HARD_SIGMOID, EPI_HARD_SWISH,
@@ -42,6 +44,9 @@ from ..ops.registry import Op
 from .rewrite import fold_chain, only_reader, other_input, readers_of, rewritten, transpose_perm
 
 DOMAIN = "ai.vkml"
+# Off: a Mul before a pointwise Conv stays a dispatch of its own (A/Bs: bench/probe_knobs.py
+# "compile.epilogue.INPUT_SCALE:False")
+INPUT_SCALE = True
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
 # The one-input activations an epilogue applies, each as the unary shader computes it. Those with
@@ -52,15 +57,17 @@ ACTIVATIONS = {"Relu": EPI_RELU, "Sigmoid": EPI_SIGMOID, "HardSigmoid": EPI_HARD
 
 
 class FusedConv(Op):
-    """Conv [+ Add residual] [+ an activation: ACTIVATIONS, Clip or SiLU] [+ MaxPool]. Inputs:
-    X, W, B ("" if none), R ("" if none). `replay`: (conv, add or None, activation or None, max
-    pool or None), the original operators run in order on the CPU; an activation is ("unary",
-    op, extra inputs) or ("silu", Sigmoid, Mul, whether the Mul reads x first); `pool`: the max
-    pool's window side (0: none)."""
+    """[Mul of X by a per-channel scale] Conv [+ Add residual] [+ an activation: ACTIVATIONS, Clip
+    or SiLU] [+ MaxPool]. Inputs: X, W, B ("" if none), R ("" if none), S (absent if none).
+    `replay`: (conv, add or None, activation or None, max pool or None), the original operators
+    run in order on the CPU; an activation is ("unary", op, extra inputs) or ("silu", Sigmoid,
+    Mul, whether the Mul reads x first); `pool`: the max pool's window side (0: none); `scale`:
+    (the Mul, whether it reads S first) or None."""
 
     op_type, domain, since = FUSED_CONV, DOMAIN, 1
-    attrs = {"epilogue": None, "replay": None, "fused": None, "clip": None, "pool": 0, "auto_pad": "NOTSET",
-             "dilations": None, "group": 1, "kernel_shape": None, "pads": None, "strides": None}
+    attrs = {"epilogue": None, "replay": None, "fused": None, "clip": None, "pool": 0, "scale": None,
+             "auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
+             "strides": None}
 
     def check(self) -> None:
         self._conv, self._add, self._act, self._pool = self.replay
@@ -69,7 +76,10 @@ class FusedConv(Op):
         out = self._conv.infer(list(inputs[:3]), list(consts[:3]))
         return out if self._pool is None else self._pool.infer(out, [None])
 
-    def run(self, x, w, b=None, r=None) -> list[np.ndarray]:
+    def run(self, x, w, b=None, r=None, s=None) -> list[np.ndarray]:
+        if self.scale is not None:
+            mul, first = self.scale
+            x = mul.run(s, x)[0] if first else mul.run(x, s)[0]
         y = self._conv.run(x, w, b)[0] if b is not None else self._conv.run(x, w)[0]
         if self._add is not None:
             y = self._add.run(y, r)[0]
@@ -401,7 +411,7 @@ def fuse_epilogues(live: Sequence[Node], values: Mapping[str, TensorDesc], outpu
         if head.name in keep or id(head) in replace or len(head.outputs) != 1 or head.op is None:
             continue
         if _single(head, "Conv"):
-            _fuse_conv(head, values, readers, next_node, keep, replace, fused, consts)
+            _fuse_conv(head, values, readers, next_node, keep, replace, fused, consts, producers)
         elif _single(head, "Gemm") or _single(head, "MatMul"):
             views = _transposed_operands(head, producers, values, readers, keep, replace) \
                 if head.op_type == "MatMul" else (None, None)
@@ -444,7 +454,26 @@ def _transposed_operands(mm: Node, producers, values, readers, keep, replace) ->
     return tuple(found)
 
 
-def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, consts) -> None:
+def _input_scale(conv: Node, xd: TensorDesc, wd: TensorDesc, values, readers, producers, keep, replace):
+    """(Mul, the scaled tensor, the per-channel scale, whether the Mul reads the scale first) when
+    the Conv's input is a Mul of a tensor of that input's shape by one value per channel (and
+    image), read by the Conv alone, and the GPU kernel can scale as it reads (conv.scalable_input:
+    squeeze-excitation before a pointwise convolution, as in EfficientNet and MobileNetV3), else None."""
+    mul = producers.get(conv.inputs[0])
+    if mul is None or not _single(mul, "Mul") or len(mul.inputs) != 2 or mul.name in keep or id(mul) in replace \
+            or mul.op is None or only_reader(readers, conv.inputs[0]) is not conv:
+        return None
+    for i in (0, 1):
+        big, small = values.get(mul.inputs[i]), values.get(mul.inputs[1 - i])
+        if big is None or small is None or not big.static or not small.static or big != xd \
+                or small.dtype != xd.dtype:
+            continue
+        if scalable_input(conv.attrs, xd.shape, wd.shape, small.shape):
+            return mul, mul.inputs[i], mul.inputs[1 - i], i == 1
+    return None
+
+
+def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, consts, producers=None) -> None:
     x, w = conv.inputs[0], conv.inputs[1] if len(conv.inputs) > 1 else ""
     y = values.get(conv.outputs[0])
     xd, wd = values.get(x), values.get(w)
@@ -453,6 +482,7 @@ def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, con
         return
     if not fusable_route("Conv", conv.attrs, xd.shape, wd.shape):
         return
+    scale = _input_scale(conv, xd, wd, values, readers, producers or {}, keep, replace) if INPUT_SCALE else None
     chain, res, flags, clip, act, _, _ = _tail(conv, y, values, readers, next_node, keep, replace, consts)
     pool, window = None, 0
     nxt = next_node(chain[-1].outputs[0])
@@ -462,16 +492,21 @@ def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, con
         if window:
             pool = nxt
             chain.append(nxt)
-    if len(chain) == 1:
+    if len(chain) == 1 and scale is None:
         return
     add = chain[1] if flags & EPI_RESIDUAL else None
+    ins = [x, w, conv.inputs[2] if len(conv.inputs) > 2 else "", res]
+    if scale is not None:
+        mul, ins[0], s, first = scale
+        chain.insert(0, mul)
+        ins.append(s)
     name = "+".join(n.name for n in chain)
-    b = conv.inputs[2] if len(conv.inputs) > 2 else ""
     attrs = {k: v for k, v in conv.attrs.items()}
     attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op, act,
                                          None if pool is None else pool.op),
-                 fused=[n.name for n in chain], clip=clip, pool=window)
-    node = Node(name, FUSED_CONV, DOMAIN, [x, w, b, res], [chain[-1].outputs[0]], attrs, 1)
+                 fused=[n.name for n in chain], clip=clip, pool=window,
+                 scale=None if scale is None else (scale[0].op, scale[3]))
+    node = Node(name, FUSED_CONV, DOMAIN, ins, [chain[-1].outputs[0]], attrs, 1)
     node.op = FusedConv(node)
     # At the chain's last node: the residual may be computed after the Conv (a projection
     # shortcut), never after the Add that reads it.

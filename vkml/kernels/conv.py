@@ -214,11 +214,27 @@ def _conv_tiling(device, geo: Geometry) -> mm.Tiling:
     return t
 
 
-def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
+def _record_pointwise(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP,
+                      scale=None) -> None:
+    """`scale`: X's channels multiplied first by this (N, C, 1, 1) or (1, C, 1, 1) tensor, as
+    the GEMM reads them (the Mul of a squeeze-excitation block)."""
     s = math.prod(geo.in_sp)
     g = gemm.Gemm(geo.m, s, geo.c, False, False, geo.c, s, [geo.n], [0], [geo.c * s],
                 1.0, 1.0, (1, 0) if b is not None else None)
-    mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res, clip=clip, narrow=False)
+    kscale = None if scale is None else (scale, scale.shape[0] != 1)
+    mm.record_gemm(rec, g, w, x, b, out, epi=epi, res=res, clip=clip, narrow=False, kscale=kscale)
+
+
+def scalable_input(attrs: Mapping[str, Any], x_shape, w_shape, s_shape) -> bool:
+    """Whether the GPU kernel can multiply this Conv's input by a tensor of shape `s_shape` as
+    it reads it: a pointwise convolution (the GEMM route that reads X as is) and a scale per
+    channel, per image ((N, C, 1, 1)) or shared ((1, C, 1, 1))."""
+    try:
+        geo = geometry("Conv", attrs, x_shape, w_shape)
+    except ValueError:
+        return False
+    return (len(x_shape) == 4 and not geo.transposed and _route(geo) == "pointwise"
+            and tuple(s_shape) in ((geo.n, geo.c, 1, 1), (1, geo.c, 1, 1)))
 
 
 def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP,
@@ -378,12 +394,18 @@ def fusable_pool(conv_attrs: Mapping[str, Any], x_shape, w_shape, pool_attrs: Ma
 class FusedConvKernel(ConvKernel):
     """A Conv whose following Add (a residual of the output's shape) and/or Relu run in its
     own epilogue, and a k x k / stride k max pool after them where `pool` (k) says so: inputs X, W, B (or
-    absent), R (or absent); attrs: the Conv's plus `epilogue` (EPI_* flags) and `pool`."""
+    absent), R (or absent), S (or absent: X's per-channel scale, scalable_input); attrs: the
+    Conv's plus `epilogue` (EPI_* flags) and `pool`."""
     op_types = (FUSED_CONV,)
 
     def check(self, device, op_type, attrs, inputs):
         super().check(device, "Conv", attrs, list(inputs[:3]))
         geo = self._geo("Conv", attrs, list(inputs[:3]))
+        sc = inputs[4] if len(inputs) > 4 else None
+        if sc is not None and (np.dtype(sc.dtype) != np.dtype(inputs[0].dtype)
+                               or not scalable_input(attrs, inputs[0].shape, inputs[1].shape, sc.shape)):
+            raise Unsupported(f"an input scale {tuple(sc.shape)} {sc.dtype} needs a pointwise convolution and "
+                              f"one {inputs[0].dtype} value per channel (and image)")
         r = inputs[3] if len(inputs) > 3 else None
         if r is not None and (tuple(r.shape) != geo.out_shape or np.dtype(r.dtype) != np.dtype(inputs[0].dtype)):
             raise Unsupported(f"residual {tuple(r.shape)} {r.dtype} does not match the output {geo.out_shape}")
@@ -403,6 +425,7 @@ class FusedConvKernel(ConvKernel):
         x, w, out = inputs[0], inputs[1], outputs[0]
         b = inputs[2] if len(inputs) > 2 else None
         res = inputs[3] if len(inputs) > 3 else None
+        scale = inputs[4] if len(inputs) > 4 else None
         geo = self._geo("Conv", attrs, [TensorSpec.of(t) if t is not None else None for t in inputs[:3]])
         if out.size == 0:
             return
@@ -412,7 +435,9 @@ class FusedConvKernel(ConvKernel):
         if attrs.get("pool"):
             _record_dw(rec, geo, x, w, b, out, epi, res, clip, small=True, pool=int(attrs["pool"]))
         elif route == "pointwise":
-            _record_pointwise(rec, geo, x, w, b, out, epi, res, clip)
+            _record_pointwise(rec, geo, x, w, b, out, epi, res, clip, scale)
+        elif scale is not None:
+            raise Unsupported("an input scale needs the pointwise route")
         elif route in ("dw", "direct"):
             _record_dw(rec, geo, x, w, b, out, epi, res, clip, small=route == "direct")
         else:

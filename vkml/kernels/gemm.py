@@ -127,9 +127,10 @@ def dispatch_grid(device, g: Gemm, bm: int, bn: int) -> tuple[int, int, int]:
 
 
 def dispatch_gemm(rec, p, g: Gemm, t, views: list, out, res_view=None, epi: int = 0,
-                  clip: tuple[float, float] = NO_CLIP) -> None:
+                  clip: tuple[float, float] = NO_CLIP, more: list | None = None) -> None:
     """Dispatch GEMM pipeline `p` (matmul.comp or matmul_coop.comp; bindings: `views` = A, B,
-    C, O, then the split-K partials, then `res_view` when the shader has a residual binding)
+    C, O, then the split-K partials, then `res_view` when the shader has a residual binding,
+    then `more`)
     over the blocks of tiling `t`, splitting K when they would leave the GPU idle (split_k)
     and recording the reduce pass after (C, the epilogue and the rounding happen there)."""
     dev = rec.device
@@ -141,7 +142,7 @@ def dispatch_gemm(rec, p, g: Gemm, t, views: list, out, res_view=None, epi: int 
     part = dev.alloc(splits * out_bytes) if splits > 1 else out.view
     split_g = Gemm(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, [g.batch * splits], [0], [0])
     grid = dispatch_grid(dev, split_g, t.bm, t.bn)
-    binds = views + [part] + ([] if res_view is None else [res_view])
+    binds = views + [part] + ([] if res_view is None else [res_view]) + (more or [])
     rec.dispatch(p, binds, gemm_push(g, ks, splits, epi, clip), grid)
     if splits > 1:
         record_split_reduce(rec, part, splits, views[2], has_c, out, out.view if res_view is None else res_view,

@@ -265,13 +265,14 @@ def is_small(g: Gemm) -> bool:
     return g.k >= SMALL_MIN_K and g.m * g.n * g.batch * g.k <= SMALL_MAX_MACS
 
 
-def _record_small(rec, g: Gemm, a, b, c, out, epi: int, res, clip) -> None:
+def _record_small(rec, g: Gemm, a, b, c, out, epi: int, res, clip, kscale=None) -> None:
     dev = rec.device
     has_c = g.c_strides is not None
-    p = dev.pipeline(f"matmul_small_{dtype_name(out.dtype)}", "rrrwwr", MATMUL_PUSH.size,
-                     (256, g.trans_a, g.trans_b, has_c))
+    p = dev.pipeline(f"matmul_small_{dtype_name(out.dtype)}", "rrrwwrr", MATMUL_PUSH.size,
+                     (256, g.trans_a, g.trans_b, has_c, _kscale_mode(kscale)))
     total = g.m * g.n * g.batch
-    views = [a.view, b.view, c.view if has_c else out.view, out.view, out.view, residual_view(epi, res, out)]
+    views = [a.view, b.view, c.view if has_c else out.view, out.view, out.view, residual_view(epi, res, out),
+             out.view if kscale is None else kscale[0].view]
     rec.dispatch(p, views, gemm_push(g, g.k, 1, epi, clip), p.groups_for(total * 32))
 
 
@@ -285,41 +286,51 @@ def _record_direct(rec, g: Gemm, a, b, c, out, suffix: str) -> None:
     rec.dispatch(p, views, gemm_push(g), p.groups_for(g.m * g.n * g.batch))
 
 
+def _kscale_mode(kscale) -> int:
+    """matmul.comp's KSCALE: 0 none, 1 a scale per (batch, k), 2 per k."""
+    return 0 if kscale is None else 1 if kscale[1] else 2
+
+
 def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: bool = True,
-                epi: int = 0, res=None, clip: tuple[float, float] = NO_CLIP, narrow: bool = True) -> None:
+                epi: int = 0, res=None, clip: tuple[float, float] = NO_CLIP, narrow: bool = True,
+                kscale: tuple | None = None) -> None:
     """Record out = alpha * op(a) @ op(b) (+ beta * c) for DeviceTensors a, b, c (or None),
     then the epilogue `epi` (EPI_RESIDUAL: + res, laid out like out; EPI_RELU; EPI_CLIP to
     `clip` = (lo, hi)).
     float16 runs on cooperative matrices where the device has them (unless coop=False); `narrow`:
-    choose_tiling's 32-row blocks where they pad M less (off for convolutions)."""
+    choose_tiling's 32-row blocks where they pad M less (off for convolutions). `kscale`:
+    (DeviceTensor s, per batch) scales B's row k by s[z * K + k] (per batch) or s[k] as it is
+    read, rounded to B's type: a Mul before a pointwise convolution (the SIMT shaders only)."""
     if g.m == 0 or g.n == 0 or g.batch == 0:
         return
     dev = rec.device
     direct = DIRECT.get(np.dtype(out.dtype))
     if direct is not None:
-        if epi:
-            raise Unsupported(f"no fused epilogue for {np.dtype(out.dtype)} GEMMs")
+        if epi or kscale is not None:
+            raise Unsupported(f"no fused epilogue or scale for {np.dtype(out.dtype)} GEMMs")
         _record_direct(rec, g, a, b, c, out, direct)
         return
     dt = dtype_name(out.dtype)
     if tiling is None and is_small(g):
-        _record_small(rec, g, a, b, c, out, epi, res, clip)
+        _record_small(rec, g, a, b, c, out, epi, res, clip, kscale)
         return
-    if coop and tiling is None and dt == "f16" and matmul_coop.record_if_suitable(rec, g, a, b, c, out, epi, res, clip):
+    if coop and kscale is None and tiling is None and dt == "f16" and \
+            matmul_coop.record_if_suitable(rec, g, a, b, c, out, epi, res, clip):
         return
     t = tiling or choose_tiling(dev, g.m, g.n, g.batch, g.k, narrow)
     t.validate(dev)
     vec_a = 4 if g.k and _vec_ok(g, True) and a.view.offset % 16 == 0 else 1
     vec_b = 4 if g.k and _vec_ok(g, False) and b.view.offset % 16 == 0 else 1
     has_c = g.c_strides is not None
-    spec = t.spec() + (vec_a, vec_b, g.trans_a, g.trans_b, has_c)
-    p = dev.pipeline(f"{BIG_SHADER if t in BIG else 'matmul'}_{dt}", "rrrwwr", MATMUL_PUSH.size, spec)
+    spec = t.spec() + (vec_a, vec_b, g.trans_a, g.trans_b, has_c, _kscale_mode(kscale))
+    p = dev.pipeline(f"{BIG_SHADER if t in BIG else 'matmul'}_{dt}", "rrrwwrr", MATMUL_PUSH.size, spec)
     vr = residual_view(epi, res, out)
     # Empty operands (K = 0) still need a binding: the output stands in, never read.
     va = a.view if g.k else out.view
     vb = b.view if g.k else out.view
     vc = c.view if has_c else out.view
-    dispatch_gemm(rec, p, g, t, [va, vb, vc, out.view], out, vr, epi, clip)
+    dispatch_gemm(rec, p, g, t, [va, vb, vc, out.view], out, vr, epi, clip,
+                  [out.view if kscale is None else kscale[0].view])
 
 
 def _float_dtypes(op_type: str, inputs: Sequence[TensorSpec | None]) -> str:

@@ -1,0 +1,138 @@
+"""A squeeze-excitation gate fused into the pointwise convolution after it
+(vkml/compile/epilogue.py _input_scale, kernels/conv.scalable_input): Mul(h, gate) -> Conv 1x1
+runs as one FusedConv whose GEMM scales its input's channels as it reads them, on the SIMT,
+small and split-K GEMM routes, and gives what the separate ops give, bit for bit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import vkml
+
+from test_epilogue import _assert_same_bits, _fuse_and_replay, _near_cpu, _run, _specials
+
+
+def _same_bits_but_nan_signs(got, ref, exact16: bool, what: str) -> None:
+    """_assert_same_bits where NaNs may differ in sign: the image's NaN reaches every output
+    through the gate's average, and which NaN an FMA of two NaNs keeps is the driver's choice."""
+    nan = np.isnan(ref.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan, err_msg=what)
+    got, ref = np.where(nan, 0, got).astype(got.dtype), np.where(nan, 0, ref).astype(ref.dtype)
+    if got.dtype == np.float16 and not exact16:
+        # A driver that keeps float(float16_t(x * s)) unrounded (NVIDIA) carries the scaled
+        # values' extra bits through K products: an error of ~K float16 ulps of the terms, which
+        # cancellation leaves next to small outputs (the unfused reference also runs on tensor
+        # cores there: another order of the sum).
+        finite = np.isfinite(ref.astype(np.float32))
+        scale = float(np.abs(ref.astype(np.float32)[finite]).max(initial=1.0))
+        np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=4e-3, atol=4e-3 * scale,
+                                   err_msg=what)
+        return
+    _assert_same_bits(got, ref, exact16, what)
+
+
+def _se_model(c: int, dtype, n: int = 1, side: int = 6, gate_first: bool = False, const_scale: bool = False,
+              extra_reader: bool = False, proj_kernel: int = 1, m: int = 16) -> bytes:
+    """x (N, c, H, W) -> depthwise 3x3 -> SiLU = hd; gate = Sigmoid(fc2(Relu(fc1(GAP(hd))))) of
+    shape (N, c, 1, 1) (or, with `const_scale`, a (1, c, 1, 1) initializer); Mul(hd, gate) ->
+    Conv proj_kernel x proj_kernel (c -> m, bias) + residual Conv 1x1 of x -> y. `extra_reader`: the
+    Mul's output is also an output of the graph (then it must not fuse)."""
+    rng = np.random.default_rng(c + 7 * gate_first + 3 * const_scale)
+    et = T.FLOAT if dtype == np.float32 else T.FLOAT16
+    arr = lambda n, *s: nh.from_array((rng.standard_normal(s) * 0.5).astype(dtype), n)  # noqa: E731
+    q = max(c // 4, 1)
+    inits = [arr("wd", c, 1, 3, 3), arr("bd", c), arr("w1", q, c, 1, 1), arr("b1", q), arr("w2", c, q, 1, 1),
+             arr("b2", c), arr("wp", m, c, proj_kernel, proj_kernel), arr("bp", m), arr("wr", m, c, 1, 1)]
+    nodes = [h.make_node("Conv", ["x", "wd", "bd"], ["d"], name="dw", group=c, pads=[1] * 4),
+             h.make_node("Sigmoid", ["d"], ["ds"], name="silu_sig"), h.make_node("Mul", ["d", "ds"], ["hd"], name="silu")]
+    if const_scale:
+        inits.append(arr("gate", 1, c, 1, 1))
+    else:
+        nodes += [h.make_node("GlobalAveragePool", ["hd"], ["sq"], name="gap"),
+                  h.make_node("Conv", ["sq", "w1", "b1"], ["f1"], name="fc1"), h.make_node("Relu", ["f1"], ["r1"], name="r1"),
+                  h.make_node("Conv", ["r1", "w2", "b2"], ["f2"], name="fc2"),
+                  h.make_node("Sigmoid", ["f2"], ["gate"], name="gate")]
+    p = proj_kernel // 2
+    nodes += [h.make_node("Mul", ["gate", "hd"] if gate_first else ["hd", "gate"], ["se"], name="excite"),
+              h.make_node("Conv", ["se", "wp", "bp"], ["pr"], name="proj", pads=[p] * 4),
+              h.make_node("Conv", ["x", "wr"], ["sc"], name="short"),
+              h.make_node("Add", ["pr", "sc"], ["y"], name="res")]
+    outs = [h.make_tensor_value_info("y", et, None)] + ([h.make_tensor_value_info("se", et, None)] if extra_reader else [])
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", et, [n, c, side, side])], outs, inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+# (channels, batch, side, outputs): the projection's GEMM is M outputs x N side^2 x K channels a batch
+CASES = (
+    (8, 1, 6, 16),     # K 8: the tiled SIMT shader (matmul.comp)
+    (8, 2, 5, 16),     # two images: a scale per image
+    (64, 2, 4, 16),    # K 64, 16k multiply-adds: the small-GEMM shader (matmul_small.comp)
+    (1024, 1, 8, 64),  # K 1024 in one 64x64 block: split K and the reduce pass
+)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gate_rides_on_the_pointwise_conv(gpu, gpu_on_cpu, vkml_env, dtype):
+    """The gate's Mul joins the projection conv (and its residual Add) on every GEMM route, per
+    image, read either way round; bit for bit the separate GPU ops, NaN, infinities and -0
+    included; near the CPU."""
+    t = "f16" if dtype == np.float16 else "f32"
+    rng = np.random.default_rng(5)
+    for c, n, side, m in CASES:
+        for gate_first in (False, True):
+            model = _se_model(c, dtype, n, side, gate_first=gate_first, m=m)
+            x = _specials((rng.standard_normal((n, c, side, side)) * 2).astype(dtype))
+            what = f"c={c} n={n} side={side} {t} gate_first={gate_first}"
+            ref, _ = _run(model, [gpu], x, False, vkml_env)
+            got, report = _run(model, [gpu], x, True, vkml_env)
+            rows = {r["node"]: r for r in report}
+            assert "fused into excite+proj+res" in rows["excite"]["reason"], (what, rows["excite"])
+            shaders = {p["shader"] for p in rows["proj"]["pipelines"]}
+            want = {f"matmul_small_{t}"} if c == 64 else \
+                {f"matmul_{t}", f"splitk_reduce_{t}"} if c == 1024 else {f"matmul_{t}"}
+            assert shaders == want, (what, rows["proj"])
+            _same_bits_but_nan_signs(got, ref, gpu_on_cpu, what)
+            cpu, _ = _run(model, ["cpu"], x, False, vkml_env)
+            _near_cpu(got, cpu, what)
+
+
+def test_constant_scale_shared_by_the_batch(gpu, gpu_on_cpu, vkml_env):
+    """A (1, C, 1, 1) scale (an initializer here) is read once for every image."""
+    model = _se_model(8, np.float32, 3, 5, const_scale=True)
+    x = np.random.default_rng(6).standard_normal((3, 8, 5, 5)).astype(np.float32)
+    ref, _ = _run(model, [gpu], x, False, vkml_env)
+    got, report = _run(model, [gpu], x, True, vkml_env)
+    assert "fused into excite+proj+res" in {r["node"]: r for r in report}["excite"]["reason"]
+    _assert_same_bits(got, ref, gpu_on_cpu, "shared scale")
+
+
+def test_gates_that_cannot_ride_stay_muls(gpu, vkml_env):
+    """No fusion where the scaled input is read elsewhere (a graph output here) or the conv is
+    not pointwise (a 3x3 projection: the implicit GEMM gathers its input)."""
+    x = np.random.default_rng(7).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    for kw in ({"extra_reader": True}, {"proj_kernel": 3}):
+        model = _se_model(8, np.float32, **kw)
+        vkml_env(VKML_FUSE="1")
+        s = vkml.InferenceSession(model, devices=[gpu])
+        outs = s.run(None, {"x": x})
+        rows = {r["node"]: r for r in s.placement()}
+        assert "fused" not in rows["excite"]["reason"], (kw, rows["excite"])
+        cpu = vkml.InferenceSession(model, devices=["cpu"]).run(None, {"x": x})
+        for got, want in zip(outs, cpu):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_scale_replays_on_the_cpu():
+    """The FusedConv's CPU run is the Mul then the conv (exactly), either operand order."""
+    for dtype, bits in ((np.float32, np.uint32), (np.float16, np.uint16)):
+        for gate_first in (False, True):
+            model = _se_model(8, dtype, 2, 5, gate_first=gate_first)
+            x = _specials(np.random.default_rng(8).standard_normal((2, 8, 5, 5)).astype(dtype))
+            fused, live, y, want = _fuse_and_replay(model, x)
+            assert fused["excite+proj+res"] == ["excite", "proj", "res"], fused
+            node = next(nd for nd in live if nd.name == "excite+proj+res")
+            assert node.inputs[0] == "hd" and node.inputs[4] == "gate", node.inputs
+            np.testing.assert_array_equal(y.view(bits), want.view(bits))
