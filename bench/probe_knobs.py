@@ -78,6 +78,26 @@ class _Applied:
             setattr(m, a, v)
 
 
+def profile_fields(proto: bytes, feed: dict, device: str, runs: int) -> dict:
+    """A row's GPU time (gpu_us) and its split by shader (dispatch_us, largest first), from a
+    session profiled over `runs` runs."""
+    from vkml.benchmarks.profile import gpu_session_profile
+
+    prof = gpu_session_profile(proto, feed, device, runs)
+    return {"gpu_us": round(sum(u.gpu_s for u in prof["units"]) * 1e6, 1),
+            "dispatch_us": {k: round(v[1] * 1e6, 1)
+                            for k, v in sorted(prof["dispatch"].items(), key=lambda kv: -kv[1][1])}}
+
+
+def emit(row: dict, out) -> None:
+    """Print a result row as a JSON line, and append it to `out` when there is one."""
+    line = json.dumps(row)
+    print(line, flush=True)
+    if out:
+        out.write(line + "\n")
+        out.flush()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0")
@@ -90,7 +110,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import vkml
-    from vkml.benchmarks.profile import gpu_session_profile
     from vkml.benchmarks.timing import interleaved
 
     variants = [_parse(v) for v in (a.variant or DEFAULT)]
@@ -119,15 +138,8 @@ def main(argv=None) -> int:
                    "runs": a.rounds * a.runs, "build_s": round(build_s[label], 3), "device": dev_name}
             if a.profile_runs:
                 with _Applied(sets):
-                    prof = gpu_session_profile(proto, feed, a.device, a.profile_runs)
-                row["gpu_us"] = round(sum(u.gpu_s for u in prof["units"]) * 1e6, 1)
-                row["dispatch_us"] = {k: round(v[1] * 1e6, 1)
-                                      for k, v in sorted(prof["dispatch"].items(), key=lambda kv: -kv[1][1])}
-            line = json.dumps(row)
-            print(line, flush=True)
-            if out:
-                out.write(line + "\n")
-                out.flush()
+                    row.update(profile_fields(proto, feed, a.device, a.profile_runs))
+            emit(row, out)
         sessions.clear()
     return 0
 

@@ -9,7 +9,6 @@ last to see the drift, e.g.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -33,8 +32,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import vkml
+    from bench.probe_knobs import emit, profile_fields
     from vkml.benchmarks import models as M
-    from vkml.benchmarks.profile import gpu_session_profile
 
     out = open(a.out, "a") if a.out else None
     for spec in a.models.split(","):
@@ -66,14 +65,8 @@ def main(argv=None) -> int:
                "host_median_us": round(statistics.median(medians) * 1e6, 1), "runs": a.rounds * a.runs,
                "build_s": round(build_s, 3), "device": a.device}
         if a.profile_runs:
-            prof = gpu_session_profile(bm.proto.SerializeToString(), feed, a.device, a.profile_runs)
-            row["gpu_us"] = round(sum(u.gpu_s for u in prof["units"]) * 1e6, 1)
-            row["dispatch_us"] = {k: round(v[1] * 1e6, 1)
-                                  for k, v in sorted(prof["dispatch"].items(), key=lambda kv: -kv[1][1])}
-        line = json.dumps(row)
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
+            row.update(profile_fields(bm.proto.SerializeToString(), feed, a.device, a.profile_runs))
+        emit(row, out)
         del s
     return 0
 
