@@ -746,7 +746,7 @@ def test_cnn_activations_ride_on_gemms(gpu, gpu_on_cpu, vkml_env, monkeypatch):
     small_max = km.SMALL_MAX_MACS
     for dtype in (np.float32, np.float16):
         t = "f16" if dtype == np.float16 else "f32"
-        for (m, k, n), split, shaders in (((6, 24, 40), False, {f"matmul_{t}"}),
+        for (m, k, n), split, shaders in (((6, 12, 40), False, {f"matmul_{t}"}),
                                           ((6, 96, 40), False, {f"matmul_small_{t}"}),
                                           ((4, 1024, 40), True, {f"matmul_{t}", f"splitk_reduce_{t}"})):
             monkeypatch.setattr(km, "SMALL_MAX_MACS", 0 if split else small_max)  # (the small path never splits K)

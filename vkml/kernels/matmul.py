@@ -254,11 +254,14 @@ def _check_sizes(device, g: Gemm, specs: Sequence[TensorSpec | None]) -> None:
 
 
 # Small GEMMs (shaders/matmul_small.comp: 32 invocations per output share its K): at most
-# SMALL_MAX_MACS multiply-adds (so at most 2^15 outputs) and K of at least SMALL_MIN_K (shorter
-# K would leave most of the 32 idle). mnist-12's 1x256 @ 256x10 took 7.8 us tiled plus 3.6 us of
-# split-K reduction on the H100.
+# SMALL_MAX_MACS multiply-adds (so at most 2^15 outputs) and K of at least SMALL_MIN_K. mnist-12's
+# 1x256 @ 256x10 took 7.8 us tiled plus 3.6 us of split-K reduction on the H100. Below K = 64
+# half the lanes or more idle, and still: the second FC layer of a squeeze-excitation block
+# (1152 outputs over K = 48 in EfficientNet-B0) took ~8.8 us on 32x32 tiles, where a K of 16 or
+# more on this shader gave EfficientNet-B0 1080 -> 1047 GPU us and MobileNetV3-Large 784 -> 738
+# (H200, bench/results/small_min_k-h200-2026-11-28.jsonl; K of 1 or more: 1057 and 738).
 SMALL_MAX_MACS = 1 << 21
-SMALL_MIN_K = 64
+SMALL_MIN_K = 16
 
 
 def is_small(g: Gemm) -> bool:
