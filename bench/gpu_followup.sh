@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# What the 2026-11-28 sessions left unmeasured, in one device call (about 8 min): the 32x64 blocks
-# for padded M in their final form (convolutions excluded) against the rule off, on ViT-B/16 and
-# the CNNs it must not slow down (bench/probe_knobs.py), then the CNN, transformer, MatMul and MLP
-# rows with torch in the same run (the ninth session's lone-waiter poll, activation epilogues and
-# ALIGNED cooperative-matrix GEMMs were timed only in probes).
+# What the tenth session (2026-11-28) left unmeasured, in one device call (about 4 min): the CNN
+# rows with torch in the same run after the squeeze-excitation scale and small GEMMs from K = 16
+# (only GPU-time probes so far: bench/results/small_min_k-h200-2026-11-28.jsonl), and the threads
+# probe on the same build (#14).
 #   bash bench/gpu_followup.sh [OUTDIR]     (on the GPU machine, after the device prelude;
 #                                            default OUTDIR bench/results; PYTHON=python3.12)
 set -u
@@ -16,8 +15,8 @@ if ! $PY -c "import vkml.runtime._sched, vkml.vulkan._device" 2>/dev/null; then
 fi
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
-timeout 150 $PY bench/probe_knobs.py --models tt:vit_b_16,mobilenet_v2,tv:efficientnet_b0,resnet18 --rounds 5 --runs 60 \
-    --profile-runs 0 --out "$OUT/narrow_final.jsonl" --variant base= --variant "nonarrow=matmul.NARROW_MIN_SAVING:2.0" || status=1
-timeout 320 $PY -m vkml bench --only mnist,resnet18,mobilenet_v2,efficientnet_b0,resnet50,matmul,mlp,transformers --device vulkan:0 --device cuda \
-    --out "$OUT" --no-charts --time-limit 290 || status=1
+timeout 200 $PY -m vkml bench --only mnist,resnet18,mobilenet_v2,efficientnet_b0,resnet50 --device vulkan:0 --device cuda \
+    --out "$OUT" --no-charts --time-limit 180 || status=1
+timeout 90 $PY bench/probe_threads.py --models mnist,resnet18 --threads 1,2,4,8 --queues 4 --seconds 2 \
+    --out "$OUT/probe_threads-followup.jsonl" || status=1
 exit $status
