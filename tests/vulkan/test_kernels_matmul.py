@@ -138,6 +138,32 @@ def test_tilings_and_layouts(dev, tiling, trans, dtype):
                      _abs_product(at, bt))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@HYP
+@given(m=st.sampled_from([1, 5, 33, 64]), n=st.sampled_from([1, 7, 64, 70]), k=st.sampled_from([1, 6, 16, 37, 200]),
+       batch=st.integers(1, 3), trans_b=st.booleans(), per_batch=st.booleans(), seed=st.integers(0, 2**31))
+def test_row_scales_of_b(dev, dtype, m, n, k, batch, trans_b, per_batch, seed, path):
+    """`kscale` (the squeeze-excitation gate a pointwise conv reads its input through): B's row k
+    of batch z scaled by s[z * K + k] (or s[k]) as it is read, rounded to B's type, on the
+    tiled (split K included: k = 200 on one block) and small shaders, B stored either way."""
+    from vkml.vulkan._commands import CommandRecorder
+    from vkml.vulkan.tensor import DeviceTensor
+
+    rng = np.random.default_rng(seed)
+    a = _arr(rng, (batch, m, k), dtype)
+    b = _arr(rng, (batch, n, k) if trans_b else (batch, k, n), dtype)
+    sc = _arr(rng, (batch if per_batch else 1, k), dtype)
+    g = gemm.Gemm(m, n, k, False, trans_b, k, k if trans_b else n, [batch], [m * k], [k * n], 1.0, 1.0, None)
+    A, B, S = (DeviceTensor.from_numpy(dev, x) for x in (a, b, sc))
+    O = DeviceTensor.empty(dev, (batch, m, n), dtype)
+    rec = CommandRecorder(dev)
+    mm.record_gemm(rec, g, A, B, None, O, kscale=(S, per_batch))
+    rec.finish().run()
+    bk = np.swapaxes(b, 1, 2) if trans_b else b  # (batch, k, n)
+    scaled = (bk.astype(np.float32) * sc.astype(np.float32)[:, :, None]).astype(dtype)
+    assert_close(O.numpy(), cpu("MatMul", {}, a, scaled), _abs_product(a, scaled))
+
+
 @pytest.mark.parametrize("tiling", [mm.MEDIUM, *mm.BIG, mm.Tiling(128, 128, 8, 8, 8), mm.Tiling(64, 32, 8, 8, 4)],
                          ids=str)
 def test_tilings_with_c_and_epilogue(dev, tiling):
