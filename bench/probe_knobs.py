@@ -37,15 +37,17 @@ DEFAULT = [
 ]
 
 
-def _model(name: str):
+def model(name: str, batch: int = 1):
+    """The bench's model `name` (vkml.benchmarks.models), or tv:NAME / tt:NAME exported from
+    torchvision / the torch transformers, at `batch`."""
     from vkml.benchmarks import models as M
 
     if name.startswith(("tv:", "tt:")):
-        bm, why = (M.torchvision_model if name[:3] == "tv:" else M.torch_transformer)(name[3:], 1)
+        bm, why = (M.torchvision_model if name[:3] == "tv:" else M.torch_transformer)(name[3:], batch)
         if bm is None:
             raise SystemExit(why)
         return bm
-    return getattr(M, name)(1)
+    return getattr(M, name)(batch)
 
 
 def _parse(spec: str) -> tuple[str, list[tuple[object, str, object]]]:
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
     out = open(a.out, "a") if a.out else None
     dev_name = vkml.vulkan.device(int(a.device.split(":")[1])).name
     for name in a.models.split(","):
-        bm = _model(name)
+        bm = model(name)
         proto = bm.proto.SerializeToString()
         feed = dict(bm.feed)
         sessions, build_s = {}, {}

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18:1,resnet18:32",
-                    help="NAME:BATCH,... (vkml.benchmarks.models; tv:NAME exported from torchvision)")
+                    help="NAME:BATCH,... (probe_knobs.model: the bench's builders, tv:NAME, tt:NAME)")
     ap.add_argument("--label", default=os.environ.get("VKML_SPIRV_DIR") or "shipped")
     ap.add_argument("--device", default="vulkan:0")
     ap.add_argument("--rounds", type=int, default=3)
@@ -32,20 +32,17 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import vkml
-    from bench.probe_knobs import emit, profile_fields
-    from vkml.benchmarks import models as M
+    from bench.probe_knobs import emit, model, profile_fields
 
     out = open(a.out, "a") if a.out else None
     for spec in a.models.split(","):
-        name, _, batch = spec.rpartition(":") if spec.count(":") > (1 if spec.startswith("tv:") else 0) else (spec, "", "")
-        if name.startswith("tv:"):
-            bm, why = M.torchvision_model(name[3:], int(batch or 1))
-            if bm is None:
-                raise SystemExit(why)
-        else:
-            bm = getattr(M, name)(int(batch or 1))
+        source = spec[:3] if spec.startswith(("tv:", "tt:")) else ""
+        name, _, batch = spec[len(source):].partition(":")
+        name, batch = source + name, int(batch or 1)
+        bm = model(name, batch)
+        proto = bm.proto.SerializeToString()
         t0 = time.perf_counter()
-        s = vkml.InferenceSession(bm.proto.SerializeToString(), devices=[a.device])
+        s = vkml.InferenceSession(proto, devices=[a.device])
         feed = dict(bm.feed)
         s.run(None, feed)
         build_s = time.perf_counter() - t0
@@ -60,12 +57,12 @@ def main(argv=None) -> int:
                 s.run(None, feed)
                 ts.append(time.perf_counter() - t)
             medians.append(statistics.median(ts))
-        row = {"probe": "spirv", "label": a.label, "model": name, "batch": int(batch or 1),
+        row = {"probe": "spirv", "label": a.label, "model": name, "batch": batch,
                "host_median_us_per_round": [round(m * 1e6, 1) for m in medians],
                "host_median_us": round(statistics.median(medians) * 1e6, 1), "runs": a.rounds * a.runs,
                "build_s": round(build_s, 3), "device": a.device}
         if a.profile_runs:
-            row.update(profile_fields(bm.proto.SerializeToString(), feed, a.device, a.profile_runs))
+            row.update(profile_fields(proto, feed, a.device, a.profile_runs))
         emit(row, out)
         del s
     return 0

@@ -473,7 +473,7 @@ def _input_scale(conv: Node, xd: TensorDesc, wd: TensorDesc, values, readers, pr
     return None
 
 
-def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, consts, producers=None) -> None:
+def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, consts, producers) -> None:
     x, w = conv.inputs[0], conv.inputs[1] if len(conv.inputs) > 1 else ""
     y = values.get(conv.outputs[0])
     xd, wd = values.get(x), values.get(w)
@@ -482,7 +482,7 @@ def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, con
         return
     if not fusable_route("Conv", conv.attrs, xd.shape, wd.shape):
         return
-    scale = _input_scale(conv, xd, wd, values, readers, producers or {}, keep, replace) if INPUT_SCALE else None
+    scale = _input_scale(conv, xd, wd, values, readers, producers, keep, replace) if INPUT_SCALE else None
     chain, res, flags, clip, act, _, _ = _tail(conv, y, values, readers, next_node, keep, replace, consts)
     pool, window = None, 0
     nxt = next_node(chain[-1].outputs[0])
