@@ -4,9 +4,19 @@
 // have K = taps; instead each invocation computes output elements by walking the kernel
 // window. 1-3 spatial dims (missing ones are 1), fp32 accumulation. The epilogue
 // (include/vkml_epilogue.glsl: residual Add, Relu) follows the bias, as in conv.comp.
+//
+// PLANE_MEAN (the conv_dw_mean_* variants): also the mean of each output plane (a
+// GlobalAveragePool after the convolution: a squeeze-excitation block's, kernels/conv.py
+// fusable_mean) into mean[image * M + m]. A workgroup per plane, whose invocations compute the
+// outputs a reduce_mean_wg_* workgroup of the same size would read, in the order it reads and
+// adds them (shaders/reduce.comp, WG_MODE 1: four at a time, then the workgroup reduction of
+// include/vkml_reduce.glsl), so the mean has the same bits as the separate GlobalAveragePool.
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
+#ifdef PLANE_MEAN
+#include "include/vkml_reduce.glsl"
+#endif
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 layout(constant_id = 1) const bool HAS_BIAS = false;
@@ -16,6 +26,9 @@ layout(std430, binding = 1) readonly buffer BW { SX w[]; };
 layout(std430, binding = 2) readonly buffer BBias { SO bias[]; };
 layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
 layout(std430, binding = 4) readonly buffer BR { SO res[]; };
+#ifdef PLANE_MEAN
+layout(std430, binding = 5) writeonly buffer BM { SO mean[]; };
+#endif
 
 layout(push_constant) uniform Push {
     uint total;             // N * M * P
@@ -33,36 +46,65 @@ layout(push_constant) uniform Push {
 
 #include "include/vkml_epilogue.glsl"
 
-void main() {
+// Output element i: computed, stored, and returned as stored (what a later reader gets).
+float dw_out(uint i) {
     int hw = pc.H * pc.W;
     uint S = uint(pc.D * hw);
     uint C = pc.M / pc.mult;
     uint taps = uint(pc.KD * pc.KH * pc.KW);
-    VKML_FOR_EACH(i, pc.total) {
-        uint p = i % pc.P, nm = i / pc.P;
-        uint m = nm % pc.M, img = nm / pc.M;
-        uint ox = p % pc.OW, t = p / pc.OW;
-        uint oy = t % pc.OH, oz = t / pc.OH;
-        int bz = int(oz) * pc.sz - pc.pz, by = int(oy) * pc.sy - pc.py, bx = int(ox) * pc.sx - pc.px;
-        uint xbase = (img * C + m / pc.mult) * S;
-        uint wrow = m * taps;
-        float acc = 0.0;
-        for (int kz = 0; kz < pc.KD; ++kz) {
-            int iz = bz + kz * pc.dz;
-            if (iz < 0 || iz >= pc.D) continue;
-            for (int ky = 0; ky < pc.KH; ++ky) {
-                int iy = by + ky * pc.dy;
-                if (iy < 0 || iy >= pc.H) continue;
-                uint xrow = xbase + uint(iz * hw + iy * pc.W);
-                uint wk = wrow + uint((kz * pc.KH + ky) * pc.KW);
-                for (int kx = 0; kx < pc.KW; ++kx) {
-                    int ix = bx + kx * pc.dx;
-                    if (ix < 0 || ix >= pc.W) continue;
-                    acc = fma(float(x[xrow + uint(ix)]), float(w[wk + uint(kx)]), acc);
-                }
+    uint p = i % pc.P, nm = i / pc.P;
+    uint m = nm % pc.M, img = nm / pc.M;
+    uint ox = p % pc.OW, t = p / pc.OW;
+    uint oy = t % pc.OH, oz = t / pc.OH;
+    int bz = int(oz) * pc.sz - pc.pz, by = int(oy) * pc.sy - pc.py, bx = int(ox) * pc.sx - pc.px;
+    uint xbase = (img * C + m / pc.mult) * S;
+    uint wrow = m * taps;
+    float acc = 0.0;
+    for (int kz = 0; kz < pc.KD; ++kz) {
+        int iz = bz + kz * pc.dz;
+        if (iz < 0 || iz >= pc.D) continue;
+        for (int ky = 0; ky < pc.KH; ++ky) {
+            int iy = by + ky * pc.dy;
+            if (iy < 0 || iy >= pc.H) continue;
+            uint xrow = xbase + uint(iz * hw + iy * pc.W);
+            uint wk = wrow + uint((kz * pc.KH + ky) * pc.KW);
+            for (int kx = 0; kx < pc.KW; ++kx) {
+                int ix = bx + kx * pc.dx;
+                if (ix < 0 || ix >= pc.W) continue;
+                acc = fma(float(x[xrow + uint(ix)]), float(w[wk + uint(kx)]), acc);
             }
         }
-        if (HAS_BIAS) acc += float(bias[m]);
-        o[i] = SO(epilogue(acc, i, pc.EPI));
+    }
+    if (HAS_BIAS) acc += float(bias[m]);
+    float v = float(SO(epilogue(acc, i, pc.EPI)));  // (exact in SO: stored as is)
+    o[i] = SO(v);
+    return v;
+}
+
+#ifndef PLANE_MEAN
+void main() {
+    VKML_FOR_EACH(i, pc.total) dw_out(i);
+}
+#else
+VKML_WG_REDUCE(wg_sum, float, VKML_OP_ADD, subgroupAdd)
+
+void main() {
+    uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+    uint planes = pc.total / pc.P;
+    for (uint nm = gl_WorkGroupID.x; nm < planes; nm += gl_NumWorkGroups.x) {
+        uint base = nm * pc.P;
+        float a = 0.0;
+        uint r = lid;
+        for (; r + 3u * wg < pc.P; r += 4u * wg) {
+            float v0 = dw_out(base + r);
+            float v1 = dw_out(base + r + wg);
+            float v2 = dw_out(base + r + 2u * wg);
+            float v3 = dw_out(base + r + 3u * wg);
+            a = a + ((v0 + v1) + (v2 + v3));
+        }
+        for (; r < pc.P; r += wg) a = a + dw_out(base + r);
+        a = wg_sum(a);
+        if (lid == 0u) mean[nm] = SO(a / float(pc.P));
     }
 }
+#endif

@@ -346,6 +346,9 @@ def _variants_matmul(add) -> None:
     for t in ("f32", "f16"):
         add(f"conv_{t}", "conv.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"conv_dw_{t}", "conv_dw.comp", TX=T[t], TY=T[t], TO=T[t])
+        for mode, sg in (("wg", 1), ("wgs", 0)):  # with a GlobalAveragePool: reduce.comp's two workgroup modes
+            add(f"conv_dw_mean_{mode}_{t}", "conv_dw.comp", TX=T[t], TY=T[t], TO=T[t], PLANE_MEAN=1,
+                VKML_SUBGROUP=sg)
         add(f"conv_small_{t}", "conv_small.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"splitk_reduce_{t}", "splitk_reduce.comp", TO=T[t])
     for t, code in (("f64", 12), ("bf16", 13)):  # MatMul/Gemm of float64 / bfloat16: one invocation per output

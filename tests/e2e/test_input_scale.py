@@ -136,3 +136,60 @@ def test_fused_scale_replays_on_the_cpu():
             node = next(nd for nd in live if nd.name == "excite+proj+res")
             assert node.inputs[0] == "hd" and node.inputs[4] == "gate", node.inputs
             np.testing.assert_array_equal(y.view(bits), want.view(bits))
+
+
+# (channels, batch, side): output planes and their sizes around what the fused pool takes (the
+# depthwise route: more than conv.DIRECT_DW_MAX_OUTPUTS outputs)
+MEAN_CASES = (
+    (512, 1, 8),    # 512 planes of 64: one output per invocation of 64
+    (48, 2, 20),    # 96 planes of 400 over two images: the four-at-a-time loop of the workgroup
+    (64, 1, 56),    # planes of 3136: 128-wide workgroups, 24 outputs per invocation
+)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_pool_rides_on_the_depthwise_conv(gpu, gpu_on_cpu, vkml_env, dtype):
+    """The squeeze-excitation block's GlobalAveragePool is a second output of its depthwise
+    FusedConv (conv_dw.comp PLANE_MEAN): the same bits as the separate GPU ops (the pool's
+    workgroups add the plane in the same order), NaN, infinities and -0 included; near the CPU."""
+    t = "f16" if dtype == np.float16 else "f32"
+    rng = np.random.default_rng(9)
+    for c, n, side in MEAN_CASES:
+        model = _se_model(c, dtype, n, side)
+        x = _specials((rng.standard_normal((n, c, side, side)) * 2).astype(dtype))
+        what = f"c={c} n={n} side={side} {t}"
+        ref, _ = _run(model, [gpu], x, False, vkml_env)
+        got, report = _run(model, [gpu], x, True, vkml_env)
+        rows = {r["node"]: r for r in report}
+        assert "fused into dw+silu_sig+silu+gap" in rows["gap"]["reason"], (what, rows["gap"])
+        assert {p["shader"].rsplit("_", 2)[0] for p in rows["gap"]["pipelines"]} == {"conv_dw_mean"}, rows["gap"]
+        _same_bits_but_nan_signs(got, ref, gpu_on_cpu, what)
+        cpu, _ = _run(model, ["cpu"], x, False, vkml_env)
+        _near_cpu(got, cpu, what)
+
+
+def test_pool_of_few_planes_stays_a_dispatch(gpu, vkml_env, monkeypatch):
+    """Below MEAN_MIN_PLANES planes the pool keeps its own dispatch (a workgroup per plane would
+    leave the GPU idle), and FUSE_MEAN off keeps it for every size."""
+    from vkml.compile import epilogue
+
+    x = np.random.default_rng(10).standard_normal((1, 32, 24, 24)).astype(np.float32)
+    got, report = _run(_se_model(32, np.float32, 1, 24), [gpu], x, True, vkml_env)
+    assert "fused" not in {r["node"]: r for r in report}["gap"]["reason"]
+    monkeypatch.setattr(epilogue, "FUSE_MEAN", False)
+    x = np.random.default_rng(10).standard_normal((1, 512, 8, 8)).astype(np.float32)
+    got, report = _run(_se_model(512, np.float32, 1, 8), [gpu], x, True, vkml_env)
+    assert "fused" not in {r["node"]: r for r in report}["gap"]["reason"]
+
+
+def test_fused_pool_replays_on_the_cpu():
+    """The FusedConv's CPU run gives both outputs: the activation's result and its
+    GlobalAveragePool, exactly as the original operators."""
+    for dtype, bits in ((np.float32, np.uint32), (np.float16, np.uint16)):
+        model = _se_model(512, dtype, 1, 8)
+        x = _specials(np.random.default_rng(11).standard_normal((1, 512, 8, 8)).astype(dtype))
+        fused, live, y, want = _fuse_and_replay(model, x)
+        assert fused["dw+silu_sig+silu+gap"] == ["dw", "silu_sig", "silu", "gap"], fused
+        node = next(nd for nd in live if nd.name == "dw+silu_sig+silu+gap")
+        assert node.outputs == ["hd", "sq"], node.outputs
+        np.testing.assert_array_equal(y.view(bits), want.view(bits))

@@ -10,7 +10,9 @@ does not cover) and GELU in the erf form exporters write (Div(x, sqrt 2) -> Erf 
 LeNet-style CNNs such as mnist-12) joins it too, when no residual is added
 (kernels/conv.fusable_pool). Before a pointwise Conv, a Mul of its input by one value per channel
 (and image), the gate of a squeeze-excitation block, joins it as a scale the GEMM applies while
-it reads the input (kernels/conv.scalable_input).
+it reads the input (kernels/conv.scalable_input). A GlobalAveragePool of a depthwise Conv's
+(fused) output, a squeeze-excitation block's, becomes the FusedConv's second output
+(kernels/conv.fusable_mean): the convolution's workgroups average the planes they compute.
 
 Why: on a GPU each op is a dispatch and a barrier. In a ResNet-50 at batch 1 the 49 Relu and 16
 Add dispatches after convolutions were 0.35 of its 2.5 GPU ms on the H100
@@ -34,7 +36,7 @@ import numpy as np
 
 from ..ir.graph import Node, TensorDesc, _graphs_in
 from ..ops.fused import BINARY_CODES, OP_TYPE as FUSED_ELEMENTWISE, UNARY_CODES
-from ..kernels.conv import FUSED_CONV, fusable_pool, fusable_route, scalable_input
+from ..kernels.conv import FUSED_CONV, fusable_mean, fusable_pool, fusable_route, scalable_input
 from ..kernels.elementwise import UNARY
 from ..kernels.matmul import FUSED_GEMM
 from ..kernels.gemm import (EPI_CLIP, EPI_DIV, EPI_GELU, EPI_GELU_TANH, EPI_HARD_SIGMOID, EPI_HARD_SWISH,
@@ -47,6 +49,8 @@ DOMAIN = "ai.vkml"
 # Off: a Mul before a pointwise Conv stays a dispatch of its own (A/Bs: bench/probe_knobs.py
 # "compile.epilogue.INPUT_SCALE:False")
 INPUT_SCALE = True
+# Off: a GlobalAveragePool after a depthwise Conv stays a dispatch of its own ("compile.epilogue.FUSE_MEAN:False")
+FUSE_MEAN = True
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
 # The one-input activations an epilogue applies, each as the unary shader computes it. Those with
@@ -62,11 +66,12 @@ class FusedConv(Op):
     `replay`: (conv, add or None, activation or None, max pool or None), the original operators
     run in order on the CPU; an activation is ("unary", op, extra inputs) or ("silu", Sigmoid,
     Mul, whether the Mul reads x first); `pool`: the max pool's window side (0: none); `scale`:
-    (the Mul, whether it reads S first) or None."""
+    (the Mul, whether it reads S first) or None; `mean`: a GlobalAveragePool of the result,
+    a second output, or None."""
 
     op_type, domain, since = FUSED_CONV, DOMAIN, 1
     attrs = {"epilogue": None, "replay": None, "fused": None, "clip": None, "pool": 0, "scale": None,
-             "auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
+             "mean": None, "auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
              "strides": None}
 
     def check(self) -> None:
@@ -74,7 +79,8 @@ class FusedConv(Op):
 
     def infer(self, inputs: list[TensorDesc], consts: list) -> list[TensorDesc]:
         out = self._conv.infer(list(inputs[:3]), list(consts[:3]))
-        return out if self._pool is None else self._pool.infer(out, [None])
+        out = out if self._pool is None else self._pool.infer(out, [None])
+        return out if self.mean is None else out + self.mean.infer(out, [None])
 
     def run(self, x, w, b=None, r=None, s=None) -> list[np.ndarray]:
         if self.scale is not None:
@@ -86,7 +92,7 @@ class FusedConv(Op):
         y = _activate(self._act, y)
         if self._pool is not None:
             y = self._pool.run(y)[0]
-        return [y]
+        return [y] if self.mean is None else [y, self.mean.run(y)[0]]
 
 
 class FusedGemm(Op):
@@ -492,7 +498,10 @@ def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, con
         if window:
             pool = nxt
             chain.append(nxt)
-    if len(chain) == 1 and scale is None:
+    mean = None
+    if FUSE_MEAN and pool is None and scale is None and fusable_mean(conv.attrs, xd.shape, wd.shape):
+        mean = _mean_reader(chain[-1].outputs[0], readers, keep, replace)
+    if len(chain) == 1 and scale is None and mean is None:
         return
     add = chain[1] if flags & EPI_RESIDUAL else None
     ins = [x, w, conv.inputs[2] if len(conv.inputs) > 2 else "", res]
@@ -500,17 +509,33 @@ def _fuse_conv(conv: Node, values, readers, next_node, keep, replace, fused, con
         mul, ins[0], s, first = scale
         chain.insert(0, mul)
         ins.append(s)
-    name = "+".join(n.name for n in chain)
+    name = "+".join(n.name for n in chain + ([mean] if mean is not None else []))
     attrs = {k: v for k, v in conv.attrs.items()}
     attrs.update(epilogue=flags, replay=(conv.op, None if add is None else add.op, act,
                                          None if pool is None else pool.op),
                  fused=[n.name for n in chain], clip=clip, pool=window,
-                 scale=None if scale is None else (scale[0].op, scale[3]))
-    node = Node(name, FUSED_CONV, DOMAIN, ins, [chain[-1].outputs[0]], attrs, 1)
+                 scale=None if scale is None else (scale[0].op, scale[3]),
+                 mean=None if mean is None else mean.op)
+    outs = [chain[-1].outputs[0]] + ([mean.outputs[0]] if mean is not None else [])
+    node = Node(name, FUSED_CONV, DOMAIN, ins, outs, attrs, 1)
     node.op = FusedConv(node)
     # At the chain's last node: the residual may be computed after the Conv (a projection
-    # shortcut), never after the Add that reads it.
+    # shortcut), never after the Add that reads it. The pool, which reads only the result,
+    # moves up to it.
     fold_chain(replace, fused, node, chain)
+    if mean is not None:
+        replace[id(mean)] = None
+        fused[node.name].append(mean)
+
+
+def _mean_reader(name: str, readers, keep, replace) -> Node | None:
+    """A GlobalAveragePool (default domain, one output) among the readers of value `name`, that
+    no other fusion took and no caller keeps."""
+    for r in readers.get(name, ()):
+        if r is not None and _single(r, "GlobalAveragePool") and r.name not in keep and id(r) not in replace \
+                and list(r.inputs) == [name] and len(r.outputs) == 1 and r.op is not None:
+            return r
+    return None
 
 
 def _fuse_gemm(mm: Node, values, readers, next_node, keep, replace, fused, consts, views=(None, None)) -> None:

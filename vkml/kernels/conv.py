@@ -30,6 +30,7 @@ from vkml.ops._window import AUTO_PADS, auto_pad_name, resolve
 
 from . import conv_coop, gemm
 from . import matmul as mm
+from . import reduce
 from .common import PushBlock, dtype_name, require_dtypes
 from .registry import Kernel, TensorSpec, Unsupported, register
 
@@ -238,25 +239,34 @@ def scalable_input(attrs: Mapping[str, Any], x_shape, w_shape, s_shape) -> bool:
 
 
 def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP,
-               small: bool = False, pool: int = 1) -> None:
+               small: bool = False, pool: int = 1, mean=None) -> None:
     """The depthwise route, or with `small` the direct route (shaders/conv_small.comp: one
     workgroup of 256 per SMALL_PER_GROUP outputs), there with a fused `pool` x `pool` max pool
-    of stride `pool` (outputs: the pooled ones)."""
+    of stride `pool` (outputs: the pooled ones). `mean`: also each output plane's mean into it
+    (a fused GlobalAveragePool, fusable_mean: a workgroup per plane)."""
     dev = rec.device
     out_sp = (geo.out_sp[0], geo.out_sp[1] // pool, geo.out_sp[2] // pool)  # (D, H, W); D = 1 when pooled
     p = math.prod(out_sp)
     total = geo.n * geo.m * p
     t = dtype_name(out.dtype)
+    views = [x.view, w.view, b.view if b is not None else out.view, out.view, gemm.residual_view(epi, res, out)]
+    if mean is not None and (small or pool != 1):
+        raise Unsupported("a fused GlobalAveragePool needs the depthwise route")
     if small:
         pipe = dev.pipeline(f"conv_small_{t}", "rrrwr", DW_PUSH.size, (256, b is not None, pool))
         groups = pipe.groups_for(total * 256 // SMALL_PER_GROUP)  # 256 invocations per SMALL_PER_GROUP outputs
+    elif mean is not None:
+        planes = geo.n * geo.m
+        pipe = dev.pipeline(f"conv_dw_mean_{reduce.wg_mode_name(dev)}_{t}", "rrrwrw", DW_PUSH.size,
+                            (reduce.output_wg_size(dev, planes, p), b is not None))
+        groups = reduce.group_count(dev, planes)
+        views.append(mean.view)
     else:
         pipe = dev.pipeline(f"conv_dw_{t}", "rrrwr", DW_PUSH.size, (256, b is not None))
         groups = pipe.groups_for(total)
     push = DW_PUSH.pack(total, geo.m, geo.mg, geo.cg, p, *out_sp, *geo.in_sp, *geo.kernel, *geo.strides,
                         *geo.pads, *geo.dil, epi, *clip)
-    rec.dispatch(pipe, [x.view, w.view, b.view if b is not None else out.view, out.view,
-                        gemm.residual_view(epi, res, out)], push, groups)
+    rec.dispatch(pipe, views, push, groups)
 
 
 def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
@@ -360,6 +370,26 @@ def fusable_route(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> b
     return True
 
 
+# A GlobalAveragePool after a depthwise convolution (a squeeze-excitation block's) joins it
+# (conv_dw.comp PLANE_MEAN: a workgroup per output plane) from this many planes (images x
+# channels): fewer workgroups would leave most of the GPU idle while they walk their planes.
+MEAN_MIN_PLANES = 64
+
+
+def fusable_mean(conv_attrs: Mapping[str, Any], x_shape, w_shape) -> bool:
+    """Whether a GlobalAveragePool of this Conv's output can be computed in the Conv's dispatch:
+    a 2-D convolution on the depthwise route, at least MEAN_MIN_PLANES output planes, and planes
+    that kernels/reduce.py would average with one workgroup each in one pass (the fused mean
+    adds in that order: the same bits)."""
+    try:
+        geo = geometry("Conv", conv_attrs, x_shape, w_shape)
+    except ValueError:
+        return False
+    return (len(x_shape) == 4 and not geo.transposed and _route(geo) == "dw"
+            and geo.n * geo.m >= MEAN_MIN_PLANES
+            and reduce.one_pass_per_output(geo.n * geo.m, math.prod(geo.out_sp)))
+
+
 POOLS = (2, 3)  # the max pools conv_small.comp fuses: k x k windows with stride k
 
 
@@ -395,7 +425,8 @@ class FusedConvKernel(ConvKernel):
     """A Conv whose following Add (a residual of the output's shape) and/or Relu run in its
     own epilogue, and a k x k / stride k max pool after them where `pool` (k) says so: inputs X, W, B (or
     absent), R (or absent), S (or absent: X's per-channel scale, scalable_input); attrs: the
-    Conv's plus `epilogue` (EPI_* flags) and `pool`."""
+    Conv's plus `epilogue` (EPI_* flags), `pool` and `mean` (not None: a second output, the
+    GlobalAveragePool of the first, fusable_mean)."""
     op_types = (FUSED_CONV,)
 
     def check(self, device, op_type, attrs, inputs):
@@ -412,6 +443,9 @@ class FusedConvKernel(ConvKernel):
         if attrs.get("pool") and (r is not None or _route(geo) != "direct" or len(geo.out_shape) != 4
                                   or int(attrs["pool"]) not in POOLS):
             raise Unsupported("a fused max pool needs the direct route, 2-D, no residual, a 2x2 or 3x3 window")
+        if attrs.get("mean") is not None and (attrs.get("pool") or sc is not None
+                                              or not fusable_mean(attrs, inputs[0].shape, inputs[1].shape)):
+            raise Unsupported("a fused GlobalAveragePool needs a 2-D depthwise convolution of enough planes")
 
     def infer(self, op_type, attrs, inputs):
         (spec,) = super().infer("Conv", attrs, list(inputs[:3]))
@@ -419,6 +453,8 @@ class FusedConvKernel(ConvKernel):
         if k:
             n, m, h, w = spec.shape
             spec = TensorSpec((n, m, h // k, w // k), spec.dtype)
+        if attrs.get("mean") is not None:
+            return [spec, TensorSpec(spec.shape[:2] + (1, 1), spec.dtype)]
         return [spec]
 
     def record(self, rec, op_type, attrs, inputs, outputs, consts=None):
@@ -439,6 +475,7 @@ class FusedConvKernel(ConvKernel):
         elif scale is not None:
             raise Unsupported("an input scale needs the pointwise route")
         elif route in ("dw", "direct"):
-            _record_dw(rec, geo, x, w, b, out, epi, res, clip, small=route == "direct")
+            _record_dw(rec, geo, x, w, b, out, epi, res, clip, small=route == "direct",
+                       mean=outputs[1] if len(outputs) > 1 else None)
         else:
             _record_gemm(rec, geo, x, w, b, out, epi, res, clip)

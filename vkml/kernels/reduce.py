@@ -208,7 +208,7 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
     if n_red > 1 and (red_inner and n_red >= 32
                       or not split_ok and n_out < 1024 and n_red >= 256):
         # a workgroup per output (strided reads for the unsplittable ops' few long outputs)
-        if split_ok and n_red >= SPLIT_MIN and n_out < SPLIT_OUTPUTS:
+        if split_ok and not one_pass_per_output(n_out, n_red):
             chunks = min(-(-n_red // CHUNK), max(2, 1024 // n_out))
             chunk_len = -(-n_red // chunks)
             chunks = -(-n_red // chunk_len)
@@ -223,8 +223,7 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
                          _push(n_out, chunks, 1, chunks, n_red, flags, [n_out], [chunks], [chunks], [1]),
                          group_count(device, n_out))
             return
-        # many outputs: 256-wide workgroups (more of them resident per multiprocessor)
-        wg = wg_size(device, n_red, cap=256 if n_out >= 1024 else 1024)
+        wg = output_wg_size(device, n_out, n_red)
         p = device.pipeline(f"reduce_{op}_{sg}_{dt}", "rw", REDUCE_PUSH.size, (wg,))
         rec.dispatch(p, [x.view, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
                      group_count(device, n_out))
@@ -248,6 +247,19 @@ def record_reduce(rec, op: str, x, out, axes: Sequence[int], flags: int = 0) -> 
     src = x.view if n_red else rec.constants(bytes(4))  # nothing is read: any buffer binds
     rec.dispatch(p, [src, out.view], _push(n_out, n_red, 1, n_red, n_red, flags, ks, kst, rs, rst),
                  group_count(device, -(-n_out // wg)))
+
+
+def output_wg_size(device, n_out: int, n_red: int) -> int:
+    """The workgroup size of a one-pass reduction with a workgroup per output: with many outputs
+    256 wide (more of them resident per multiprocessor)."""
+    return wg_size(device, n_red, cap=256 if n_out >= 1024 else 1024)
+
+
+def one_pass_per_output(n_out: int, n_red: int) -> bool:
+    """Whether record_reduce sums n_red contiguous float elements per output (a
+    GlobalAveragePool's mean) with one workgroup per output in one pass (output_wg_size wide):
+    the depthwise convolution that fuses such a pool (kernels/conv.py) adds in that order."""
+    return n_red >= 32 and not (n_red >= SPLIT_MIN and n_out < SPLIT_OUTPUTS)
 
 
 def _flag(attrs: Mapping[str, Any], name: str, default: int) -> int:
