@@ -144,14 +144,17 @@ MEAN_CASES = (
     (512, 1, 8),    # 512 planes of 64: one output per invocation of 64
     (48, 2, 20),    # 96 planes of 400 over two images: the four-at-a-time loop of the workgroup
     (64, 1, 56),    # planes of 3136: 128-wide workgroups, 24 outputs per invocation
-)
+)  # (planes over conv.MEAN_MAX_PLANE fuse here too: the test lifts it)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_pool_rides_on_the_depthwise_conv(gpu, gpu_on_cpu, vkml_env, dtype):
+def test_pool_rides_on_the_depthwise_conv(gpu, gpu_on_cpu, vkml_env, dtype, monkeypatch):
     """The squeeze-excitation block's GlobalAveragePool is a second output of its depthwise
     FusedConv (conv_dw.comp PLANE_MEAN): the same bits as the separate GPU ops (the pool's
     workgroups add the plane in the same order), NaN, infinities and -0 included; near the CPU."""
+    from vkml.kernels import conv
+
+    monkeypatch.setattr(conv, "MEAN_MAX_PLANE", 1 << 20)
     t = "f16" if dtype == np.float16 else "f32"
     rng = np.random.default_rng(9)
     for c, n, side in MEAN_CASES:
@@ -169,12 +172,16 @@ def test_pool_rides_on_the_depthwise_conv(gpu, gpu_on_cpu, vkml_env, dtype):
 
 
 def test_pool_of_few_planes_stays_a_dispatch(gpu, vkml_env, monkeypatch):
-    """Below MEAN_MIN_PLANES planes the pool keeps its own dispatch (a workgroup per plane would
-    leave the GPU idle), and FUSE_MEAN off keeps it for every size."""
+    """Below MEAN_MIN_PLANES planes, or with planes over MEAN_MAX_PLANE, the pool keeps its own
+    dispatch (a workgroup per plane would leave the GPU idle, or walk the plane too long), and
+    FUSE_MEAN off keeps it for every size."""
     from vkml.compile import epilogue
 
     x = np.random.default_rng(10).standard_normal((1, 32, 24, 24)).astype(np.float32)
     got, report = _run(_se_model(32, np.float32, 1, 24), [gpu], x, True, vkml_env)
+    assert "fused" not in {r["node"]: r for r in report}["gap"]["reason"]
+    x = np.random.default_rng(10).standard_normal((1, 96, 20, 20)).astype(np.float32)  # planes over MEAN_MAX_PLANE
+    got, report = _run(_se_model(96, np.float32, 1, 20), [gpu], x, True, vkml_env)
     assert "fused" not in {r["node"]: r for r in report}["gap"]["reason"]
     monkeypatch.setattr(epilogue, "FUSE_MEAN", False)
     x = np.random.default_rng(10).standard_normal((1, 512, 8, 8)).astype(np.float32)

@@ -374,19 +374,24 @@ def fusable_route(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> b
 # (conv_dw.comp PLANE_MEAN: a workgroup per output plane) from this many planes (images x
 # channels): fewer workgroups would leave most of the GPU idle while they walk their planes.
 MEAN_MIN_PLANES = 64
+# ... and planes of at most this many outputs: a plane's workgroup is as wide as reduce.py makes
+# it (64 below 2048 elements), so each invocation computes P / 64 outputs one after another.
+# H200, every SE block fused: EfficientNet-B0 872 -> 934 us, MobileNetV3-Large 624 -> 690
+# (bench/results/mean_fusion-h200-2026-11-28.jsonl; 112^2 to 28^2 planes: 12-49 outputs each).
+MEAN_MAX_PLANE = 256
 
 
 def fusable_mean(conv_attrs: Mapping[str, Any], x_shape, w_shape) -> bool:
     """Whether a GlobalAveragePool of this Conv's output can be computed in the Conv's dispatch:
-    a 2-D convolution on the depthwise route, at least MEAN_MIN_PLANES output planes, and planes
-    that kernels/reduce.py would average with one workgroup each in one pass (the fused mean
-    adds in that order: the same bits)."""
+    a 2-D convolution on the depthwise route, at least MEAN_MIN_PLANES output planes of at most
+    MEAN_MAX_PLANE outputs, which kernels/reduce.py would average with one workgroup each in one
+    pass (the fused mean adds in that order: the same bits)."""
     try:
         geo = geometry("Conv", conv_attrs, x_shape, w_shape)
     except ValueError:
         return False
     return (len(x_shape) == 4 and not geo.transposed and _route(geo) == "dw"
-            and geo.n * geo.m >= MEAN_MIN_PLANES
+            and geo.n * geo.m >= MEAN_MIN_PLANES and math.prod(geo.out_sp) <= MEAN_MAX_PLANE
             and reduce.one_pass_per_output(geo.n * geo.m, math.prod(geo.out_sp)))
 
 
