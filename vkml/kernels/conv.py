@@ -376,9 +376,11 @@ def fusable_route(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> b
 MEAN_MIN_PLANES = 64
 # ... and planes of at most this many outputs: a plane's workgroup is as wide as reduce.py makes
 # it (64 below 2048 elements), so each invocation computes P / 64 outputs one after another.
-# H200, every SE block fused: EfficientNet-B0 872 -> 934 us, MobileNetV3-Large 624 -> 690
-# (bench/results/mean_fusion-h200-2026-11-28.jsonl; 112^2 to 28^2 planes: 12-49 outputs each).
-MEAN_MAX_PLANE = 256
+# H200, host medians of 4 rounds of 100 runs (bench/results/mean_fusion2-h200-2026-11-28.jsonl):
+# EfficientNet-B0 917 us unfused, 879 with the 7x7 planes fused (64), 923 up to 14x14 (256), 967
+# up to 28x28; MobileNetV3-Large 643, 614, 629, 700. Every SE block fused: 872 -> 934 and
+# 624 -> 690 (mean_fusion-h200-2026-11-28.jsonl).
+MEAN_MAX_PLANE = 64
 
 
 def fusable_mean(conv_attrs: Mapping[str, Any], x_shape, w_shape) -> bool:
