@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What the tenth session (2026-11-28) left unmeasured, in one device call (about 4 min): the CNN
-# rows with torch in the same run after the squeeze-excitation scale and small GEMMs from K = 16
-# (only GPU-time probes so far: bench/results/small_min_k-h200-2026-11-28.jsonl), and the threads
-# probe on the same build (#14).
+# The CNN rows with torch in the same run and the threads probe (#12, #14), in one device call
+# (about 4 min). The eleventh session ran it on H200s that lent less CPU time than the tenth's
+# (bench/results/h200-2026-11-28-eleventh*.md): the next session should run it first, to see
+# whether mnist's 4-thread row is below one thread again (README, Threads, eleventh session).
 #   bash bench/gpu_followup.sh [OUTDIR]     (on the GPU machine, after the device prelude;
 #                                            default OUTDIR bench/results; PYTHON=python3.12)
 set -u
