@@ -421,6 +421,11 @@ class SlotPool:
     def acquire(self, timeout: float | None = None) -> Slot:
         """A slot for one run. timeout: seconds to wait for retired slots to drain when there
         are `limit` of them (None: forever); then TimeoutError."""
+        if not self._retired:
+            try:  # a free slot and nothing retired: no lock (list.pop is atomic)
+                return self._free.pop()
+            except IndexError:
+                pass
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
