@@ -7,10 +7,11 @@
 //
 // PLANE_MEAN (the conv_dw_mean_* variants): also the mean of each output plane (a
 // GlobalAveragePool after the convolution: a squeeze-excitation block's, kernels/conv.py
-// fusable_mean) into mean[image * M + m]. A workgroup per plane, whose invocations compute the
-// outputs a reduce_mean_wg_* workgroup of the same size would read, in the order it reads and
-// adds them (shaders/reduce.comp, WG_MODE 1: four at a time, then the workgroup reduction of
-// include/vkml_reduce.glsl), so the mean has the same bits as the separate GlobalAveragePool.
+// fusable_mean) into mean[image * M + m]. A workgroup per plane computes the plane's outputs
+// into shared memory, one per invocation at a time; then its first RW invocations add them as a
+// reduce_mean_wg_* workgroup of RW invocations would read and add them (shaders/reduce.comp,
+// WG_MODE 1: four at a time, then the workgroup reduction of include/vkml_reduce.glsl, replayed
+// over the first RW invocations), so the mean has the same bits as the separate GlobalAveragePool.
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
@@ -86,24 +87,52 @@ void main() {
     VKML_FOR_EACH(i, pc.total) dw_out(i);
 }
 #else
-VKML_WG_REDUCE(wg_sum, float, VKML_OP_ADD, subgroupAdd)
+layout(constant_id = 2) const uint RW = 64;  // the GlobalAveragePool's workgroup (kernels/reduce.py output_wg_size)
+const uint MAXP = 4096;                      // outputs per plane at most (kernels/conv.py MEAN_PLANE_LIMIT)
+shared float sh_v[MAXP];
+shared float sh_red[gl_WorkGroupSize.x];
+
+// vkml_reduce.glsl's workgroup sum over the first RW invocations only (every invocation calls it:
+// barriers), as a workgroup of RW invocations computes it.
+float rw_sum(float v, uint lid) {
+#if VKML_SUBGROUP
+    if (lid < RW) {  // whole subgroups: RW is a multiple of the subgroup size
+        v = subgroupAdd(v);
+        if (subgroupElect()) sh_red[gl_SubgroupID] = v;
+    }
+    barrier();
+    float r = sh_red[0];
+    for (uint i = 1u; i < RW / gl_SubgroupSize; ++i) r = r + sh_red[i];
+    barrier();
+    return r;
+#else
+    if (lid < RW) sh_red[lid] = v;
+    barrier();
+    for (uint s = RW >> 1; s > 0u; s >>= 1) {
+        if (lid < s) sh_red[lid] = sh_red[lid] + sh_red[lid + s];
+        barrier();
+    }
+    float r = sh_red[0];
+    barrier();
+    return r;
+#endif
+}
 
 void main() {
     uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
     uint planes = pc.total / pc.P;
     for (uint nm = gl_WorkGroupID.x; nm < planes; nm += gl_NumWorkGroups.x) {
         uint base = nm * pc.P;
+        for (uint i = lid; i < pc.P; i += wg) sh_v[i] = dw_out(base + i);
+        barrier();
         float a = 0.0;
-        uint r = lid;
-        for (; r + 3u * wg < pc.P; r += 4u * wg) {
-            float v0 = dw_out(base + r);
-            float v1 = dw_out(base + r + wg);
-            float v2 = dw_out(base + r + 2u * wg);
-            float v3 = dw_out(base + r + 3u * wg);
-            a = a + ((v0 + v1) + (v2 + v3));
+        if (lid < RW) {
+            uint r = lid;
+            for (; r + 3u * RW < pc.P; r += 4u * RW)
+                a = a + ((sh_v[r] + sh_v[r + RW]) + (sh_v[r + 2u * RW] + sh_v[r + 3u * RW]));
+            for (; r < pc.P; r += RW) a = a + sh_v[r];
         }
-        for (; r < pc.P; r += wg) a = a + dw_out(base + r);
-        a = wg_sum(a);
+        a = rw_sum(a, lid);
         if (lid == 0u) mean[nm] = SO(a / float(pc.P));
     }
 }

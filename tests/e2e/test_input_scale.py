@@ -141,20 +141,25 @@ def test_fused_scale_replays_on_the_cpu():
 # (channels, batch, side): output planes and their sizes around what the fused pool takes (the
 # depthwise route: more than conv.DIRECT_DW_MAX_OUTPUTS outputs)
 MEAN_CASES = (
-    (512, 1, 8),    # 512 planes of 64: one output per invocation of 64
-    (48, 2, 20),    # 96 planes of 400 over two images: the four-at-a-time loop of the workgroup
-    (64, 1, 56),    # planes of 3136: 128-wide workgroups, 24 outputs per invocation
+    (512, 1, 8),    # 512 planes of 64: one output per invocation of 64, the pool's width
+    (48, 2, 20),    # 96 planes of 400 over two images: 256 invocations compute, the pool's 64 add
+    (64, 1, 56),    # planes of 3136: the pool's 128 invocations add, 256 compute (12 outputs each)
 )  # (planes over conv.MEAN_MAX_PLANE fuse here too: the test lifts it)
 
 
+@pytest.mark.parametrize("subgroups", [True, False], ids=["wg", "wgs"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_pool_rides_on_the_depthwise_conv(gpu, gpu_on_cpu, vkml_env, dtype, monkeypatch):
+def test_pool_rides_on_the_depthwise_conv(gpu, gpu_on_cpu, vkml_env, dtype, subgroups, monkeypatch):
     """The squeeze-excitation block's GlobalAveragePool is a second output of its depthwise
     FusedConv (conv_dw.comp PLANE_MEAN): the same bits as the separate GPU ops (the pool's
-    workgroups add the plane in the same order), NaN, infinities and -0 included; near the CPU."""
-    from vkml.kernels import conv
+    workgroups add the plane in the same order), NaN, infinities and -0 included; near the CPU.
+    Both workgroup sums: subgroup arithmetic ("wg") and the shared-memory tree ("wgs", which
+    devices without subgroup arithmetic take, the separate pool too)."""
+    from vkml.kernels import conv, reduce
 
-    monkeypatch.setattr(conv, "MEAN_MAX_PLANE", 1 << 20)
+    monkeypatch.setattr(conv, "MEAN_MAX_PLANE", conv.MEAN_PLANE_LIMIT)
+    if not subgroups:
+        monkeypatch.setattr(reduce, "subgroup_arith", lambda device: False)
     t = "f16" if dtype == np.float16 else "f32"
     rng = np.random.default_rng(9)
     for c, n, side in MEAN_CASES:
@@ -165,7 +170,8 @@ def test_pool_rides_on_the_depthwise_conv(gpu, gpu_on_cpu, vkml_env, dtype, monk
         got, report = _run(model, [gpu], x, True, vkml_env)
         rows = {r["node"]: r for r in report}
         assert "fused into dw+silu_sig+silu+gap" in rows["gap"]["reason"], (what, rows["gap"])
-        assert {p["shader"].rsplit("_", 2)[0] for p in rows["gap"]["pipelines"]} == {"conv_dw_mean"}, rows["gap"]
+        mode = "wg" if subgroups and reduce.subgroup_arith(vkml.vulkan.device(int(gpu.split(":")[1]))) else "wgs"
+        assert {p["shader"] for p in rows["gap"]["pipelines"]} == {f"conv_dw_mean_{mode}_{t}"}, rows["gap"]
         _same_bits_but_nan_signs(got, ref, gpu_on_cpu, what)
         cpu, _ = _run(model, ["cpu"], x, False, vkml_env)
         _near_cpu(got, cpu, what)

@@ -257,8 +257,10 @@ def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=ge
         groups = pipe.groups_for(total * 256 // SMALL_PER_GROUP)  # 256 invocations per SMALL_PER_GROUP outputs
     elif mean is not None:
         planes = geo.n * geo.m
+        rw = reduce.output_wg_size(dev, planes, p)  # the pool's workgroup, whose sums the mean repeats
+        wg = max(rw, min(MEAN_WORKGROUP, 1 << (p - 1).bit_length()))
         pipe = dev.pipeline(f"conv_dw_mean_{reduce.wg_mode_name(dev)}_{t}", "rrrwrw", DW_PUSH.size,
-                            (reduce.output_wg_size(dev, planes, p), b is not None))
+                            (wg, b is not None, rw))
         groups = reduce.group_count(dev, planes)
         views.append(mean.view)
     else:
@@ -374,13 +376,16 @@ def fusable_route(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> b
 # (conv_dw.comp PLANE_MEAN: a workgroup per output plane) from this many planes (images x
 # channels): fewer workgroups would leave most of the GPU idle while they walk their planes.
 MEAN_MIN_PLANES = 64
-# ... and planes of at most this many outputs: a plane's workgroup is as wide as reduce.py makes
-# it (64 below 2048 elements), so each invocation computes P / 64 outputs one after another.
-# H200, host medians of 4 rounds of 100 runs (bench/results/mean_fusion2-h200-2026-11-28.jsonl):
-# EfficientNet-B0 917 us unfused, 879 with the 7x7 planes fused (64), 923 up to 14x14 (256), 967
-# up to 28x28; MobileNetV3-Large 643, 614, 629, 700. Every SE block fused: 872 -> 934 and
-# 624 -> 690 (mean_fusion-h200-2026-11-28.jsonl).
+# ... and planes of at most this many outputs (at most MEAN_PLANE_LIMIT, the shader's shared
+# memory). A plane's workgroup has MEAN_WORKGROUP invocations (fewer for small planes), each
+# computing one output at a time. The first version computed them in the pool's own workgroup
+# (64 wide below 2048 elements), P / 64 outputs one after another per invocation: on the H200,
+# host medians of 4 rounds of 100 runs (bench/results/mean_fusion2-h200-2026-11-28.jsonl),
+# EfficientNet-B0 917 us unfused, 879 with its 7x7 planes fused, 923 up to 14x14, 967 up to 28x28;
+# MobileNetV3-Large 643, 614, 629, 700.
 MEAN_MAX_PLANE = 64
+MEAN_PLANE_LIMIT = 4096
+MEAN_WORKGROUP = 256
 
 
 def fusable_mean(conv_attrs: Mapping[str, Any], x_shape, w_shape) -> bool:
@@ -393,7 +398,7 @@ def fusable_mean(conv_attrs: Mapping[str, Any], x_shape, w_shape) -> bool:
     except ValueError:
         return False
     return (len(x_shape) == 4 and not geo.transposed and _route(geo) == "dw"
-            and geo.n * geo.m >= MEAN_MIN_PLANES and math.prod(geo.out_sp) <= MEAN_MAX_PLANE
+            and geo.n * geo.m >= MEAN_MIN_PLANES and math.prod(geo.out_sp) <= min(MEAN_MAX_PLANE, MEAN_PLANE_LIMIT)
             and reduce.one_pass_per_output(geo.n * geo.m, math.prod(geo.out_sp)))
 
 
