@@ -378,12 +378,14 @@ def fusable_route(op_type: str, attrs: Mapping[str, Any], x_shape, w_shape) -> b
 MEAN_MIN_PLANES = 64
 # ... and planes of at most this many outputs (at most MEAN_PLANE_LIMIT, the shader's shared
 # memory). A plane's workgroup has MEAN_WORKGROUP invocations (fewer for small planes), each
-# computing one output at a time. The first version computed them in the pool's own workgroup
-# (64 wide below 2048 elements), P / 64 outputs one after another per invocation: on the H200,
-# host medians of 4 rounds of 100 runs (bench/results/mean_fusion2-h200-2026-11-28.jsonl),
-# EfficientNet-B0 917 us unfused, 879 with its 7x7 planes fused, 923 up to 14x14, 967 up to 28x28;
-# MobileNetV3-Large 643, 614, 629, 700.
-MEAN_MAX_PLANE = 64
+# computing one output at a time. H200, host medians of the last two of 4 rounds of 100 runs
+# (bench/results/mean_fusion3-h200-2026-11-28.jsonl): EfficientNet-B0 872 us unfused, 834 with
+# planes up to 14x14 fused (256), 850 up to 28x28 (1024), 866-871 up to 56x56; MobileNetV3-Large
+# 630, 619, 634, 634 (a workgroup walks a big plane longer than the separate pool costs). The
+# first version computed the outputs in the pool's own workgroup (64 wide below 2048 elements),
+# P / 64 of them one after another per invocation: only 7x7 planes paid
+# (mean_fusion2-h200-2026-11-28.jsonl).
+MEAN_MAX_PLANE = 256
 MEAN_PLANE_LIMIT = 4096
 MEAN_WORKGROUP = 256
 
