@@ -4,12 +4,13 @@ sessions of one model are timed in interleaved rounds (host: NumPy in -> NumPy o
 round), then profiled once each (GPU time per shader). One JSON line per (model, variant) on
 stdout and in --out. Issue #12: which split-K and tiling choices suit batch-1 CNNs.
 
-    python bench/probe_knobs.py [--models resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0]
+    python bench/probe_knobs.py [--models resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0,resnet18:32]
         [--variant NAME=module.ATTR:VALUE[;module.ATTR:VALUE...]]... [--rounds 3] [--runs 100]
         [--out FILE]
   module is a vkml.kernels submodule (gemm, matmul, conv) or compile.X; VALUE a Python expression of
   literals and Tiling(bm,bn,bk,tm,tn). Models: the bench's builders, tv:NAME (torchvision),
-  tt:NAME (vkml.benchmarks.models.torch_transformer: bert_base, gpt2_small, vit_b_16). Without
+  tt:NAME (vkml.benchmarks.models.torch_transformer: bert_base, gpt2_small, vit_b_16), each with
+  an optional :BATCH (default 1). Without
   --variant: the split-K and tiling set below (DEFAULT).
 """
 from __future__ import annotations
@@ -118,7 +119,8 @@ def main(argv=None) -> int:
     out = open(a.out, "a") if a.out else None
     dev_name = vkml.vulkan.device(int(a.device.split(":")[1])).name
     for name in a.models.split(","):
-        bm = model(name)
+        base, _, batch = name.rpartition(":") if name.rpartition(":")[2].isdigit() else (name, "", "1")
+        bm = model(base, int(batch))
         proto = bm.proto.SerializeToString()
         feed = dict(bm.feed)
         sessions, build_s = {}, {}

@@ -82,8 +82,11 @@ class Tiling:
 # 128x64x16 8x4 36, 128x128x16 8x8 26, 64x64x16 4x4 28. On ResNet-50's convolutions at batch 1
 # (bench/bench_conv.py, bench/results/checks/h100-2026-11-23-conv-tilings.md) 64x64x16 4x4
 # with split K was the best or within 10% of it on every shape (model sum 1.05 ms; 32x32
-# 1.77 ms); the 8x8 tilings were measured there while their stores spilled (2 TFLOPS), so
-# that comparison is still to be redone.
+# 1.77 ms); the 8x8 tilings were measured there while their stores spilled (2 TFLOPS). Redone
+# at batch 32 on an H200 with the stores fixed (every MEDIUM GEMM and convolution on the tiling;
+# bench/results/checks/h200-2026-11-28-conv-tilings-b32.jsonl): resnet18 8.19 ms on 64x64 4x4,
+# 9.25-9.84 on 128x64 8x4, 9.66-10.66 on 64x128 8x8, 11.1-13.5 on 128x128 8x8; ResNet-50
+# 16.4-16.7 ms, 17.1-17.5, 19.5-21.0, 21.3-23.6; conv.comp's k loop unrolled changed nothing.
 BIG = (Tiling(64, 128, 16, 8, 8),)
 # BIG tilings run on a build of matmul.comp with the k loop unrolled (GEMM_KSTEP=0): 4096^3
 # float32 on an H200, 64x128x8 as before 35.5 TFLOPS, 64x128x16 unrolled 40.7, compiled in
