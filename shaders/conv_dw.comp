@@ -88,7 +88,7 @@ void main() {
 }
 #else
 layout(constant_id = 2) const uint RW = 64;  // the GlobalAveragePool's workgroup (kernels/reduce.py output_wg_size)
-const uint MAXP = 4096;                      // outputs per plane at most (kernels/conv.py MEAN_PLANE_LIMIT)
+layout(constant_id = 3) const uint MAXP = 64;  // outputs per plane (pc.P; shared memory: 4 * (MAXP + workgroup) bytes)
 shared float sh_v[MAXP];
 shared float sh_red[gl_WorkGroupSize.x];
 

@@ -256,12 +256,10 @@ def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=ge
         pipe = dev.pipeline(f"conv_small_{t}", "rrrwr", DW_PUSH.size, (256, b is not None, pool))
         groups = pipe.groups_for(total * 256 // SMALL_PER_GROUP)  # 256 invocations per SMALL_PER_GROUP outputs
     elif mean is not None:
-        planes = geo.n * geo.m
-        rw = reduce.output_wg_size(dev, planes, p)  # the pool's workgroup, whose sums the mean repeats
-        wg = max(rw, min(MEAN_WORKGROUP, 1 << (p - 1).bit_length()))
+        rw, wg = _mean_workgroups(dev, geo)
         pipe = dev.pipeline(f"conv_dw_mean_{reduce.wg_mode_name(dev)}_{t}", "rrrwrw", DW_PUSH.size,
-                            (wg, b is not None, rw))
-        groups = reduce.group_count(dev, planes)
+                            (wg, b is not None, rw, p))
+        groups = reduce.group_count(dev, geo.n * geo.m)
         views.append(mean.view)
     else:
         pipe = dev.pipeline(f"conv_dw_{t}", "rrrwr", DW_PUSH.size, (256, b is not None))
@@ -386,7 +384,7 @@ MEAN_MIN_PLANES = 64
 # P / 64 of them one after another per invocation: only 7x7 planes paid
 # (mean_fusion2-h200-2026-11-28.jsonl).
 MEAN_MAX_PLANE = 256
-MEAN_PLANE_LIMIT = 4096
+MEAN_PLANE_LIMIT = 3072  # (with 256 invocations, 13 KiB of shared memory: under Vulkan's 16 KiB minimum)
 MEAN_WORKGROUP = 256
 
 
@@ -402,6 +400,19 @@ def fusable_mean(conv_attrs: Mapping[str, Any], x_shape, w_shape) -> bool:
     return (len(x_shape) == 4 and not geo.transposed and _route(geo) == "dw"
             and geo.n * geo.m >= MEAN_MIN_PLANES and math.prod(geo.out_sp) <= min(MEAN_MAX_PLANE, MEAN_PLANE_LIMIT)
             and reduce.one_pass_per_output(geo.n * geo.m, math.prod(geo.out_sp)))
+
+
+def _mean_workgroups(device, geo: Geometry) -> tuple[int, int]:
+    """(the GlobalAveragePool's workgroup size, whose sums the fused mean repeats; the fused
+    workgroup's size); Unsupported where the plane and the workgroup do not fit in the device's
+    shared memory (4 bytes each)."""
+    p = math.prod(geo.out_sp)
+    rw = reduce.output_wg_size(device, geo.n * geo.m, p)
+    wg = max(rw, min(MEAN_WORKGROUP, 1 << (p - 1).bit_length()))
+    if 4 * (p + wg) > device.limits["max_compute_shared_memory_size"]:
+        raise Unsupported(f"a fused GlobalAveragePool of {p}-output planes needs {4 * (p + wg)} bytes of shared "
+                          f"memory; the device has {device.limits['max_compute_shared_memory_size']}")
+    return rw, wg
 
 
 POOLS = (2, 3)  # the max pools conv_small.comp fuses: k x k windows with stride k
@@ -460,6 +471,8 @@ class FusedConvKernel(ConvKernel):
         if attrs.get("mean") is not None and (attrs.get("pool") or sc is not None
                                               or not fusable_mean(attrs, inputs[0].shape, inputs[1].shape)):
             raise Unsupported("a fused GlobalAveragePool needs a 2-D depthwise convolution of enough planes")
+        if attrs.get("mean") is not None:
+            _mean_workgroups(device, geo)
 
     def infer(self, op_type, attrs, inputs):
         (spec,) = super().infer("Conv", attrs, list(inputs[:3]))
