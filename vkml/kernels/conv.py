@@ -468,11 +468,10 @@ class FusedConvKernel(ConvKernel):
         if attrs.get("pool") and (r is not None or _route(geo) != "direct" or len(geo.out_shape) != 4
                                   or int(attrs["pool"]) not in POOLS):
             raise Unsupported("a fused max pool needs the direct route, 2-D, no residual, a 2x2 or 3x3 window")
-        if attrs.get("mean") is not None and (attrs.get("pool") or sc is not None
-                                              or not fusable_mean(attrs, inputs[0].shape, inputs[1].shape)):
-            raise Unsupported("a fused GlobalAveragePool needs a 2-D depthwise convolution of enough planes")
         if attrs.get("mean") is not None:
-            _mean_workgroups(device, geo)
+            if attrs.get("pool") or sc is not None or not fusable_mean(attrs, inputs[0].shape, inputs[1].shape):
+                raise Unsupported("a fused GlobalAveragePool needs a 2-D depthwise convolution of enough planes")
+            _mean_workgroups(device, geo)  # (its shared memory)
 
     def infer(self, op_type, attrs, inputs):
         (spec,) = super().infer("Conv", attrs, list(inputs[:3]))
