@@ -81,15 +81,20 @@ class _Applied:
             setattr(m, a, v)
 
 
-def profile_fields(proto: bytes, feed: dict, device: str, runs: int) -> dict:
+def profile_fields(proto: bytes, feed: dict, device: str, runs: int, nodes: bool = False) -> dict:
     """A row's GPU time (gpu_us) and its split by shader (dispatch_us, largest first), from a
-    session profiled over `runs` runs."""
+    session profiled over `runs` runs; with `nodes`, by node too (node_us, "name (op)" in the
+    plan's order: which layers a model's time goes to)."""
     from vkml.benchmarks.profile import gpu_session_profile
 
     prof = gpu_session_profile(proto, feed, device, runs)
-    return {"gpu_us": round(sum(u.gpu_s for u in prof["units"]) * 1e6, 1),
-            "dispatch_us": {k: round(v[1] * 1e6, 1)
-                            for k, v in sorted(prof["dispatch"].items(), key=lambda kv: -kv[1][1])}}
+    row = {"gpu_us": round(sum(u.gpu_s for u in prof["units"]) * 1e6, 1),
+           "dispatch_us": {k: round(v[1] * 1e6, 1)
+                           for k, v in sorted(prof["dispatch"].items(), key=lambda kv: -kv[1][1])}}
+    if nodes:
+        row["node_us"] = {(f"{k[0]} ({k[1]})" if isinstance(k, tuple) else str(k)): round(v * 1e6, 2)
+                          for k, v in prof["nodes"].items()}
+    return row
 
 
 def emit(row: dict, out) -> None:
@@ -108,6 +113,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=100, help="timed runs per session per round")
     ap.add_argument("--profile-runs", type=int, default=20, help="0: no GPU profile")
+    ap.add_argument("--nodes", action="store_true", help="the profile's GPU time per node too (node_us)")
     ap.add_argument("--device", default="vulkan:0")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
@@ -142,7 +148,7 @@ def main(argv=None) -> int:
                    "runs": a.rounds * a.runs, "build_s": round(build_s[label], 3), "device": dev_name}
             if a.profile_runs:
                 with _Applied(sets):
-                    row.update(profile_fields(proto, feed, a.device, a.profile_runs))
+                    row.update(profile_fields(proto, feed, a.device, a.profile_runs, a.nodes))
             emit(row, out)
         sessions.clear()
     return 0

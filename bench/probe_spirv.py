@@ -28,6 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=30, help="timed runs per round")
     ap.add_argument("--warm-s", type=float, default=1.0, help="untimed runs for this long first (GPU clocks up)")
     ap.add_argument("--profile-runs", type=int, default=0, help="GPU time per shader over this many runs (0: none)")
+    ap.add_argument("--nodes", action="store_true", help="the profile's GPU time per node too (node_us)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
 
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
                "host_median_us": round(statistics.median(medians) * 1e6, 1), "runs": a.rounds * a.runs,
                "build_s": round(build_s, 3), "device": a.device}
         if a.profile_runs:
-            row.update(profile_fields(proto, feed, a.device, a.profile_runs))
+            row.update(profile_fields(proto, feed, a.device, a.profile_runs, a.nodes))
         emit(row, out)
         del s
     return 0
