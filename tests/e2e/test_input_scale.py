@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
@@ -206,3 +208,49 @@ def test_fused_pool_replays_on_the_cpu():
         node = next(nd for nd in live if nd.name == "dw+silu_sig+silu+gap")
         assert node.outputs == ["hd", "sq"], node.outputs
         np.testing.assert_array_equal(y.view(bits), want.view(bits))
+
+
+def _dw_pool_model(c: int, n: int, side: int, k: int, stride: int, mult: int) -> bytes:
+    """x (n, c, side, side) -> depthwise k x k Conv (stride, pads k // 2, `mult` outputs per
+    channel, bias) -> SiLU = h; outputs: GlobalAveragePool(h), then h."""
+    rng = np.random.default_rng(c * 31 + side * 7 + k + stride + mult)
+    m = c * mult
+    inits = [nh.from_array((rng.standard_normal((m, 1, k, k)) * 0.5).astype(np.float32), "w"),
+             nh.from_array(rng.standard_normal(m).astype(np.float32), "b")]
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["d"], name="dw", group=c, pads=[k // 2] * 4,
+                         strides=[stride, stride]),
+             h.make_node("Sigmoid", ["d"], ["ds"], name="sig"), h.make_node("Mul", ["d", "ds"], ["hd"], name="silu"),
+             h.make_node("GlobalAveragePool", ["hd"], ["sq"], name="gap")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [n, c, side, side])],
+                     [h.make_tensor_value_info("sq", T.FLOAT, None), h.make_tensor_value_info("hd", T.FLOAT, None)],
+                     inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(c=st.integers(8, 160), n=st.integers(1, 3), side=st.integers(6, 40), k=st.sampled_from([3, 5]),
+       stride=st.sampled_from([1, 2]), mult=st.sampled_from([1, 2]), subgroups=st.booleans())
+def test_fused_pool_over_generated_shapes(gpu, vkml_env, monkeypatch, c, n, side, k, stride, mult, subgroups):
+    """Generated depthwise convolutions (kernel, stride, channel multiplier, batch, plane sizes
+    from 9 to 400 outputs): where the pool fuses, the mean and the plane have the bits of the
+    separate GPU ops, both workgroup-sum modes; near NumPy's mean of the CPU's plane."""
+    from vkml.kernels import conv, reduce
+
+    monkeypatch.setattr(conv, "MEAN_MAX_PLANE", conv.MEAN_PLANE_LIMIT)
+    monkeypatch.setattr(reduce, "subgroup_arith", (lambda device: False) if not subgroups else reduce.subgroup_arith)
+    m = c * mult
+    o = (side - 1) // stride + 1
+    attrs = {"group": c, "pads": [k // 2] * 4, "strides": [stride, stride]}
+    assume(conv.fusable_mean(attrs, (n, c, side, side), (m, 1, k, k)))
+    model = _dw_pool_model(c, n, side, k, stride, mult)
+    x = np.random.default_rng(side).standard_normal((n, c, side, side)).astype(np.float32)
+    vkml_env(VKML_FUSE="0")
+    ref = vkml.InferenceSession(model, devices=[gpu]).run(None, {"x": x})
+    vkml_env(VKML_FUSE="1")
+    s = vkml.InferenceSession(model, devices=[gpu])
+    got = s.run(None, {"x": x})
+    assert "fused into dw+sig+silu+gap" in {r["node"]: r for r in s.placement()}["gap"]["reason"]
+    for g_, r_ in zip(got, ref):
+        np.testing.assert_array_equal(g_.view(np.uint32), r_.view(np.uint32))
+    assert got[0].shape == (n, m, 1, 1) and got[1].shape == (n, m, o, o)
+    np.testing.assert_allclose(got[0][:, :, 0, 0], got[1].astype(np.float64).mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)
