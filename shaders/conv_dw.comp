@@ -10,8 +10,9 @@
 // fusable_mean) into mean[image * M + m]. A workgroup per plane computes the plane's outputs
 // into shared memory, one per invocation at a time; then its first RW invocations add them as a
 // reduce_mean_wg_* workgroup of RW invocations would read and add them (shaders/reduce.comp,
-// WG_MODE 1: four at a time, then the workgroup reduction of include/vkml_reduce.glsl, replayed
-// over the first RW invocations), so the mean has the same bits as the separate GlobalAveragePool.
+// WG_MODE 1: four at a time, then VKML_WG_REDUCE_FIRST of include/vkml_reduce.glsl, its
+// reduction over the first RW invocations), so the mean has the same bits as the separate
+// GlobalAveragePool.
 #extension GL_GOOGLE_include_directive : require
 #include "include/vkml_types.glsl"
 #include "include/vkml_index.glsl"
@@ -90,33 +91,7 @@ void main() {
 layout(constant_id = 2) const uint RW = 64;  // the GlobalAveragePool's workgroup (kernels/reduce.py output_wg_size)
 layout(constant_id = 3) const uint MAXP = 64;  // outputs per plane (pc.P; shared memory: 4 * (MAXP + workgroup) bytes)
 shared float sh_v[MAXP];
-shared float sh_red[gl_WorkGroupSize.x];
-
-// vkml_reduce.glsl's workgroup sum over the first RW invocations only (every invocation calls it:
-// barriers), as a workgroup of RW invocations computes it.
-float rw_sum(float v, uint lid) {
-#if VKML_SUBGROUP
-    if (lid < RW) {  // whole subgroups: RW is a multiple of the subgroup size
-        v = subgroupAdd(v);
-        if (subgroupElect()) sh_red[gl_SubgroupID] = v;
-    }
-    barrier();
-    float r = sh_red[0];
-    for (uint i = 1u; i < RW / gl_SubgroupSize; ++i) r = r + sh_red[i];
-    barrier();
-    return r;
-#else
-    if (lid < RW) sh_red[lid] = v;
-    barrier();
-    for (uint s = RW >> 1; s > 0u; s >>= 1) {
-        if (lid < s) sh_red[lid] = sh_red[lid] + sh_red[lid + s];
-        barrier();
-    }
-    float r = sh_red[0];
-    barrier();
-    return r;
-#endif
-}
+VKML_WG_REDUCE_FIRST(rw_sum, float, VKML_OP_ADD, subgroupAdd, RW)
 
 void main() {
     uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
@@ -132,7 +107,7 @@ void main() {
                 a = a + ((sh_v[r] + sh_v[r + RW]) + (sh_v[r + 2u * RW] + sh_v[r + 3u * RW]));
             for (; r < pc.P; r += RW) a = a + sh_v[r];
         }
-        a = rw_sum(a, lid);
+        a = rw_sum(a);
         if (lid == 0u) mean[nm] = SO(a / float(pc.P));
     }
 }

@@ -55,6 +55,42 @@ T NAME(T v) { \
 }
 #endif
 
+// VKML_WG_REDUCE_FIRST(NAME, T, OP, SGOP, W) defines `T NAME(T v)`: the same fold over the first
+// W invocations only, as VKML_WG_REDUCE computes it in a workgroup of W (the same subgroups, or
+// the same tree), so a wider workgroup can repeat a W-wide reduction bit for bit
+// (shaders/conv_dw.comp PLANE_MEAN repeats reduce.comp's). Every invocation calls it (barriers);
+// W is a power of two, a multiple of the subgroup size, at most the workgroup size.
+#if VKML_SUBGROUP
+#define VKML_WG_REDUCE_FIRST(NAME, T, OP, SGOP, W) \
+shared T NAME##_buf[gl_WorkGroupSize.x]; \
+T NAME(T v) { \
+    if (gl_LocalInvocationID.x < (W)) { /* whole subgroups */ \
+        v = SGOP(v); \
+        if (subgroupElect()) NAME##_buf[gl_SubgroupID] = v; \
+    } \
+    barrier(); \
+    T r_ = NAME##_buf[0]; \
+    for (uint i_ = 1u; i_ < (W) / gl_SubgroupSize; ++i_) r_ = OP(r_, NAME##_buf[i_]); \
+    barrier(); \
+    return r_; \
+}
+#else
+#define VKML_WG_REDUCE_FIRST(NAME, T, OP, SGOP, W) \
+shared T NAME##_buf[gl_WorkGroupSize.x]; \
+T NAME(T v) { \
+    uint l_ = gl_LocalInvocationID.x; \
+    if (l_ < (W)) NAME##_buf[l_] = v; \
+    barrier(); \
+    for (uint s_ = (W) >> 1; s_ > 0u; s_ >>= 1) { \
+        if (l_ < s_) NAME##_buf[l_] = OP(NAME##_buf[l_], NAME##_buf[l_ + s_]); \
+        barrier(); \
+    } \
+    T r_ = NAME##_buf[0]; \
+    barrier(); \
+    return r_; \
+}
+#endif
+
 // ---- order-preserving keys: a < b (as floats) <=> key(a) < key(b) (as uints), so max/min
 // reduce exactly with integer subgroup operations, and NaN can be put where NumPy puts it.
 // -0.0 and +0.0 get one key (they compare equal).
