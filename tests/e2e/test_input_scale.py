@@ -67,6 +67,17 @@ def _se_model(c: int, dtype, n: int = 1, side: int = 6, gate_first: bool = False
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
 
 
+def _fused_against_separate(model: bytes, x: np.ndarray, gpu: str, gpu_on_cpu: bool, vkml_env, what: str) -> dict:
+    """The model on `gpu` with fusion off and on: the same bits (NaN signs aside), near the CPU's
+    result; returns the fused session's placement rows by node."""
+    ref, _ = _run(model, [gpu], x, False, vkml_env)
+    got, report = _run(model, [gpu], x, True, vkml_env)
+    _same_bits_but_nan_signs(got, ref, gpu_on_cpu, what)
+    cpu, _ = _run(model, ["cpu"], x, False, vkml_env)
+    _near_cpu(got, cpu, what)
+    return {r["node"]: r for r in report}
+
+
 # (channels, batch, side, outputs): the projection's GEMM is M outputs x N side^2 x K channels a batch
 CASES = (
     (8, 1, 6, 16),     # K 8: the tiled SIMT shader (matmul.comp)
@@ -88,17 +99,12 @@ def test_gate_rides_on_the_pointwise_conv(gpu, gpu_on_cpu, vkml_env, dtype):
             model = _se_model(c, dtype, n, side, gate_first=gate_first, m=m)
             x = _specials((rng.standard_normal((n, c, side, side)) * 2).astype(dtype))
             what = f"c={c} n={n} side={side} {t} gate_first={gate_first}"
-            ref, _ = _run(model, [gpu], x, False, vkml_env)
-            got, report = _run(model, [gpu], x, True, vkml_env)
-            rows = {r["node"]: r for r in report}
+            rows = _fused_against_separate(model, x, gpu, gpu_on_cpu, vkml_env, what)
             assert "fused into excite+proj+res" in rows["excite"]["reason"], (what, rows["excite"])
             shaders = {p["shader"] for p in rows["proj"]["pipelines"]}
             want = {f"matmul_small_{t}"} if c == 64 else \
                 {f"matmul_{t}", f"splitk_reduce_{t}"} if c == 1024 else {f"matmul_{t}"}
             assert shaders == want, (what, rows["proj"])
-            _same_bits_but_nan_signs(got, ref, gpu_on_cpu, what)
-            cpu, _ = _run(model, ["cpu"], x, False, vkml_env)
-            _near_cpu(got, cpu, what)
 
 
 def test_constant_scale_shared_by_the_batch(gpu, gpu_on_cpu, vkml_env):
@@ -168,15 +174,10 @@ def test_pool_rides_on_the_depthwise_conv(gpu, gpu_on_cpu, vkml_env, dtype, subg
         model = _se_model(c, dtype, n, side)
         x = _specials((rng.standard_normal((n, c, side, side)) * 2).astype(dtype))
         what = f"c={c} n={n} side={side} {t}"
-        ref, _ = _run(model, [gpu], x, False, vkml_env)
-        got, report = _run(model, [gpu], x, True, vkml_env)
-        rows = {r["node"]: r for r in report}
+        rows = _fused_against_separate(model, x, gpu, gpu_on_cpu, vkml_env, what)
         assert "fused into dw+silu_sig+silu+gap" in rows["gap"]["reason"], (what, rows["gap"])
         mode = "wg" if subgroups and reduce.subgroup_arith(vkml.vulkan.device(int(gpu.split(":")[1]))) else "wgs"
         assert {p["shader"] for p in rows["gap"]["pipelines"]} == {f"conv_dw_mean_{mode}_{t}"}, rows["gap"]
-        _same_bits_but_nan_signs(got, ref, gpu_on_cpu, what)
-        cpu, _ = _run(model, ["cpu"], x, False, vkml_env)
-        _near_cpu(got, cpu, what)
 
 
 def test_pool_of_few_planes_stays_a_dispatch(gpu, vkml_env, monkeypatch):
