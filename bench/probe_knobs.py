@@ -51,6 +51,13 @@ def model(name: str, batch: int = 1):
     return getattr(M, name)(batch)
 
 
+def model_spec(spec: str) -> tuple[str, int]:
+    """("tv:resnet50", 32) from "tv:resnet50:32": a model name for model() and its batch (1 when
+    the spec names none)."""
+    name, _, batch = spec.rpartition(":")
+    return (name, int(batch)) if batch.isdigit() else (spec, 1)
+
+
 def _parse(spec: str) -> tuple[str, list[tuple[object, str, object]]]:
     from vkml.kernels.matmul import Tiling
 
@@ -125,8 +132,7 @@ def main(argv=None) -> int:
     out = open(a.out, "a") if a.out else None
     dev_name = vkml.vulkan.device(int(a.device.split(":")[1])).name
     for name in a.models.split(","):
-        base, _, batch = name.rpartition(":") if name.rpartition(":")[2].isdigit() else (name, "", "1")
-        bm = model(base, int(batch))
+        bm = model(*model_spec(name))
         proto = bm.proto.SerializeToString()
         feed = dict(bm.feed)
         sessions, build_s = {}, {}

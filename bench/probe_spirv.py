@@ -33,13 +33,11 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import vkml
-    from bench.probe_knobs import emit, model, profile_fields
+    from bench.probe_knobs import emit, model, model_spec, profile_fields
 
     out = open(a.out, "a") if a.out else None
     for spec in a.models.split(","):
-        source = spec[:3] if spec.startswith(("tv:", "tt:")) else ""
-        name, _, batch = spec[len(source):].partition(":")
-        name, batch = source + name, int(batch or 1)
+        name, batch = model_spec(spec)
         bm = model(name, batch)
         proto = bm.proto.SerializeToString()
         t0 = time.perf_counter()
