@@ -34,6 +34,7 @@ def main(argv=None) -> int:
 
     import vkml
     from bench.probe_knobs import emit, model, model_spec, profile_fields
+    from vkml.benchmarks.timing import interleaved
 
     out = open(a.out, "a") if a.out else None
     for spec in a.models.split(","):
@@ -48,14 +49,7 @@ def main(argv=None) -> int:
         t_end = time.perf_counter() + a.warm_s
         while time.perf_counter() < t_end:
             s.run(None, feed)
-        medians = []
-        for _ in range(a.rounds):
-            ts = []
-            for _ in range(a.runs):
-                t = time.perf_counter()
-                s.run(None, feed)
-                ts.append(time.perf_counter() - t)
-            medians.append(statistics.median(ts))
+        medians = interleaved({"run": lambda: s.run(None, feed)}, a.rounds, a.runs, warm_s=0.0)["run"]
         row = {"probe": "spirv", "label": a.label, "model": name, "batch": batch,
                "host_median_us_per_round": [round(m * 1e6, 1) for m in medians],
                "host_median_us": round(statistics.median(medians) * 1e6, 1), "runs": a.rounds * a.runs,
