@@ -7,6 +7,10 @@ median GIL time per run from the session profile (1 thread).
 
     python bench/probe_threads.py [--models mnist,resnet18] [--threads 1,2,4,8] [--queues 1,4]
                                   [--seconds 2] [--out bench/results/probe_threads-<machine>.jsonl]
+                                  [--env NAME:VAR=VALUE[,VAR=VALUE...]]... [--rounds 1] [--no-direct]
+
+--env: variants, each a child process with those variables set (e.g. "nospin:VKML_HANDOFF_SPIN_US=0");
+every row names its variant; --rounds repeats the variants interleaved (A B A B).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _one(model: str, threads: list[int], seconds: float) -> list[dict]:
+def _one(model: str, threads: list[int], seconds: float, direct: bool = True) -> list[dict]:
     """In this process (VKML_QUEUES already set): the rows of one model."""
     import numpy as np
 
@@ -48,8 +52,8 @@ def _one(model: str, threads: list[int], seconds: float) -> list[dict]:
                      "queues": dev.nlanes, "hw_queues": dev.nqueues, "gil_us_1thread": gil, **res})
     # Direct: one slot per thread, its Program called with preallocated arrays.
     cp = sess._gpu.last
-    slots = [cp.pool.acquire() for _ in range(max(threads))]
-    if all(s.program is not None for s in slots):
+    slots = [cp.pool.acquire() for _ in range(max(threads))] if direct else []
+    if direct and all(s.program is not None for s in slots):
         fed, _, rbs = cp.fast
         ins = [np.ascontiguousarray(feed[n]) for n in fed]
         outs_of = {k: cp.concrete.values[cp.up.units[k].value] for k in rbs}
@@ -84,32 +88,56 @@ def main() -> None:
     ap.add_argument("--queues", default="1,4")
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--env", action="append", default=None, help="NAME:VAR=VALUE[,VAR=VALUE...]")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--no-direct", action="store_true", help="only the Session.run rows")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     threads = [int(x) for x in a.threads.split(",")]
     if a.child:
-        print(json.dumps(_one(a.child, threads, a.seconds)))
+        print(json.dumps(_one(a.child, threads, a.seconds, not a.no_direct)))
         return
     out = a.out or os.path.join(HERE, "results", f"probe_threads-{time.strftime('%Y-%m-%d')}.jsonl")
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    for q in a.queues.split(","):
-        for m in a.models.split(","):
-            env = dict(os.environ, VKML_QUEUES=q)
-            r = subprocess.run([sys.executable, __file__, "--child", m, "--threads", a.threads,
-                                "--seconds", str(a.seconds)], env=env, capture_output=True, text=True)
-            if r.returncode:
-                print(f"{m} VKML_QUEUES={q}: failed\n{r.stderr[-2000:]}", file=sys.stderr)
-                continue
-            rows = json.loads(r.stdout.strip().splitlines()[-1])
-            with open(out, "a") as f:
-                for row in rows:
-                    f.write(json.dumps(row) + "\n")
-            for row in rows:
-                print(f"{m:9s} queues={row['queues']} ({row['hw_queues']} hw) {row['path']:12s} "
-                      f"{row['threads']:2d} threads: {row['throughput']:9.1f} runs/s  "
-                      f"p50 {row.get('median', 0) * 1e6:7.1f} µs  p99 {row.get('p99', 0) * 1e6:7.1f} µs"
-                      + (f"  GIL/run {row['gil_us_1thread']:.1f} µs" if row.get("gil_us_1thread") else ""))
+    variants = [_variant(v) for v in (a.env or ["default:"])]
+    for rnd in range(a.rounds):
+        for q in a.queues.split(","):
+            for m in a.models.split(","):
+                for label, extra in variants:
+                    _child(a, m, q, label, extra, rnd, out)
     print("wrote", out)
+
+
+def _variant(spec: str) -> tuple[str, dict]:
+    """NAME:VAR=VALUE[,VAR=VALUE...] -> (NAME, {VAR: VALUE})."""
+    label, _, sets = spec.partition(":")
+    env = {}
+    for item in filter(None, sets.split(",")):
+        k, eq, v = item.partition("=")
+        if not eq or not k.startswith("VKML_"):
+            raise SystemExit(f"--env {spec!r}: expected NAME:VKML_VAR=VALUE[,...]")
+        env[k] = v
+    return label or "default", env
+
+
+def _child(a, m: str, q: str, label: str, extra: dict, rnd: int, out: str) -> None:
+    env = dict(os.environ, VKML_QUEUES=q, **extra)
+    cmd = [sys.executable, __file__, "--child", m, "--threads", a.threads, "--seconds", str(a.seconds)]
+    r = subprocess.run(cmd + (["--no-direct"] if a.no_direct else []), env=env, capture_output=True, text=True)
+    if r.returncode:
+        print(f"{m} VKML_QUEUES={q} {label}: failed\n{r.stderr[-2000:]}", file=sys.stderr)
+        return
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    for row in rows:
+        row.update(variant=label, env=extra, round=rnd)
+    with open(out, "a") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    for row in rows:
+        print(f"{m:9s} {label:8s} queues={row['queues']} ({row['hw_queues']} hw) {row['path']:12s} "
+              f"{row['threads']:2d} threads: {row['throughput']:9.1f} runs/s  "
+              f"p50 {row.get('median', 0) * 1e6:7.1f} µs  p99 {row.get('p99', 0) * 1e6:7.1f} µs"
+              + (f"  GIL/run {row['gil_us_1thread']:.1f} µs" if row.get("gil_us_1thread") else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -400,18 +400,45 @@ _setting("VKML_WAIT_SPIN_US", "5000 (GPUs), 0 (CPU devices)", "number", """
     other waiters block at once.""")
 
 
+def parse_micros(name: str, text: str) -> float:
+    """A number of microseconds >= 0 (a spin time)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of microseconds, not {text!r}") from None
+    if not v >= 0:
+        raise ValueError(f"{name} must be >= 0, not {text!r}")
+    return v
+
+
 def wait_spin_us(device_type: str) -> float:
     """Microseconds a wait polls before blocking (VKML_WAIT_SPIN_US, or the default by type)."""
     text = _raw("VKML_WAIT_SPIN_US").strip()
     if not text:
         return 0.0 if device_type == "cpu" else DEFAULT_WAIT_SPIN_US
-    try:
-        v = float(text)
-    except ValueError:
-        raise ValueError(f"VKML_WAIT_SPIN_US must be a number of microseconds, not {text!r}") from None
-    if not v >= 0:
-        raise ValueError(f"VKML_WAIT_SPIN_US must be >= 0, not {text!r}")
-    return v
+    return parse_micros("VKML_WAIT_SPIN_US", text)
+
+
+DEFAULT_HANDOFF_SPIN_US = 100.0  # on GPUs, with HANDOFF_MIN_CPUS cores or more
+HANDOFF_MIN_CPUS = 4
+
+_setting("VKML_HANDOFF_SPIN_US", f"{DEFAULT_HANDOFF_SPIN_US:g} (GPUs, {HANDOFF_MIN_CPUS}+ cores), else 0", "number", """
+    Microseconds a thread running a GPU plan on the native path spins, without the GIL, before
+    it sleeps: at the plan's gate (VKML_GPU_RUNS), and when its run is done and another runner is
+    in its Python part, for that runner to drop the GIL (include/run_handoff.h). Waking a sleeping
+    thread costs 20-50 us on virtual machines, as much as a small model's run: with a sleeping
+    hand-off, 4 threads sharing an mnist session made fewer runs than one (H200). 0: no spinning
+    (the GIL is taken the usual way, gate waiters sleep at once). At most a quarter of the cores
+    spin at once. CPU devices (lavapipe) and hosts with fewer cores do not spin by default.
+    Read when a plan is made.""")
+
+
+def handoff_spin_us(device_type: str) -> float:
+    """Microseconds a native run's hand-offs spin (VKML_HANDOFF_SPIN_US, or the default)."""
+    text = _raw("VKML_HANDOFF_SPIN_US").strip()
+    if not text:
+        return 0.0 if device_type == "cpu" or (os.cpu_count() or 1) < HANDOFF_MIN_CPUS else DEFAULT_HANDOFF_SPIN_US
+    return parse_micros("VKML_HANDOFF_SPIN_US", text)
 
 
 # ------------------------------------------------------------------ device memory

@@ -1,6 +1,8 @@
-"""VKML_GPU_RUNS: runs of a GPU plan on the native path pass a gate (vkml/runtime/gate.py), fixed
-(N) or sized from the plan's fastest early runs (auto); answers unchanged, never more runs
-inside than the width, a run that cannot get its turn in time says so."""
+"""VKML_GPU_RUNS: runs of a GPU plan on the native path pass a gate (vkml/runtime/_fastrun.pyx
+Gate, include/run_handoff.h: spin, then sleep), fixed (N) or sized from the plan's fastest early
+runs (auto); answers unchanged, never more runs inside than the width, a run that cannot get
+its turn in time says so. The CPU sessions' RunGate (vkml/runtime/gate.py) keeps the same rules.
+VKML_HANDOFF_SPIN_US: threads hand the GIL over through the token and get the same answers."""
 import threading
 import time
 
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 
 import vkml
+from vkml.runtime import _fastrun
 from vkml.runtime.gate import RunGate
 from _models import cnn
 from _threads import hammer
@@ -18,18 +21,30 @@ def _plan(sess):
     return plan
 
 
+def _gates():
+    """(name, make(width), acquire(gate, timeout)) for each gate kind and spin mode."""
+    return [
+        ("RunGate", RunGate, lambda g, t=None: g.acquire(t)),
+        ("Gate-sleep", _fastrun.Gate, lambda g, t=None: g.acquire(t)),
+        ("Gate-spin", _fastrun.Gate, lambda g, t=None: g.acquire(t, 200.0)),
+    ]
+
+
+@pytest.mark.parametrize("kind", _gates(), ids=lambda k: k[0])
 @pytest.mark.parametrize("width", [1, 3])
-def test_gate_never_lets_more_than_its_width_through(width):
-    gate = RunGate(width)
+def test_gate_never_lets_more_than_its_width_through(kind, width):
+    _, make, acquire = kind
+    gate = make(width)
     inside, most, lock = [0], [0], threading.Lock()
 
     def worker():
-        for _ in range(50):
-            assert gate.acquire(5.0)
+        for i in range(50):
+            assert acquire(gate, 5.0)
             with lock:
                 inside[0] += 1
                 most[0] = max(most[0], inside[0])
-            time.sleep(0.0005)
+            if i % 2:
+                time.sleep(0.0005)
             with lock:
                 inside[0] -= 1
             gate.release()
@@ -42,39 +57,61 @@ def test_gate_never_lets_more_than_its_width_through(width):
     assert most[0] == width  # reached and never passed
 
 
-def test_gate_times_out_and_refuses_width_zero():
-    gate = RunGate(2)
-    assert gate.acquire() and gate.acquire(0.0)
+@pytest.mark.parametrize("kind", _gates(), ids=lambda k: k[0])
+def test_gate_times_out_and_refuses_width_zero(kind):
+    _, make, acquire = kind
+    gate = make(2)
+    assert acquire(gate) and acquire(gate, 0.0)
     t0 = time.monotonic()
-    assert not gate.acquire(0.05)
+    assert not acquire(gate, 0.05)
     assert time.monotonic() - t0 >= 0.04
     gate.release()
-    assert gate.acquire(0.0)
+    assert acquire(gate, 0.0)
     with pytest.raises(ValueError):
-        RunGate(0)
+        make(0)
 
 
-def _counting(plan):
-    """Wrap the plan's ungated run to record how many runs are inside at once."""
-    inner = plan._run
-    state = {"in": 0, "most": 0}
-    lock = threading.Lock()
+@pytest.mark.parametrize("spin_us", [0.0, 50.0])
+def test_native_gate_wakes_every_sleeper(spin_us):
+    """Threads hand one turn around many times with no timeout: a lost wake-up would hang them
+    (joined with a limit). Half of them hold the turn for no time at all, so releases race the
+    sleepers' second look."""
+    gate = _fastrun.Gate(1)
+    count = [0]
+    rounds = 2000
 
-    def run(feeds, timeout):
-        with lock:
-            state["in"] += 1
-            state["most"] = max(state["most"], state["in"])
-        try:
-            time.sleep(0.001)  # (long enough for the threads to pile up at the gate)
-            return inner(feeds, timeout)
-        finally:
-            with lock:
-                state["in"] -= 1
+    def worker(t):
+        for i in range(rounds):
+            assert gate.acquire(None, spin_us)
+            count[0] += 1
+            if t % 2 and i % 100 == 0:
+                time.sleep(0.0002)
+            gate.release()
 
-    plan._run = run
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in ts), "a gate sleeper was never woken"
+    assert count[0] == 4 * rounds and gate.inflight == 0
+    with pytest.raises(RuntimeError):
+        gate.release()
+
+
+def _inside(plan):
+    """Sample how many runs are past the plan's gate while the caller hammers it."""
+    state = {"most": 0, "stop": False}
+
+    def watch():
+        while not state["stop"]:
+            state["most"] = max(state["most"], plan.gate.inflight)
+            time.sleep(0.00005)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    state["thread"] = t
     return state
-
-
 def test_fixed_width_limits_runs_and_keeps_answers(gpu, vkml_env):
     vkml_env(VKML_GPU_RUNS="2")
     model = cnn()
@@ -86,10 +123,55 @@ def test_fixed_width_limits_runs_and_keeps_answers(gpu, vkml_env):
     sess.run(None, {"x": x})
     plan = _plan(sess)
     assert plan.fast is not None and plan.gate is not None and plan.gate.width == 2
-    state = _counting(plan)
-    errors = hammer(sess, [(x, want)], 6, 20)
+    state = _inside(plan)
+    try:
+        errors = hammer(sess, [(x, want)], 6, 20)
+    finally:
+        state["stop"] = True
+        state["thread"].join()
     assert not errors, errors[:3]
-    assert state["most"] == 2
+    assert state["most"] == 2  # reached and never passed
+    assert plan.gate.inflight == 0
+
+
+@pytest.mark.parametrize("runs", ["2", "off"])
+def test_gil_token_hand_offs_keep_answers(gpu, vkml_env, runs):
+    """With the hand-off spin forced on (lavapipe, a CPU device, does not spin by default),
+    threads sharing a session hand the GIL over through the token: the same answers, and the
+    token used."""
+    vkml_env(VKML_GPU_RUNS=runs, VKML_HANDOFF_SPIN_US="300")
+    model = cnn()
+    sess = vkml.InferenceSession(model, devices=[gpu], max_slots=4)
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    rng = np.random.default_rng(2)
+    cases = []
+    for _ in range(3):
+        x = rng.standard_normal((1, 3, 12, 12)).astype(np.float32)
+        cases.append((x, ref.run(None, {"x": x})[0]))
+    sess.run(None, {"x": cases[0][0]})
+    plan = _plan(sess)
+    slot = plan.pool.acquire()
+    try:
+        assert plan.fast is not None and slot.program.spin_ns == 300_000
+    finally:
+        plan.pool.release(slot)
+    spins0, stolen0 = _fastrun.token_counts()
+    errors = hammer(sess, cases, 4, 40)
+    assert not errors, errors[:3]
+    spins, stolen = _fastrun.token_counts()
+    assert spins + stolen > spins0 + stolen0  # the threads met at the token
+
+
+def test_hand_off_spin_setting(vkml_env):
+    from vkml import config
+
+    vkml_env(VKML_HANDOFF_SPIN_US=None)
+    assert config.handoff_spin_us("cpu") == 0.0
+    vkml_env(VKML_HANDOFF_SPIN_US="25")
+    assert config.handoff_spin_us("discrete_gpu") == 25.0
+    vkml_env(VKML_HANDOFF_SPIN_US="-1")
+    with pytest.raises(ValueError, match="VKML_HANDOFF_SPIN_US"):
+        config.handoff_spin_us("discrete_gpu")
 
 
 def test_auto_width_comes_from_the_fastest_early_runs(gpu, vkml_env, monkeypatch):

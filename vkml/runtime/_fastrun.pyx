@@ -10,6 +10,11 @@ without it copies the feeds into mapped memory, submits the chunks on the slot's
 for each readback's producer (polling, then blocking in the driver; Ctrl-C is honoured every
 50 ms) and copies the results out. The GIL is taken twice per run: to accept the feeds and to
 hand back the outputs (gil_ns reports how long, summed over runs).
+
+Threads sharing a plan hand over to each other through include/run_handoff.h, spinning briefly
+before they sleep: a Gate (VKML_GPU_RUNS) lets `width` runs through at once, passed without the
+GIL, and the GIL token makes a run that is done wait for the runner in its Python part to drop
+the GIL instead of sleeping in it (VKML_HANDOFF_SPIN_US).
 """
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -26,6 +31,19 @@ from vkml.vulkan._memory cimport BufferView
 from vkml.vulkan._instance cimport check
 
 cnp.import_array()
+
+cdef extern from "run_handoff.h" nogil:
+    ctypedef struct vkml_gate:
+        unsigned width
+    void vkml_gate_init(vkml_gate* g, unsigned width)
+    int vkml_gate_acquire(vkml_gate* g, uint64_t spin_ns, uint64_t timeout_ns)
+    void vkml_gate_release(vkml_gate* g)
+    unsigned vkml_gate_inflight(vkml_gate* g)
+    void vkml_token_leave()
+    void vkml_token_enter(uint64_t spin_ns)
+    void vkml_handoff_set_max_spinning(int n)
+    uint64_t vkml_token_spins
+    uint64_t vkml_token_stolen
 
 cdef enum:
     COPY_IN = 0      # feed -> mapped memory
@@ -58,6 +76,67 @@ cdef char* _mapped(BufferView v) except NULL:
     return v.block.mapped + v.offset
 
 
+import os as _os
+
+# Spinners at once, gate and token together (as the GPU waits: a quarter of the cores), so that
+# the threads holding the GIL, the driver and the rest of the program keep theirs.
+vkml_handoff_set_max_spinning(max(1, (_os.cpu_count() or 2) // 4))
+
+
+def token_counts() -> tuple:
+    """(hand-offs that spun for the GIL token, tokens taken without waiting for their holder):
+    process totals, for tests and probes."""
+    return (vkml_token_spins, vkml_token_stolen)
+
+
+cdef class Gate:
+    """At most `width` native runs at once (VKML_GPU_RUNS); Program.run passes it without the
+    GIL, spinning up to the program's spin_ns before it sleeps."""
+
+    cdef vkml_gate g
+    cdef readonly unsigned width
+
+    def __init__(self, unsigned width):
+        if width < 1:
+            raise ValueError(f"a run gate lets at least one run through, not {width}")
+        self.width = width
+        vkml_gate_init(&self.g, width)
+
+    @property
+    def inflight(self) -> int:
+        """Runs past the gate now."""
+        return vkml_gate_inflight(&self.g)
+
+    def acquire(self, timeout=None, double spin_us=0.0) -> bool:
+        """Wait (without the GIL, spinning up to spin_us first) for a turn: True, or False when
+        `timeout` seconds (None: no limit) passed first. Program.run takes its turns itself;
+        this is for tests and for holding a turn from Python."""
+        cdef uint64_t spin = <uint64_t>(spin_us * 1000.0) if spin_us > 0 else 0
+        cdef uint64_t deadline = 0, now, left
+        cdef int ok = 0
+        if timeout is not None:
+            deadline = _now_ns() + <uint64_t>(max(0.0, float(timeout)) * 1e9)
+        while True:
+            with nogil:
+                left = SLICE_NS
+                if deadline:
+                    now = _now_ns()
+                    left = deadline - now if deadline > now else 0
+                    if left > SLICE_NS:
+                        left = SLICE_NS
+                ok = vkml_gate_acquire(&self.g, spin, left)
+            if ok:
+                return True
+            if deadline and _now_ns() >= deadline:
+                return False
+            PyErr_CheckSignals()
+
+    def release(self) -> None:
+        """Give back a turn taken with acquire()."""
+        if vkml_gate_inflight(&self.g) == 0:
+            raise RuntimeError("Gate.release() without a turn taken")
+        vkml_gate_release(&self.g)
+
 cdef class Program:
     """The steps of one slot's run (see the module docstring). steps: a list of
     ("in", feed index, BufferView) / ("submit", unit, CommandBuffer, [wait units]) /
@@ -84,6 +163,8 @@ cdef class Program:
     cdef readonly uint64_t free_ns  # time without it (copies, submits, waits), summed
     cdef readonly uint64_t last_free_ns  # the latter in the latest run
     cdef readonly uint64_t runs
+    cdef public uint64_t spin_ns  # hand-offs spin this long before sleeping (0: no token, the gate sleeps)
+    cdef bint gated               # a run of this program is past its gate (released by run())
 
     def __cinit__(self):
         self.steps = NULL
@@ -95,7 +176,9 @@ cdef class Program:
         self.src = NULL
         self.dst = NULL
 
-    def __init__(self, Device dev, uint32_t lane, list steps, int nunits, int nin, int nout):
+    def __init__(self, Device dev, uint32_t lane, list steps, int nunits, int nin, int nout,
+                 double spin_us=0.0):
+        self.spin_ns = <uint64_t>(spin_us * 1000.0) if spin_us > 0 else 0
         if lane >= dev.nlanes:
             raise ValueError(f"{dev.name} has no lane {lane}")
         self.dev = dev
@@ -194,10 +277,11 @@ cdef class Program:
         free(<void*>self.src)
         free(self.dst)
 
-    def run(self, list feeds, list outs, double timeout) -> None:
+    def run(self, list feeds, list outs, double timeout, Gate gate=None) -> None:
         """Copy feeds (C-contiguous arrays of the planned sizes, by feed index) in, run,
         fill outs (likewise). timeout < 0: wait forever; else TimeoutError past it, with the
-        GPU work maybe still running (last says up to which value of the lane)."""
+        GPU work maybe still running (last says up to which value of the lane). With `gate`,
+        the run first waits (without the GIL) for its turn there, within the same timeout."""
         cdef uint64_t t0 = _now_ns(), t1, t2
         cdef const char** src = self.src
         cdef char** dst = self.dst
@@ -218,7 +302,12 @@ cdef class Program:
             dst[i] = <char*>cnp.PyArray_DATA(a)
         self.dev.ensure_open()
         t1 = _now_ns()
-        self._run(src, dst, timeout)
+        try:
+            self._run(src, dst, timeout, gate)
+        finally:
+            if self.gated:  # (left early: timed out, interrupted, a failed wait)
+                self.gated = False
+                vkml_gate_release(&gate.g)
         t2 = _now_ns()
         for unit, cb in self.cbs:
             (<CommandBuffer>cb).last_value = self.tl[unit]
@@ -227,23 +316,39 @@ cdef class Program:
         self.free_ns += self.last_free_ns
         self.gil_ns += (t2 - t1 - self.last_free_ns) + (t1 - t0) + (_now_ns() - t2)
 
-    cdef int _run(self, const char** src, char** dst, double timeout) except -1:
+    cdef int _run(self, const char** src, char** dst, double timeout, Gate gate) except -1:
         cdef int i, k, nw
         cdef Step* st
         cdef uint64_t value, deadline = 0, now, left, f0
+        cdef uint64_t spin = self.spin_ns
         cdef VkResult r = VK_SUCCESS
-        cdef int status = 0     # 1: timed out, 2: a wait failed (r)
+        cdef int status = 0     # 1: timed out, 2: a wait failed (r), 3: timed out at the gate
+        cdef vkml_gate* g = &gate.g if gate is not None else NULL
+        cdef bint through = g == NULL  # past the gate (or none)
         if timeout >= 0:
             deadline = _now_ns() + <uint64_t>(timeout * 1e9)
         for i in range(self.nunits):
             self.tl[i] = 0
         self.last = 0
         self.last_free_ns = 0
+        self.gated = False
         i = 0
-        while i < self.nsteps:
+        while i < self.nsteps or not through:
             with nogil:
+                vkml_token_leave()
                 f0 = _now_ns()
-                while i < self.nsteps:
+                if not through:
+                    left = SLICE_NS
+                    if deadline:
+                        now = _now_ns()
+                        left = deadline - now if deadline > now else 0
+                        if left > SLICE_NS:
+                            left = SLICE_NS
+                    if vkml_gate_acquire(g, spin, left):
+                        through = self.gated = True
+                    elif deadline and _now_ns() >= deadline:
+                        status = 3
+                while through and i < self.nsteps:
                     st = &self.steps[i]
                     if st.kind == COPY_IN:
                         if st.nbytes:
@@ -277,13 +382,21 @@ cdef class Program:
                         if st.nbytes:
                             memcpy(dst[st.io], st.ptr, st.nbytes)
                     i += 1
+                if self.gated and i >= self.nsteps:
+                    self.gated = False  # done: the next run goes through while this one takes the GIL
+                    vkml_gate_release(g)
                 self.last_free_ns += _now_ns() - f0
+                vkml_token_enter(spin)
+            if status == 3:
+                raise TimeoutError(f"this run waited {timeout} s for its turn among the {gate.width} runs of this "
+                                   f"input shape that may run at once (VKML_GPU_RUNS), and the runs ahead of it did "
+                                   f"not end (a hung GPU or driver?); VKML_GPU_TIMEOUT sets the limit")
             if status == 1:
                 raise TimeoutError(f"{self.dev.name}: lane {self.lane} did not reach timeline value "
                                    f"{self.tl[self.steps[i].wait_unit]} within {timeout} s")
             if status == 2:
                 check(r, b"vkWaitSemaphores")
-            if i < self.nsteps:
+            if i < self.nsteps or not through:
                 PyErr_CheckSignals()
         return 0
 
@@ -334,14 +447,15 @@ cdef class Feeds:
             out.append(arr)
         return out
 
-    def run(self, Program program, list arrays, feeds, double timeout):
-        """Run `program` on arrays (from arrays() of `feeds`); the graph's outputs, newly made."""
+    def run(self, Program program, list arrays, feeds, double timeout, Gate gate=None):
+        """Run `program` on arrays (from arrays() of `feeds`), through `gate` if given; the
+        graph's outputs, newly made."""
         cdef list flat = []
         cdef list shaped = []
         for i in range(len(self.out_shapes)):
             a = self.empty(self.out_shapes[i], self.out_dtypes[i])
             shaped.append(a)
             flat.append(a.reshape(-1))
-        program.run(arrays, flat, timeout)
+        program.run(arrays, flat, timeout, gate)
         return [shaped[v] if kind == "rb" else self.copy(v) if kind == "const" else feeds[v]
                 for kind, v in self.sources]

@@ -25,7 +25,6 @@ from .. import config
 from ..ir.graph import UNKNOWN, TensorDesc, _graphs_in, condition_inputs
 from .devices import gpu_facts, vulkan_device
 from .executor import NodeFailure, Scope
-from .gate import RunGate
 from .plan import Runtime
 from .slots import ConstCache, KeptGeneration, RecordError, Slot, SlotMemoryError, SlotPool
 from .subgraphs import GpuScope, Subgraphs
@@ -145,16 +144,19 @@ class ConcretePlan:
         self.fast = self._fast_layout(graph.inputs)  # (feed names, output sources, readbacks) or None
         self.feeds = self._fast_feeds()  # its feed checks and outputs, in C
         self.pool = SlotPool(self._make_slot, runner.max_slots)
-        # Runs on the native path pass a gate (VKML_GPU_RUNS); under "auto" its width comes from
-        # the fastest of the first CALIBRATE_RUNS native runs (_calibrate).
-        self.gate: RunGate | None = None
+        # Runs on the native path pass a gate (VKML_GPU_RUNS) without the GIL (_fastrun.Gate);
+        # under "auto" its width comes from the fastest of the first CALIBRATE_RUNS native runs
+        # (_calibrate).
+        self.gate = None
         self._calib: list[int] | None = None
         if self.fast is not None:
+            from . import _fastrun
+
             policy = config.gpu_runs()
             if policy == "auto":
                 self._calib = []
             elif policy is not None and policy < runner.max_slots:
-                self.gate = RunGate(policy)
+                self.gate = _fastrun.Gate(policy)
         self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
         self._guard_rows = False  # guarded_by has filled in the guard nodes' report rows
         self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
@@ -337,7 +339,8 @@ class ConcretePlan:
                 if k in out_of:
                     steps.append(("out", out_of[k], next(iter(u.deps)).index, stage))
         dev = next(iter(slot.devices.values()))
-        return _fastrun.Program(dev, slot.lanes[dev.name], steps, len(self.up.units), len(fed), len(out_of))
+        return _fastrun.Program(dev, slot.lanes[dev.name], steps, len(self.up.units), len(fed), len(out_of),
+                                config.handoff_spin_us(dev.info.device_type))
 
     def _make_slot(self) -> Slot:
         slot = Slot(self, self.runner.consts)
@@ -581,11 +584,14 @@ class ConcretePlan:
             return None
         try:
             t0 = time.perf_counter_ns()
-            result = self.feeds.run(p, arrays, feeds, timeout)
+            result = self.feeds.run(p, arrays, feeds, timeout, self.gate)
             if self._calib is not None:
                 self._calibrate(time.perf_counter_ns() - t0)
             RUN_INFO.free_ns = p.last_free_ns
         except BaseException as e:
+            if isinstance(e, TimeoutError) and not p.last:  # at the gate: nothing was submitted
+                self.pool.release(slot)
+                raise
             # Interrupted or timed out: the GPU may still use the slot, so it is retired until
             # its lane passes the run's last value. Another failure (a submit refused) first
             # waits for what was submitted, and keeps the slot when that works.
@@ -625,18 +631,7 @@ class ConcretePlan:
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         # Seconds this run waits for its GPU work (VKML_GPU_TIMEOUT), read per run: tests and
         # tools/soak.py change it while sessions run.
-        timeout = config.gpu_timeout()
-        gate = self.gate
-        if gate is None:
-            return self._run(feeds, timeout)
-        if not gate.acquire(timeout):
-            raise TimeoutError(f"this run waited {timeout} s for its turn among the {gate.width} runs of this "
-                               f"input shape that may run at once (VKML_GPU_RUNS), and the runs ahead of it did "
-                               f"not end (a hung GPU or driver?); VKML_GPU_TIMEOUT sets the limit")
-        try:
-            return self._run(feeds, timeout)
-        finally:
-            gate.release()
+        return self._run(feeds, config.gpu_timeout())
 
     CALIBRATE_RUNS = 32  # native runs whose fastest sets the gate's width under VKML_GPU_RUNS=auto
 
@@ -653,7 +648,9 @@ class ConcretePlan:
         self._calib = None
         width = max(2, -(-int(min(calib)) // int(config.GPU_RUNS_HOST_US * 1000)))
         if width < self.runner.max_slots:
-            self.gate = RunGate(width)  # (runs already past the old gate, if any, end ungated)
+            from . import _fastrun
+
+            self.gate = _fastrun.Gate(width)  # (runs already past the old gate, if any, end ungated)
         log.debug("vkml: GPU runs of this plan at once: %s (fastest of %d runs: %.1f us)",
                   width if width < self.runner.max_slots else "no gate", len(calib), min(calib) / 1e3)
 
