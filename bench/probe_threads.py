@@ -47,9 +47,14 @@ def _one(model: str, threads: list[int], seconds: float, direct: bool = True) ->
     dev = vkml.vulkan.device(0)
     rows = []
     for t in threads:
+        n0 = len(sess._profile)
         res = timing.threaded(lambda: sess.run(None, feed), t, seconds)
+        # This row's runs as the profile saw them: time holding (or waiting for) the GIL, time without it
+        runs = [e["args"] for e in sess._profile[n0:] if e.get("name") == "model_run"]
+        split = {f"{k}_median": float(np.median([r[k] for r in runs if k in r])) for k in ("gil_us", "nogil_us")
+                 if any(k in r for r in runs)}
         rows.append({"probe": "threads", "model": model, "path": "session.run", "threads": t,
-                     "queues": dev.nlanes, "hw_queues": dev.nqueues, "gil_us_1thread": gil, **res})
+                     "queues": dev.nlanes, "hw_queues": dev.nqueues, "gil_us_1thread": gil, **split, **res})
     # Direct: one slot per thread, its Program called with preallocated arrays.
     cp = sess._gpu.last
     slots = [cp.pool.acquire() for _ in range(max(threads))] if direct else []
@@ -137,7 +142,8 @@ def _child(a, m: str, q: str, label: str, extra: dict, rnd: int, out: str) -> No
         print(f"{m:9s} {label:8s} queues={row['queues']} ({row['hw_queues']} hw) {row['path']:12s} "
               f"{row['threads']:2d} threads: {row['throughput']:9.1f} runs/s  "
               f"p50 {row.get('median', 0) * 1e6:7.1f} µs  p99 {row.get('p99', 0) * 1e6:7.1f} µs"
-              + (f"  GIL/run {row['gil_us_1thread']:.1f} µs" if row.get("gil_us_1thread") else ""), flush=True)
+              + (f"  GIL/run {row['gil_us_median']:.1f} µs, without {row['nogil_us_median']:.1f}"
+                 if row.get("gil_us_median") else ""), flush=True)
 
 
 if __name__ == "__main__":

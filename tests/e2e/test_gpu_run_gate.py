@@ -26,7 +26,7 @@ def _gates():
     return [
         ("RunGate", RunGate, lambda g, t=None: g.acquire(t)),
         ("Gate-sleep", _fastrun.Gate, lambda g, t=None: g.acquire(t)),
-        ("Gate-spin", _fastrun.Gate, lambda g, t=None: g.acquire(t, 200.0)),
+        ("Gate-spin", lambda w: _fastrun.Gate(w, True), lambda g, t=None: g.acquire(t, 200.0)),
     ]
 
 
@@ -76,7 +76,7 @@ def test_native_gate_wakes_every_sleeper(spin_us):
     """Threads hand one turn around many times with no timeout: a lost wake-up would hang them
     (joined with a limit). Half of them hold the turn for no time at all, so releases race the
     sleepers' second look."""
-    gate = _fastrun.Gate(1)
+    gate = _fastrun.Gate(1, spin_us > 0)
     count = [0]
     rounds = 2000
 
@@ -97,6 +97,69 @@ def test_native_gate_wakes_every_sleeper(spin_us):
     assert count[0] == 4 * rounds and gate.inflight == 0
     with pytest.raises(RuntimeError):
         gate.release()
+
+
+@pytest.mark.parametrize("spin", [False, True])
+def test_native_gate_goes_in_arrival_order_and_passes_on_given_up_turns(spin):
+    """Turns go in arrival order (a thread back from a run cannot jump the queue), and a waiter
+    that gives up (a timeout) does not keep its turn: the ones behind it still get theirs."""
+    gate = _fastrun.Gate(1, spin)
+    assert gate.acquire(0.0)
+    order, lock = [], threading.Lock()
+
+    def waiter(i):
+        assert gate.acquire(10.0, 100.0 if spin else 0.0)
+        with lock:
+            order.append(i)
+        gate.release()
+
+    ts = []
+    for i in range(5):
+        ts.append(threading.Thread(target=waiter, args=(i,)))
+        ts[-1].start()
+        time.sleep(0.02)  # (each is waiting before the next arrives)
+        if i == 2:  # one that gives up while in the queue, between waiters 2 and 3
+            assert not gate.acquire(0.01)
+    gate.release()
+    for t in ts:
+        t.join(timeout=30)
+    assert order == [0, 1, 2, 3, 4]
+    assert gate.inflight == 0 and gate.acquire(0.0)
+    gate.release()
+
+
+@pytest.mark.parametrize("spin", [False, True])
+def test_native_gate_loses_no_turn_to_timeouts(spin):
+    """Threads that hold turns for random short times and give up after random short waits:
+    afterwards every turn is free again (a turn lost to a give-up would stay taken)."""
+    import random
+
+    width = 2
+    gate = _fastrun.Gate(width, spin)
+    inside, most, lock = [0], [0], threading.Lock()
+
+    def worker(seed):
+        rng = random.Random(seed)
+        for _ in range(300):
+            if not gate.acquire(rng.choice((0.0, 0.0002, 0.001, None)), 50.0 if spin else 0.0):
+                continue
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            if rng.random() < 0.3:
+                time.sleep(rng.random() * 0.0005)
+            with lock:
+                inside[0] -= 1
+            gate.release()
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in ts)
+    assert most[0] <= width and gate.inflight == 0
+    assert all(gate.acquire(0.0) for _ in range(width)) and not gate.acquire(0.0)
 
 
 def _inside(plan):

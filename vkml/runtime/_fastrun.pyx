@@ -35,8 +35,10 @@ cnp.import_array()
 cdef extern from "run_handoff.h" nogil:
     ctypedef struct vkml_gate:
         unsigned width
-    void vkml_gate_init(vkml_gate* g, unsigned width)
-    int vkml_gate_acquire(vkml_gate* g, uint64_t spin_ns, uint64_t timeout_ns)
+    void vkml_gate_init(vkml_gate* g, unsigned width, int spin)
+    unsigned vkml_gate_enter(vkml_gate* g)
+    int vkml_gate_wait(vkml_gate* g, unsigned ticket, uint64_t spin_ns, uint64_t timeout_ns)
+    void vkml_gate_abandon(vkml_gate* g, unsigned ticket)
     void vkml_gate_release(vkml_gate* g)
     unsigned vkml_gate_inflight(vkml_gate* g)
     void vkml_token_leave()
@@ -90,17 +92,18 @@ def token_counts() -> tuple:
 
 
 cdef class Gate:
-    """At most `width` native runs at once (VKML_GPU_RUNS); Program.run passes it without the
-    GIL, spinning up to the program's spin_ns before it sleeps."""
+    """At most `width` native runs at once (VKML_GPU_RUNS), in arrival order; Program.run passes
+    it without the GIL, the waiters nearest their turn spinning up to the program's spin_ns
+    (when `spin`), the others asleep (include/run_handoff.h)."""
 
     cdef vkml_gate g
     cdef readonly unsigned width
 
-    def __init__(self, unsigned width):
+    def __init__(self, unsigned width, bint spin=False):
         if width < 1:
             raise ValueError(f"a run gate lets at least one run through, not {width}")
         self.width = width
-        vkml_gate_init(&self.g, width)
+        vkml_gate_init(&self.g, width, spin)
 
     @property
     def inflight(self) -> int:
@@ -116,20 +119,25 @@ cdef class Gate:
         cdef int ok = 0
         if timeout is not None:
             deadline = _now_ns() + <uint64_t>(max(0.0, float(timeout)) * 1e9)
-        while True:
-            with nogil:
-                left = SLICE_NS
-                if deadline:
-                    now = _now_ns()
-                    left = deadline - now if deadline > now else 0
-                    if left > SLICE_NS:
-                        left = SLICE_NS
-                ok = vkml_gate_acquire(&self.g, spin, left)
-            if ok:
-                return True
-            if deadline and _now_ns() >= deadline:
-                return False
-            PyErr_CheckSignals()
+        cdef unsigned ticket = vkml_gate_enter(&self.g)
+        try:
+            while True:
+                with nogil:
+                    left = SLICE_NS
+                    if deadline:
+                        now = _now_ns()
+                        left = deadline - now if deadline > now else 0
+                        if left > SLICE_NS:
+                            left = SLICE_NS
+                    ok = vkml_gate_wait(&self.g, ticket, spin, left)
+                if ok:
+                    return True
+                if deadline and _now_ns() >= deadline:
+                    return False
+                PyErr_CheckSignals()
+        finally:
+            if not ok:
+                vkml_gate_abandon(&self.g, ticket)
 
     def release(self) -> None:
         """Give back a turn taken with acquire()."""
@@ -165,6 +173,8 @@ cdef class Program:
     cdef readonly uint64_t runs
     cdef public uint64_t spin_ns  # hand-offs spin this long before sleeping (0: no token, the gate sleeps)
     cdef bint gated               # a run of this program is past its gate (released by run())
+    cdef bint waiting             # ... holds the gate's ticket `ticket` (abandoned by run())
+    cdef unsigned ticket
 
     def __cinit__(self):
         self.steps = NULL
@@ -308,6 +318,9 @@ cdef class Program:
             if self.gated:  # (left early: timed out, interrupted, a failed wait)
                 self.gated = False
                 vkml_gate_release(&gate.g)
+            elif self.waiting:  # (timed out or interrupted before its turn)
+                self.waiting = False
+                vkml_gate_abandon(&gate.g, self.ticket)
         t2 = _now_ns()
         for unit, cb in self.cbs:
             (<CommandBuffer>cb).last_value = self.tl[unit]
@@ -331,7 +344,7 @@ cdef class Program:
             self.tl[i] = 0
         self.last = 0
         self.last_free_ns = 0
-        self.gated = False
+        self.gated = self.waiting = False
         i = 0
         while i < self.nsteps or not through:
             with nogil:
@@ -344,7 +357,11 @@ cdef class Program:
                         left = deadline - now if deadline > now else 0
                         if left > SLICE_NS:
                             left = SLICE_NS
-                    if vkml_gate_acquire(g, spin, left):
+                    if not self.waiting:
+                        self.ticket = vkml_gate_enter(g)
+                        self.waiting = True
+                    if vkml_gate_wait(g, self.ticket, spin, left):
+                        self.waiting = False
                         through = self.gated = True
                     elif deadline and _now_ns() >= deadline:
                         status = 3
