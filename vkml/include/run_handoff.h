@@ -17,9 +17,9 @@
  * runner that spun for spin_ns without getting it takes it anyway and then the GIL the usual
  * way (the holder may have left vkml for other work, or for good).
  *
- * The gate: at most `width` native runs of one plan at once, in arrival order, the waiters
- * nearest their turn spinning (at most a quarter of the cores' worth of threads spin at once,
- * gate and token together), the others asleep on a futex (sched_park.h) until their turn nears.
+ * The gate: at most `width` native runs of one plan at once; arrivals spin for a turn (at most
+ * a quarter of the cores' worth of threads spin at once, gate and token together), the others
+ * sleep on a futex (sched_park.h), and none is left waiting much past 2 ms (see below).
  */
 #ifndef VKML_RUN_HANDOFF_H
 #define VKML_RUN_HANDOFF_H
@@ -111,153 +111,136 @@ static inline void vkml_token_enter(uint64_t spin_ns)
 }
 
 /* ------------------------------------------------------------------ the gate */
-/* A FIFO semaphore of tickets: ticket t is through once (t - released) < width, `released`
- * counting the turns given back. A waiter sleeps on wake[t % VKML_GATE_SLOTS] until it is
- * `ahead` (VKML_GATE_AHEAD at most) turns from its own, then spins: every release wakes the
- * ticket it lets through (in case it slept) and the ticket that is now `ahead` turns away, so
- * that a waiter's wake-up happens while the ones in front of it still run and the turn itself
- * is taken by a spinning thread. Turns go in arrival order: a thread that just finished a run
- * cannot take the turn of one that has waited longer (a first version let spinners win every
- * time: at 16 threads a few ran and the rest waited up to 25 ms, H200).
+/* A counting semaphore that arrivals may barge into: a thread back from its run spins for the
+ * next turn and usually takes it, while the others sleep; that keeps the few threads that are
+ * running at full speed and the rest out of the GIL's way. A sleeper that has waited
+ * VKML_GATE_STARVE_NS is starving: from then until no sleeper is, only sleepers take turns
+ * (every release wakes them all), so no thread waits much longer than that.
  *
- * A waiter that gives up (a timeout, Ctrl-C) leaves its ticket in `abandoned`; the release that
- * lets it through passes the turn on at once. */
-#define VKML_GATE_SLOTS 256u
-#define VKML_GATE_AHEAD 4
+ * What was measured (H200, mnist, 1/2/4/8/16 threads, bench/results/checks/
+ * h200-2026-12-01-threads-handoff.jsonl): barging spinners kept 8 and 16 threads at 20-22k
+ * runs/s against 18-21k from one thread, where sleeping hand-offs made 13-18k, but starved some
+ * threads for up to 25 ms (p99); a FIFO ticket gate with the waiters nearest their turn
+ * spinning was fair and made 9-14k, fewer than one thread: every thread then runs, and the GIL
+ * is what they queue on. */
+#define VKML_GATE_STARVE_NS 2000000ull
 
 typedef struct {
+    atomic_uint inflight;  /* runs past the gate */
     unsigned width;
-    unsigned ahead;                        /* waiters this close to their turn spin (0: none) */
-    unsigned next;                         /* tickets handed out */
-    atomic_uint released;                  /* turns given back */
-    atomic_uint wake[VKML_GATE_SLOTS];     /* futex words, bumped by the releases */
-    int asleep[VKML_GATE_SLOTS];           /* threads asleep (or about to be) on each */
-    unsigned abandoned[VKML_GATE_SLOTS];   /* ticket + 1 of a waiter that gave up, or 0 */
+    int sleepers;          /* threads in (or about to enter) sched_park_wait */
+    int starving;          /* sleepers past VKML_GATE_STARVE_NS: no barging while > 0 */
 } vkml_gate;
 
-/* spin: whether its waiters will spin (then the VKML_GATE_AHEAD nearest their turn do, at most
- * as many as may spin at once). */
-static inline void vkml_gate_init(vkml_gate *g, unsigned width, int spin)
+static inline void vkml_gate_init(vkml_gate *g, unsigned width)
 {
-    int ahead = vkml_handoff_max_spinning < VKML_GATE_AHEAD ? vkml_handoff_max_spinning : VKML_GATE_AHEAD;
+    atomic_store(&g->inflight, 0u);
     g->width = width < 1 ? 1 : width;
-    g->ahead = spin ? (unsigned)ahead : 0u;
-    g->next = 0;
-    atomic_store(&g->released, 0u);
-    for (unsigned i = 0; i < VKML_GATE_SLOTS; i++) {
-        atomic_store(&g->wake[i], 0u);
-        g->asleep[i] = 0;
-        g->abandoned[i] = 0;
+    g->sleepers = 0;
+    g->starving = 0;
+}
+
+static inline int vkml_gate_try(vkml_gate *g)
+{
+    unsigned c = atomic_load(&g->inflight);
+    while (c < g->width)
+        if (atomic_compare_exchange_weak(&g->inflight, &c, c + 1))
+            return 1;
+    return 0;
+}
+
+/* A waiter's state across calls of vkml_gate_acquire (one wait may take several calls). */
+typedef struct {
+    uint64_t since;  /* when it began to wait (0: not waiting) */
+    int starved;     /* it counts in g->starving */
+} vkml_gate_wait;
+
+static inline int vkml_gate_took(vkml_gate *g, vkml_gate_wait *w)
+{
+    if (w->starved)
+        __atomic_sub_fetch(&g->starving, 1, __ATOMIC_SEQ_CST);
+    w->starved = 0;
+    w->since = 0;
+    return 1;
+}
+
+/* A waiter that gives up (its timeout, Ctrl-C) stops counting as starving. */
+static inline void vkml_gate_forget(vkml_gate *g, vkml_gate_wait *w)
+{
+    if (w->starved)
+        __atomic_sub_fetch(&g->starving, 1, __ATOMIC_SEQ_CST);
+    w->starved = 0;
+    w->since = 0;
+}
+
+static inline int vkml_gate_may(vkml_gate *g, vkml_gate_wait *w)
+{
+    return w->starved || __atomic_load_n(&g->starving, __ATOMIC_SEQ_CST) == 0;
+}
+
+/* 1: through the gate; 0: timeout_ns passed first (the caller looks at signals and its
+ * deadline, then calls again with the same `w`, or vkml_gate_forget). Spins up to spin_ns
+ * before sleeping. */
+static inline int vkml_gate_acquire(vkml_gate *g, uint64_t spin_ns, uint64_t timeout_ns, vkml_gate_wait *w)
+{
+    if (vkml_gate_may(g, w) && vkml_gate_try(g))
+        return vkml_gate_took(g, w);
+    uint64_t now = vkml_handoff_now(), deadline = now + timeout_ns;
+    if (!w->since)
+        w->since = now;
+    if (spin_ns && !w->starved && vkml_handoff_spin_begin()) {
+        uint64_t end = now + (spin_ns < timeout_ns ? spin_ns : timeout_ns);
+        unsigned n = 0;
+        for (;;) {
+            VKML_HANDOFF_RELAX();
+            if (atomic_load_explicit(&g->inflight, memory_order_relaxed) < g->width && vkml_gate_may(g, w)
+                && vkml_gate_try(g)) {
+                vkml_handoff_spin_end();
+                return vkml_gate_took(g, w);
+            }
+            if ((++n & 63u) == 0 && vkml_handoff_now() >= end)
+                break;
+        }
+        vkml_handoff_spin_end();
     }
-}
-
-/* Turns still to be given back before ticket t is through (<= 0: through). */
-static inline int vkml_gate_behind(vkml_gate *g, unsigned t, unsigned released)
-{
-    return (int)(t - released) - (int)g->width + 1;
-}
-
-static inline void vkml_gate_wake(vkml_gate *g, unsigned t)
-{
-    unsigned s = t % VKML_GATE_SLOTS;
-    atomic_fetch_add(&g->wake[s], 1u);
-    if (__atomic_load_n(&g->asleep[s], __ATOMIC_SEQ_CST) > 0)
-        sched_park_wake(&g->wake[s], INT_MAX);  /* (tickets sharing the slot look again) */
+    for (;;) {
+        /* sleepers before the second look, the release's decrement before its look at
+         * sleepers (both sequentially consistent): one of the two sees the other. */
+        __atomic_add_fetch(&g->sleepers, 1, __ATOMIC_SEQ_CST);
+        unsigned c = atomic_load(&g->inflight);
+        if (c < g->width && vkml_gate_may(g, w)) {
+            __atomic_sub_fetch(&g->sleepers, 1, __ATOMIC_SEQ_CST);
+            if (vkml_gate_try(g))
+                return vkml_gate_took(g, w);
+            continue;
+        }
+        now = vkml_handoff_now();
+        if (!w->starved && now - w->since >= VKML_GATE_STARVE_NS) {
+            w->starved = 1;  /* from now on the turns are the sleepers' */
+            __atomic_add_fetch(&g->starving, 1, __ATOMIC_SEQ_CST);
+            __atomic_sub_fetch(&g->sleepers, 1, __ATOMIC_SEQ_CST);
+            continue;
+        }
+        if (now >= deadline) {
+            __atomic_sub_fetch(&g->sleepers, 1, __ATOMIC_SEQ_CST);
+            return 0;
+        }
+        uint64_t nap = deadline - now;
+        if (!w->starved && w->since + VKML_GATE_STARVE_NS - now < nap)
+            nap = w->since + VKML_GATE_STARVE_NS - now;  /* wake to become starving */
+        sched_park_wait(&g->inflight, c, (int64_t)nap);
+        __atomic_sub_fetch(&g->sleepers, 1, __ATOMIC_SEQ_CST);
+    }
 }
 
 static inline void vkml_gate_release(vkml_gate *g)
 {
-    unsigned r = atomic_fetch_add(&g->released, 1u) + 1u;
-    for (;;) {
-        unsigned a = r + g->width - 1u;  /* the ticket this release lets through */
-        unsigned *ab = &g->abandoned[a % VKML_GATE_SLOTS], want = a + 1u;
-        if (__atomic_load_n(ab, __ATOMIC_SEQ_CST) == want
-            && __atomic_compare_exchange_n(ab, &want, 0u, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-            r = atomic_fetch_add(&g->released, 1u) + 1u;  /* its waiter gave up: pass the turn on */
-            continue;
-        }
-        vkml_gate_wake(g, a);
-        if (g->ahead)
-            vkml_gate_wake(g, a + g->ahead);
-        return;
-    }
+    atomic_fetch_sub(&g->inflight, 1u);
+    if (__atomic_load_n(&g->sleepers, __ATOMIC_SEQ_CST) > 0)
+        /* all of them while some starve: the one woken must be one that may take the turn */
+        sched_park_wake(&g->inflight, __atomic_load_n(&g->starving, __ATOMIC_SEQ_CST) > 0 ? INT_MAX : 1);
 }
 
-/* A ticket; the caller then waits for it (vkml_gate_wait) or gives it up (vkml_gate_abandon). */
-static inline unsigned vkml_gate_enter(vkml_gate *g) { return __atomic_fetch_add(&g->next, 1u, __ATOMIC_SEQ_CST); }
-
-/* 1: ticket t is through; 0: timeout_ns passed first (the caller looks at signals and its
- * deadline, then waits again with the same ticket, or abandons it). Spins up to spin_ns while
- * within `ahead` turns of its own (at most that long in one go), sleeps otherwise. */
-static inline int vkml_gate_wait(vkml_gate *g, unsigned t, uint64_t spin_ns, uint64_t timeout_ns)
-{
-    uint64_t deadline = vkml_handoff_now() + timeout_ns;
-    unsigned s = t % VKML_GATE_SLOTS;
-    int spun = 0;
-    for (;;) {
-        int behind = vkml_gate_behind(g, t, atomic_load(&g->released));
-        if (behind <= 0)
-            return 1;
-        if (spin_ns && !spun && behind <= (int)g->ahead) {
-            spun = 1;  /* once per wake-up: then asleep until the release that lets it through */
-            if (vkml_handoff_spin_begin()) {
-                uint64_t end = vkml_handoff_now() + spin_ns;
-                unsigned n = 0;
-                for (;;) {
-                    VKML_HANDOFF_RELAX();
-                    if (vkml_gate_behind(g, t, atomic_load_explicit(&g->released, memory_order_acquire)) <= 0) {
-                        vkml_handoff_spin_end();
-                        return 1;
-                    }
-                    if ((++n & 63u) == 0 && vkml_handoff_now() >= end)
-                        break;
-                }
-                vkml_handoff_spin_end();
-                continue;
-            }
-        }
-        /* asleep before the second look, a release's bump of `released` and `wake` before its
-         * look at asleep (all sequentially consistent): one of the two sees the other. */
-        __atomic_add_fetch(&g->asleep[s], 1, __ATOMIC_SEQ_CST);
-        unsigned w = atomic_load(&g->wake[s]);
-        behind = vkml_gate_behind(g, t, atomic_load(&g->released));
-        if (behind <= 0 || (spin_ns && !spun && behind <= (int)g->ahead)) {
-            __atomic_sub_fetch(&g->asleep[s], 1, __ATOMIC_SEQ_CST);
-            continue;
-        }
-        uint64_t now = vkml_handoff_now();
-        if (now >= deadline) {
-            __atomic_sub_fetch(&g->asleep[s], 1, __ATOMIC_SEQ_CST);
-            return 0;
-        }
-        sched_park_wait(&g->wake[s], w, (int64_t)(deadline - now));
-        __atomic_sub_fetch(&g->asleep[s], 1, __ATOMIC_SEQ_CST);
-        spun = 0;  /* woken: the turn may be near again */
-    }
-}
-
-/* Give up ticket t (not through, or through without the caller knowing): its turn, when it
- * comes, is passed on. */
-static inline void vkml_gate_abandon(vkml_gate *g, unsigned t)
-{
-    unsigned *ab = &g->abandoned[t % VKML_GATE_SLOTS], free_ = 0, mine = t + 1u;
-    if (!__atomic_compare_exchange_n(ab, &free_, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-        /* The slot holds another give-up (VKML_GATE_SLOTS waiters behind): wait for the turn. */
-        while (!vkml_gate_wait(g, t, 0, 50000000ull)) {
-        }
-        vkml_gate_release(g);
-        return;
-    }
-    if (vkml_gate_behind(g, t, atomic_load(&g->released)) <= 0
-        && __atomic_compare_exchange_n(ab, &mine, 0u, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-        vkml_gate_release(g);  /* through already, and no release saw the give-up: give it back */
-}
-
-/* Runs through the gate and not yet released (at most width). */
-static inline unsigned vkml_gate_inflight(vkml_gate *g)
-{
-    unsigned out = __atomic_load_n(&g->next, __ATOMIC_SEQ_CST) - atomic_load(&g->released);
-    return out < g->width ? out : g->width;
-}
+static inline unsigned vkml_gate_inflight(vkml_gate *g) { return atomic_load(&g->inflight); }
 
 #endif

@@ -35,10 +35,12 @@ cnp.import_array()
 cdef extern from "run_handoff.h" nogil:
     ctypedef struct vkml_gate:
         unsigned width
-    void vkml_gate_init(vkml_gate* g, unsigned width, int spin)
-    unsigned vkml_gate_enter(vkml_gate* g)
-    int vkml_gate_wait(vkml_gate* g, unsigned ticket, uint64_t spin_ns, uint64_t timeout_ns)
-    void vkml_gate_abandon(vkml_gate* g, unsigned ticket)
+    ctypedef struct vkml_gate_wait:
+        uint64_t since
+        int starved
+    void vkml_gate_init(vkml_gate* g, unsigned width)
+    int vkml_gate_acquire(vkml_gate* g, uint64_t spin_ns, uint64_t timeout_ns, vkml_gate_wait* w)
+    void vkml_gate_forget(vkml_gate* g, vkml_gate_wait* w)
     void vkml_gate_release(vkml_gate* g)
     unsigned vkml_gate_inflight(vkml_gate* g)
     void vkml_token_leave()
@@ -92,18 +94,18 @@ def token_counts() -> tuple:
 
 
 cdef class Gate:
-    """At most `width` native runs at once (VKML_GPU_RUNS), in arrival order; Program.run passes
-    it without the GIL, the waiters nearest their turn spinning up to the program's spin_ns
-    (when `spin`), the others asleep (include/run_handoff.h)."""
+    """At most `width` native runs at once (VKML_GPU_RUNS); Program.run passes it without the
+    GIL, spinning up to the program's spin_ns before it sleeps, none waiting much past 2 ms
+    while others barge in (include/run_handoff.h)."""
 
     cdef vkml_gate g
     cdef readonly unsigned width
 
-    def __init__(self, unsigned width, bint spin=False):
+    def __init__(self, unsigned width):
         if width < 1:
             raise ValueError(f"a run gate lets at least one run through, not {width}")
         self.width = width
-        vkml_gate_init(&self.g, width, spin)
+        vkml_gate_init(&self.g, width)
 
     @property
     def inflight(self) -> int:
@@ -119,7 +121,9 @@ cdef class Gate:
         cdef int ok = 0
         if timeout is not None:
             deadline = _now_ns() + <uint64_t>(max(0.0, float(timeout)) * 1e9)
-        cdef unsigned ticket = vkml_gate_enter(&self.g)
+        cdef vkml_gate_wait w
+        w.since = 0
+        w.starved = 0
         try:
             while True:
                 with nogil:
@@ -129,7 +133,7 @@ cdef class Gate:
                         left = deadline - now if deadline > now else 0
                         if left > SLICE_NS:
                             left = SLICE_NS
-                    ok = vkml_gate_wait(&self.g, ticket, spin, left)
+                    ok = vkml_gate_acquire(&self.g, spin, left, &w)
                 if ok:
                     return True
                 if deadline and _now_ns() >= deadline:
@@ -137,7 +141,7 @@ cdef class Gate:
                 PyErr_CheckSignals()
         finally:
             if not ok:
-                vkml_gate_abandon(&self.g, ticket)
+                vkml_gate_forget(&self.g, &w)
 
     def release(self) -> None:
         """Give back a turn taken with acquire()."""
@@ -173,8 +177,7 @@ cdef class Program:
     cdef readonly uint64_t runs
     cdef public uint64_t spin_ns  # hand-offs spin this long before sleeping (0: no token, the gate sleeps)
     cdef bint gated               # a run of this program is past its gate (released by run())
-    cdef bint waiting             # ... holds the gate's ticket `ticket` (abandoned by run())
-    cdef unsigned ticket
+    cdef vkml_gate_wait gwait     # ... waiting at it (forgotten by run() when it gives up)
 
     def __cinit__(self):
         self.steps = NULL
@@ -318,9 +321,8 @@ cdef class Program:
             if self.gated:  # (left early: timed out, interrupted, a failed wait)
                 self.gated = False
                 vkml_gate_release(&gate.g)
-            elif self.waiting:  # (timed out or interrupted before its turn)
-                self.waiting = False
-                vkml_gate_abandon(&gate.g, self.ticket)
+            elif gate is not None:  # (timed out or interrupted before its turn: no longer starving)
+                vkml_gate_forget(&gate.g, &self.gwait)
         t2 = _now_ns()
         for unit, cb in self.cbs:
             (<CommandBuffer>cb).last_value = self.tl[unit]
@@ -344,7 +346,9 @@ cdef class Program:
             self.tl[i] = 0
         self.last = 0
         self.last_free_ns = 0
-        self.gated = self.waiting = False
+        self.gated = False
+        self.gwait.since = 0
+        self.gwait.starved = 0
         i = 0
         while i < self.nsteps or not through:
             with nogil:
@@ -357,11 +361,7 @@ cdef class Program:
                         left = deadline - now if deadline > now else 0
                         if left > SLICE_NS:
                             left = SLICE_NS
-                    if not self.waiting:
-                        self.ticket = vkml_gate_enter(g)
-                        self.waiting = True
-                    if vkml_gate_wait(g, self.ticket, spin, left):
-                        self.waiting = False
+                    if vkml_gate_acquire(g, spin, left, &self.gwait):
                         through = self.gated = True
                     elif deadline and _now_ns() >= deadline:
                         status = 3

@@ -156,7 +156,7 @@ class ConcretePlan:
             if policy == "auto":
                 self._calib = []
             elif policy is not None and policy < runner.max_slots:
-                self.gate = _fastrun.Gate(policy, self._spin())
+                self.gate = _fastrun.Gate(policy)
         self.pipelines: list = []  # what the plan's command buffers use (once a slot was made)
         self._guard_rows = False  # guarded_by has filled in the guard nodes' report rows
         self.waiters: list = []  # the GPU waiters the scheduler plan's wait tasks use
@@ -308,11 +308,6 @@ class ConcretePlan:
                    for kind, k in srcs]
         return _fastrun.Feeds(fed, [values[n].dtype for n in fed], [values[n].shape for n in fed],
                               [d.dtype for d in outs], [d.shape for d in outs], sources)
-
-    def _spin(self) -> bool:
-        """Whether this plan's native runs spin at their hand-offs (VKML_HANDOFF_SPIN_US)."""
-        dev = next(iter(self.devs.values()), None)
-        return dev is not None and config.handoff_spin_us(dev.info.device_type) > 0
 
     def _program(self, slot: Slot):
         """The slot's native run (vkml/runtime/_fastrun.pyx), or None where its memory is not
@@ -655,7 +650,7 @@ class ConcretePlan:
         if width < self.runner.max_slots:
             from . import _fastrun
 
-            self.gate = _fastrun.Gate(width, self._spin())  # (runs already past the old gate, if any, end ungated)
+            self.gate = _fastrun.Gate(width)  # (runs already past the old gate, if any, end ungated)
         log.debug("vkml: GPU runs of this plan at once: %s (fastest of %d runs: %.1f us)",
                   width if width < self.runner.max_slots else "no gate", len(calib), min(calib) / 1e3)
 
