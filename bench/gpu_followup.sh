@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CNN rows with torch in the same run and the threads probe (#12, #14), in one device call
-# (about 5 min). The eleventh session ran it on H200s that lent less CPU time than the tenth's
-# (bench/results/h200-2026-11-28-eleventh*.md): the next session should run it first, to see
-# whether mnist's 4-thread row is below one thread again (README, Threads, eleventh session).
+# (about 6 min). The twelfth session changed the native runs' hand-offs (README, Threads, twelfth
+# session) and measured the threaded family with its peers only at 90e2b19, before the final
+# gate: the next session should run this first, for the threaded family at 950884c or later.
 #   bash bench/gpu_followup.sh [OUTDIR]     (on the GPU machine, after the device prelude;
 #                                            default OUTDIR bench/results; PYTHON=python3.12)
 set -u
@@ -17,8 +17,10 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
 timeout 200 $PY -m vkml bench --only mnist,resnet18,mobilenet_v2,efficientnet_b0,resnet50 --device vulkan:0 --device cuda \
     --out "$OUT" --no-charts --time-limit 180 || status=1
-timeout 90 $PY bench/probe_threads.py --models mnist,resnet18 --threads 1,2,4,8 --queues 4 --seconds 2 \
+timeout 90 $PY bench/probe_threads.py --models mnist,resnet18 --threads 1,2,4,8,16 --queues 4 --seconds 2 \
     --out "$OUT/probe_threads-followup.jsonl" || status=1
+timeout 200 $PY -m vkml bench --only threaded --device vulkan:0 --device cuda --device cpu --out "$OUT" --no-charts \
+    --time-limit 180 || status=1
 # The fused squeeze-excitation pool since c6be664 (shared memory sized by the plane), against no fusion
 timeout 120 $PY bench/probe_knobs.py --models tv:efficientnet_b0,tv:mobilenet_v3_large --variant "fused=" \
     --variant "nomean=compile.epilogue.FUSE_MEAN:False" --rounds 4 --runs 100 --profile-runs 20 \
