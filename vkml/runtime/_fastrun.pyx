@@ -74,6 +74,16 @@ cdef inline uint64_t _now_ns() noexcept nogil:
     return <uint64_t>ts.tv_sec * 1000000000ULL + <uint64_t>ts.tv_nsec
 
 
+cdef inline uint64_t _slice_left(uint64_t deadline) noexcept nogil:
+    """How long the next wait may block: SLICE_NS (then back with the GIL for Ctrl-C), less what
+    is left before `deadline` (0: none)."""
+    if not deadline:
+        return SLICE_NS
+    cdef uint64_t now = _now_ns()
+    cdef uint64_t left = deadline - now if deadline > now else 0
+    return left if left < SLICE_NS else SLICE_NS
+
+
 cdef char* _mapped(BufferView v) except NULL:
     if not v.block.is_mapped:
         raise ValueError("not host-visible memory")
@@ -127,12 +137,7 @@ cdef class Gate:
         try:
             while True:
                 with nogil:
-                    left = SLICE_NS
-                    if deadline:
-                        now = _now_ns()
-                        left = deadline - now if deadline > now else 0
-                        if left > SLICE_NS:
-                            left = SLICE_NS
+                    left = _slice_left(deadline)
                     ok = vkml_gate_acquire(&self.g, spin, left, &w)
                 if ok:
                     return True
@@ -355,12 +360,7 @@ cdef class Program:
                 vkml_token_leave()
                 f0 = _now_ns()
                 if not through:
-                    left = SLICE_NS
-                    if deadline:
-                        now = _now_ns()
-                        left = deadline - now if deadline > now else 0
-                        if left > SLICE_NS:
-                            left = SLICE_NS
+                    left = _slice_left(deadline)
                     if vkml_gate_acquire(g, spin, left, &self.gwait):
                         through = self.gated = True
                     elif deadline and _now_ns() >= deadline:
@@ -382,12 +382,7 @@ cdef class Program:
                     else:
                         value = self.tl[st.wait_unit]
                         if value:
-                            left = SLICE_NS
-                            if deadline:
-                                now = _now_ns()
-                                left = deadline - now if deadline > now else 0
-                                if left > SLICE_NS:
-                                    left = SLICE_NS
+                            left = _slice_left(deadline)
                             r = self.dev.wait_nogil(self.lane, value, left)
                             if r == VK_TIMEOUT:
                                 if deadline and _now_ns() >= deadline:
