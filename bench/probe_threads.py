@@ -2,8 +2,9 @@
 through `Session.run`, against the same runs made by calling each slot's native Program
 directly (no session code, no slot pool, one slot per thread), for each VKML_QUEUES given.
 The gap between the two is the Python side (GIL); the direct rows are what the lanes and the
-GPU give. Each row: runs/s over `--seconds`, p50/p99 latency, and for session rows the
-median GIL time per run from the session profile (1 thread).
+GPU give. Each row: runs/s over `--seconds` (the session's profile off), p50/p99 latency, and
+for session rows the median time per run holding or waiting for the GIL and without it, from a
+short profiled pass at the same thread count.
 
     python bench/probe_threads.py [--models mnist,resnet18] [--threads 1,2,4,8] [--queues 1,4]
                                   [--seconds 2] [--out bench/results/probe_threads-<machine>.jsonl]
@@ -47,12 +48,17 @@ def _one(model: str, threads: list[int], seconds: float, direct: bool = True) ->
     dev = vkml.vulkan.device(0)
     rows = []
     for t in threads:
-        n0 = len(sess._profile)
+        # Throughput with the profile off (its bookkeeping costs a few µs of Python per run; rows
+        # before 2026-12-01 had it on), then a short profiled pass for the row's split: time
+        # holding (or waiting for) the GIL, and time without it, per run.
+        sess._profile = None
         res = timing.threaded(lambda: sess.run(None, feed), t, seconds)
-        # This row's runs as the profile saw them: time holding (or waiting for) the GIL, time without it
-        runs = [e["args"] for e in sess._profile[n0:] if e.get("name") == "model_run"]
+        sess._profile = []
+        timing.threaded(lambda: sess.run(None, feed), t, min(0.3, seconds))
+        runs = [e["args"] for e in sess._profile if e.get("name") == "model_run"]
         split = {f"{k}_median": float(np.median([r[k] for r in runs if k in r])) for k in ("gil_us", "nogil_us")
                  if any(k in r for r in runs)}
+        split["profile"] = "off for the throughput, on for the split"
         rows.append({"probe": "threads", "model": model, "path": "session.run", "threads": t,
                      "queues": dev.nlanes, "hw_queues": dev.nqueues, "gil_us_1thread": gil, **split, **res})
     # Direct: one slot per thread, its Program called with preallocated arrays.

@@ -93,6 +93,7 @@ int byte_val(uint r, bool signed_) {
 }
 
 #ifdef REQ
+#include "include/vkml_round64.glsl"
 float load_scale(uint v) {
 #if SB == 2
     uint kind = (pc.flags >> 9) & 3u;
@@ -119,7 +120,7 @@ void store(uint i, int acc, uint row, uint col) {
     uvec2 yb = unpackDouble2x32(y);
     uint yh = yb.y & 0x7FFFFFFFu;
     if (!(yh > 0x7FF00000u || (yh == 0x7FF00000u && yb.x != 0u))) {  // NaN (a bit test): 0
-        double r = roundEven(y) + double(byte_val(uint(yz_[0]), ys));
+        double r = vkml_round_even64(y) + double(byte_val(uint(yz_[0]), ys));
         r = clamp(r, ys ? -128.0LF : 0.0LF, ys ? 127.0LF : 255.0LF);
         outv = uint(int(r)) & 0xFFu;
     }

@@ -31,6 +31,7 @@
 #define STORE_O(i, v) o[i] = SO(v)
 #endif
 #if TX == 12
+#include "include/vkml_round64.glsl"
 // float64 exp and log (as shaders/reduce.comp's log-sum-exp): exp by Cody-Waite reduction
 // x = k ln2 + r and exp(r) by its Taylor series to r^13, scaled by 2^k from the exponent
 // bits; log as fdlibm's e_log.c. Both within 1 ulp of the correctly rounded value.
@@ -309,6 +310,8 @@ CO apply(CX v) {
     return floor(v);
 #elif defined(OP_CEIL)
     return ceil(v);
+#elif defined(OP_ROUND) && TX == 12
+    return vkml_round_even64(v);
 #elif defined(OP_ROUND)
     return roundEven(v);
 #elif defined(OP_ERF)

@@ -24,3 +24,27 @@ SKIPS: dict[str, str] = {
         "vkml's output equals the expected one, but onnx's Runner.assert_similar_outputs cannot "
         "compare a sequence holding 0-d tensors (it calls len() on them): errors for any backend",
 }
+
+
+def _host_wraps_narrow_casts() -> bool:
+    """Whether this host's ml_dtypes wraps an out-of-range float -> int4 cast, as vkml does (CPU
+    device and GPU kernels). onnx computes the expected outputs of its Cast cases to int4, uint4,
+    int2 and uint2 with ml_dtypes when the cases load, and ONNX leaves such casts undefined
+    ("fixed point: undefined if OOR"): ml_dtypes' C conversion wrapped on the hosts CI ran on and
+    gave 0 on an AVX2 AMD EPYC host (2026-12-01), so there the expected values are not the spec's."""
+    import ml_dtypes
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        return int(np.array([9.0, -9.0], np.float32).astype(ml_dtypes.int4).astype(np.int8)[0]) == -7
+
+
+# Cases skipped on some hosts only (included in SKIPS there); they run entirely on the GPU
+# elsewhere, so the GPU suite's bar counts them out where they are skipped.
+HOST_SKIPS: dict[str, str] = {}
+if not _host_wraps_narrow_casts():
+    HOST_SKIPS[r"^test_cast(like)?_FLOAT(16)?_to_U?INT[24](_expanded)?(_cpu)?$"] = (
+        "out-of-range casts to 4- and 2-bit integers are undefined (ONNX), and this host's ml_dtypes, "
+        "which computes the expected values, does not wrap them as vkml does (skipped on such hosts only)")
+SKIPS.update(HOST_SKIPS)
+

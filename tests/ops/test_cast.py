@@ -206,3 +206,20 @@ def test_bitcast_width_mismatch_is_an_error():
                                  .SerializeToString(), devices=["cpu"])
     with pytest.raises(Exception, match="bits"):
         sess.run(None, {"x": x})
+
+
+@pytest.mark.parametrize("src", [np.float32, np.float16, np.float64, ml_dtypes.bfloat16, ml_dtypes.float8_e5m2])
+def test_out_of_range_float_to_int_truncates_and_wraps(src):
+    """ONNX leaves out-of-range float -> integer casts undefined; the CPU device truncates and
+    wraps to the target's width (as the GPU kernels do) on every host, where C's conversion
+    gave 64 on one host and 0 on another for float8 -448 to int8."""
+    from vkml.ops.cast import cast
+
+    x = np.array([-448.0, 300.0, -2.75, 9.0, -9.0, 65.5], np.float32).astype(src)
+    t = np.trunc(x.astype(np.float64)).astype(np.int64)
+    for to in (np.int8, np.uint8, np.int16, np.uint16, ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2):
+        got = cast(x, np.dtype(to))
+        assert got.dtype == np.dtype(to)
+        np.testing.assert_array_equal(got.astype(np.int64), t.astype(to).astype(np.int64))
+    assert cast(np.array([-448.0], np.float32), np.dtype(np.int8))[0] == 64
+    assert int(cast(np.array([9.0], np.float32), np.dtype(ml_dtypes.int4))[0]) == -7

@@ -111,10 +111,32 @@ def cast(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "
             return _to_float8(x, to, saturate)
         if to == _E8M0:
             return _to_e8m0(x, saturate, round_mode)
+        if _is_int(to) and (x.dtype.kind == "f" or (x.dtype.kind == "V" and "float" in x.dtype.name)):
+            return _float_to_int(x, to)
         if x.dtype.kind == "V" and to.kind == "V":
             # Between ml_dtypes types go through float32 (exact for every narrow float/int).
             return x.astype(np.float32).astype(to)
         return x.astype(to)
+
+
+def _is_int(dt: np.dtype) -> bool:
+    """NumPy's integers and ml_dtypes' (int4, uint4, int2, uint2)."""
+    return dt.kind in "iu" or (dt.kind == "V" and "int" in dt.name)
+
+
+def _float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
+    """Truncation toward zero, wrapped to the target's width where it does not fit (ONNX leaves
+    out-of-range casts undefined; the GPU kernels wrap). A plain astype is C's conversion, whose
+    out-of-range results differ between NumPy's and ml_dtypes' loops and between hosts: float8
+    -448 to int8 gave 64 on one x86 host and 0 on another (an AVX2 AMD EPYC, 2026-12-01).
+    NaN, infinities and values beyond int64 keep what the C conversion gives."""
+    f = x.astype(np.float64)
+    ok = np.isfinite(f) & (np.abs(f) < 2.0 ** 63)
+    if ok.all():
+        return np.trunc(f).astype(np.int64).astype(to)
+    out = x.astype(to)
+    out[ok] = np.trunc(f[ok]).astype(np.int64).astype(to)
+    return out
 
 
 def _target(op: Op, to) -> np.dtype:
