@@ -127,7 +127,7 @@ cdef class Gate:
         `timeout` seconds (None: no limit) passed first. Program.run takes its turns itself;
         this is for tests and for holding a turn from Python."""
         cdef uint64_t spin = <uint64_t>(spin_us * 1000.0) if spin_us > 0 else 0
-        cdef uint64_t deadline = 0, now, left
+        cdef uint64_t deadline = 0, left
         cdef int ok = 0
         if timeout is not None:
             deadline = _now_ns() + <uint64_t>(max(0.0, float(timeout)) * 1e9)
@@ -339,7 +339,7 @@ cdef class Program:
     cdef int _run(self, const char** src, char** dst, double timeout, Gate gate) except -1:
         cdef int i, k, nw
         cdef Step* st
-        cdef uint64_t value, deadline = 0, now, left, f0
+        cdef uint64_t value, deadline = 0, left, f0
         cdef uint64_t spin = self.spin_ns
         cdef VkResult r = VK_SUCCESS
         cdef int status = 0     # 1: timed out, 2: a wait failed (r), 3: timed out at the gate

@@ -2,8 +2,8 @@
 
 A plain lock for one run at a time, a queue of tokens for more (threading.Semaphore is Python
 code that takes the GIL again for every hand-over, and the waiters of a Condition each take it
-on every notify). Used by CPU sessions (VKML_CPU_RUNS) and by GPU plans on the native run path
-(VKML_GPU_RUNS)."""
+on every notify). Used by CPU sessions (VKML_CPU_RUNS); GPU plans on the native run path pass
+_fastrun.Gate instead (VKML_GPU_RUNS, include/run_handoff.h: it spins before it sleeps)."""
 from __future__ import annotations
 
 import queue
