@@ -6,6 +6,15 @@ import threading
 import numpy as np
 
 
+def cpu_cases(model, xs) -> list[tuple[np.ndarray, np.ndarray]]:
+    """[(x, the CPU device's output for x)] for hammer(): the reference session made on the CPU
+    device by name."""
+    import vkml
+
+    ref = vkml.InferenceSession(model, devices=["cpu"])
+    return [(x, ref.run(None, {"x": x})[0]) for x in xs]
+
+
 def hammer(sess, cases, threads: int, runs: int, run=None, compare=None) -> list[str]:
     """`threads` threads, started together, each make `runs` runs of sess over cases
     [(x, expected y)] in turn (thread t starts at case t); returns what went wrong, one line

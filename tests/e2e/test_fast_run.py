@@ -9,7 +9,7 @@ import pytest
 
 import vkml
 from _models import cnn, mlp
-from _threads import hammer
+from _threads import cpu_cases, hammer
 
 THREADS, RUNS = 8, 40
 
@@ -22,12 +22,8 @@ def _programs(sess):
 def test_native_runs_match_the_cpu_from_many_threads(gpu):
     model = cnn()
     sess = vkml.InferenceSession(model, devices=[gpu], max_slots=4)
-    ref = vkml.InferenceSession(model, devices=["cpu"])
     rng = np.random.default_rng(0)
-    cases = []
-    for k in range(6):
-        x = rng.standard_normal((1 + k % 3, 3, 12, 12)).astype(np.float32)
-        cases.append((x, ref.run(None, {"x": x})[0]))
+    cases = cpu_cases(model, [rng.standard_normal((1 + k % 3, 3, 12, 12)).astype(np.float32) for k in range(6)])
     errors = hammer(sess, cases, THREADS, RUNS)
     assert not errors, errors[:5]
     progs = _programs(sess)

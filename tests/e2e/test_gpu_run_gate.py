@@ -13,7 +13,7 @@ import vkml
 from vkml.runtime import _fastrun
 from vkml.runtime.gate import RunGate
 from _models import cnn
-from _threads import hammer
+from _threads import cpu_cases, hammer
 
 
 def _plan(sess):
@@ -30,6 +30,17 @@ def _gates():
     ]
 
 
+def _run_threads(target, n: int, timeout: float = 120.0) -> bool:
+    """n threads running target(i), started together and joined (each within `timeout` s):
+    whether they all ended."""
+    ts = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=timeout)
+    return not any(t.is_alive() for t in ts)
+
+
 @pytest.mark.parametrize("kind", _gates(), ids=lambda k: k[0])
 @pytest.mark.parametrize("width", [1, 3])
 def test_gate_never_lets_more_than_its_width_through(kind, width):
@@ -37,7 +48,7 @@ def test_gate_never_lets_more_than_its_width_through(kind, width):
     gate = make(width)
     inside, most, lock = [0], [0], threading.Lock()
 
-    def worker():
+    def worker(_):
         for i in range(50):
             assert acquire(gate, 5.0)
             with lock:
@@ -49,11 +60,7 @@ def test_gate_never_lets_more_than_its_width_through(kind, width):
                 inside[0] -= 1
             gate.release()
 
-    ts = [threading.Thread(target=worker) for _ in range(6)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    assert _run_threads(worker, 6)
     assert most[0] == width  # reached and never passed
 
 
@@ -88,12 +95,7 @@ def test_native_gate_wakes_every_sleeper(spin_us):
                 time.sleep(0.0002)
             gate.release()
 
-    ts = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in ts), "a gate sleeper was never woken"
+    assert _run_threads(worker, 4), "a gate sleeper was never woken"
     assert count[0] == 4 * rounds and gate.inflight == 0
     with pytest.raises(RuntimeError):
         gate.release()
@@ -154,12 +156,7 @@ def test_native_gate_loses_no_turn_to_timeouts(spin):
                 inside[0] -= 1
             gate.release()
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in ts)
+    assert _run_threads(worker, 6)
     assert most[0] <= width and gate.inflight == 0
     assert all(gate.acquire(0.0) for _ in range(width)) and not gate.acquire(0.0)
 
@@ -207,12 +204,8 @@ def test_gil_token_hand_offs_keep_answers(gpu, vkml_env, runs):
     vkml_env(VKML_GPU_RUNS=runs, VKML_HANDOFF_SPIN_US="300")
     model = cnn()
     sess = vkml.InferenceSession(model, devices=[gpu], max_slots=4)
-    ref = vkml.InferenceSession(model, devices=["cpu"])
     rng = np.random.default_rng(2)
-    cases = []
-    for _ in range(3):
-        x = rng.standard_normal((1, 3, 12, 12)).astype(np.float32)
-        cases.append((x, ref.run(None, {"x": x})[0]))
+    cases = cpu_cases(model, [rng.standard_normal((1, 3, 12, 12)).astype(np.float32) for _ in range(3)])
     sess.run(None, {"x": cases[0][0]})
     plan = _plan(sess)
     slot = plan.pool.acquire()

@@ -8,7 +8,7 @@ import pytest
 
 import vkml
 from _models import mlp, node_names
-from _threads import hammer
+from _threads import cpu_cases, hammer
 
 THREADS, RUNS = 16, 100
 
@@ -19,12 +19,8 @@ def test_threads_share_one_session(gpu, executor):
     names = node_names(model)
     sess = vkml.InferenceSession(model, devices=[gpu], placement={names[2]: "cpu"}, max_slots=3,
                                  executor=executor)
-    ref = vkml.InferenceSession(model, devices=["cpu"])
     rng = np.random.default_rng(0)
-    cases = []
-    for k in range(8):
-        x = rng.standard_normal((3 if k % 2 else 5, 16)).astype(np.float32)
-        cases.append((x, ref.run(None, {"x": x})[0]))
+    cases = cpu_cases(model, [rng.standard_normal((3 if k % 2 else 5, 16)).astype(np.float32) for k in range(8)])
     errors = hammer(sess, cases, THREADS, RUNS)
     assert not errors, errors[:5]
     plans = list(sess._gpu._plans.values())
