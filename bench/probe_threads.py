@@ -10,8 +10,10 @@ short profiled pass at the same thread count.
                                   [--seconds 2] [--out bench/results/probe_threads-<machine>.jsonl]
                                   [--env NAME:VAR=VALUE[,VAR=VALUE...]]... [--rounds 1] [--no-direct]
 
---env: variants, each a child process with those variables set (e.g. "nospin:VKML_HANDOFF_SPIN_US=0");
-every row names its variant; --rounds repeats the variants interleaved (A B A B).
+--env: variants, each a child process with those variables set (e.g. "nospin:VKML_HANDOFF_SPIN_US=0";
+PROBE_SHORTCUT=0: session runs without the C shortcut, runtime/_fastrun.pyx Shortcut; PROBE_MAX_SLOTS=N:
+the session's max_slots, else the most threads of a row); every row
+names its variant; --rounds repeats the variants interleaved (A B A B).
 """
 from __future__ import annotations
 
@@ -34,11 +36,16 @@ def _one(model: str, threads: list[int], seconds: float, direct: bool = True) ->
     from vkml.benchmarks import models as M
     from vkml.benchmarks import timing
 
+    if os.environ.get("PROBE_SHORTCUT") == "0":  # the session's runs without _fastrun.Shortcut
+        from vkml.runtime.gpurun import ConcretePlan
+
+        ConcretePlan.shortcut = lambda self, sig: None
     bm = M.mnist(1) if model == "mnist" else M.resnet18(1, 224)
     so = vkml.SessionOptions()
     so.enable_profiling = True
     so.profile_file_prefix = tempfile.mktemp()
-    sess = vkml.InferenceSession(bm.proto.SerializeToString(), sess_options=so, devices=["vulkan:0"], max_slots=max(threads))
+    nslots = int(os.environ.get("PROBE_MAX_SLOTS") or max(threads))
+    sess = vkml.InferenceSession(bm.proto.SerializeToString(), sess_options=so, devices=["vulkan:0"], max_slots=nslots)
     feed = dict(bm.feed)
     for _ in range(200):
         sess.run(None, feed)
@@ -52,17 +59,30 @@ def _one(model: str, threads: list[int], seconds: float, direct: bool = True) ->
         # before 2026-12-01 had it on), then a short profiled pass for the row's split: time
         # holding (or waiting for) the GIL, and time without it, per run.
         sess._profile = None
+        sess.run(None, feed)  # (the profiled runs took the usual way: this one makes the shortcut)
+        cut = sess._gpu.shortcut
+        before = cut.runs if cut is not None else 0
+        progs = [s.program for s in sess._gpu.last.pool._free if s.program is not None]
+        free0, runs0 = sum(p.free_ns for p in progs), sum(p.runs for p in progs)
         res = timing.threaded(lambda: sess.run(None, feed), t, seconds)
+        res["shortcut_runs"] = (cut.runs - before) if cut is not None else 0  # (warm-up runs too)
+        ran = sum(p.runs for p in progs) - runs0
+        if ran and res["runs"]:  # every thread's time per run, less the time without the GIL
+            # (approximate: the warm-up's runs count in the second, not the first)
+            nogil = (sum(p.free_ns for p in progs) - free0) / ran / 1e3
+            res["nogil_us_per_run"] = round(nogil, 2)
+            res["gil_us_per_run_approx"] = round(t * res["wall_s"] / res["runs"] * 1e6 - nogil, 2)
         sess._profile = []
         timing.threaded(lambda: sess.run(None, feed), t, min(0.3, seconds))
         runs = [e["args"] for e in sess._profile if e.get("name") == "model_run"]
         split = {f"{k}_median": float(np.median([r[k] for r in runs if k in r])) for k in ("gil_us", "nogil_us")
                  if any(k in r for r in runs)}
         split["profile"] = "off for the throughput, on for the split"
-        rows.append({"probe": "threads", "model": model, "path": "session.run", "threads": t,
+        rows.append({"probe": "threads", "model": model, "path": "session.run", "threads": t, "max_slots": nslots,
                      "queues": dev.nlanes, "hw_queues": dev.nqueues, "gil_us_1thread": gil, **split, **res})
     # Direct: one slot per thread, its Program called with preallocated arrays.
     cp = sess._gpu.last
+    direct = direct and nslots >= max(threads)  # (one slot per thread)
     slots = [cp.pool.acquire() for _ in range(max(threads))] if direct else []
     if direct and all(s.program is not None for s in slots):
         fed, _, rbs = cp.fast
@@ -125,8 +145,9 @@ def _variant(spec: str) -> tuple[str, dict]:
     env = {}
     for item in filter(None, sets.split(",")):
         k, eq, v = item.partition("=")
-        if not eq or not k.startswith("VKML_"):
-            raise SystemExit(f"--env {spec!r}: expected NAME:VKML_VAR=VALUE[,...]")
+        if not eq or not (k.startswith("VKML_") or k in ("PROBE_SHORTCUT", "PROBE_MAX_SLOTS")):
+            raise SystemExit(f"--env {spec!r}: expected NAME:VKML_VAR=VALUE[,...] (or PROBE_SHORTCUT=0, "
+                             f"PROBE_MAX_SLOTS=N)")
         env[k] = v
     return label or "default", env
 
@@ -148,7 +169,9 @@ def _child(a, m: str, q: str, label: str, extra: dict, rnd: int, out: str) -> No
         print(f"{m:9s} {label:8s} queues={row['queues']} ({row['hw_queues']} hw) {row['path']:12s} "
               f"{row['threads']:2d} threads: {row['throughput']:9.1f} runs/s  "
               f"p50 {row.get('median', 0) * 1e6:7.1f} µs  p99 {row.get('p99', 0) * 1e6:7.1f} µs"
-              + (f"  GIL/run {row['gil_us_median']:.1f} µs, without {row['nogil_us_median']:.1f}"
+              + (f"  GIL/run {row['gil_us_per_run_approx']:.1f} µs, without {row['nogil_us_per_run']:.1f}"
+                 if row.get("gil_us_per_run_approx") else "")
+              + (f" (profiled, usual path: {row['gil_us_median']:.1f} / {row['nogil_us_median']:.1f})"
                  if row.get("gil_us_median") else ""), flush=True)
 
 

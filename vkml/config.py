@@ -273,13 +273,14 @@ _setting("VKML_GPU_TIMEOUT", "300", "seconds", """
 
 
 _gpu_timeout_parsed: tuple[str, float | None] = ("", DEFAULT_GPU_TIMEOUT)  # (text, its value)
+GPU_TIMEOUT_VARIABLE = "VKML_GPU_TIMEOUT"  # runtime/_fastrun.pyx watches its text with getenv
 
 
 def gpu_timeout() -> float | None:
     """Seconds a session run waits for the GPU (VKML_GPU_TIMEOUT), None for no limit. Every GPU
     run asks, so the text's value is kept until the text changes (a bad text raises each time)."""
     global _gpu_timeout_parsed
-    text = _raw("VKML_GPU_TIMEOUT")
+    text = _raw(GPU_TIMEOUT_VARIABLE)
     last = _gpu_timeout_parsed
     if text == last[0]:
         return last[1]

@@ -41,6 +41,8 @@ def test_forked_child_gets_an_error_then_a_fresh_session_works(gpu, tmp_path):
     out = _run(gpu, """
         s, feed = session()
         want = s.run(None, feed)[0]
+        s.run(None, feed)  # (a repeated signature: later runs take the C shortcut, which must fail too)
+        print("SHORTCUT", s._gpu.shortcut is not None and s.run(None, feed) is not None, flush=True)
         pid = os.fork()
         if pid == 0:
             try:
@@ -57,6 +59,7 @@ def test_forked_child_gets_an_error_then_a_fresh_session_works(gpu, tmp_path):
         print("PARENT EQUAL", bool(np.array_equal(s.run(None, feed)[0], want)))
     """, tmp_path)
     assert "OLD ERROR True" in out, out
+    assert "SHORTCUT True" in out, out
     assert "NEW EQUAL True" in out, out
     assert "CHILD STATUS 0" in out, out
     assert "PARENT EQUAL True" in out, out

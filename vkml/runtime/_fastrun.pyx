@@ -300,9 +300,7 @@ cdef class Program:
         fill outs (likewise). timeout < 0: wait forever; else TimeoutError past it, with the
         GPU work maybe still running (last says up to which value of the lane). With `gate`,
         the run first waits (without the GIL) for its turn there, within the same timeout."""
-        cdef uint64_t t0 = _now_ns(), t1, t2
-        cdef const char** src = self.src
-        cdef char** dst = self.dst
+        cdef uint64_t t0 = _now_ns()
         cdef cnp.ndarray a
         if len(feeds) != self.nin or len(outs) != self.nout:
             raise ValueError(f"expected {self.nin} feeds and {self.nout} outputs")
@@ -310,18 +308,23 @@ cdef class Program:
             a = feeds[i]
             if not cnp.PyArray_IS_C_CONTIGUOUS(a) or <uint64_t>cnp.PyArray_NBYTES(a) != self.in_bytes[i]:
                 raise ValueError(f"feed {i}: expected a C-contiguous array of {self.in_bytes[i]} bytes")
-            src[i] = <const char*>cnp.PyArray_DATA(a)
+            self.src[i] = <const char*>cnp.PyArray_DATA(a)
         for i in range(self.nout):
             a = outs[i]
             if (not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISWRITEABLE(a)
                     or <uint64_t>cnp.PyArray_NBYTES(a) != self.out_bytes[i]):
                 raise ValueError(f"output {i}: expected a writable C-contiguous array of "
                                  f"{self.out_bytes[i]} bytes")
-            dst[i] = <char*>cnp.PyArray_DATA(a)
+            self.dst[i] = <char*>cnp.PyArray_DATA(a)
+        self._call(timeout, gate, t0)
+
+    cdef int _call(self, double timeout, Gate gate, uint64_t t0) except -1:
+        """run() on the pointers already in self.src and self.dst (filled since t0)."""
+        cdef uint64_t t1, t2
         self.dev.ensure_open()
         t1 = _now_ns()
         try:
-            self._run(src, dst, timeout, gate)
+            self._run(self.src, self.dst, timeout, gate)
         finally:
             if self.gated:  # (left early: timed out, interrupted, a failed wait)
                 self.gated = False
@@ -335,6 +338,7 @@ cdef class Program:
         self.runs += 1
         self.free_ns += self.last_free_ns
         self.gil_ns += (t2 - t1 - self.last_free_ns) + (t1 - t0) + (_now_ns() - t2)
+        return 0
 
     cdef int _run(self, const char** src, char** dst, double timeout, Gate gate) except -1:
         cdef int i, k, nw
@@ -471,3 +475,231 @@ cdef class Feeds:
         program.run(arrays, flat, timeout, gate)
         return [shaped[v] if kind == "rb" else self.copy(v) if kind == "const" else feeds[v]
                 for kind, v in self.sources]
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyObject
+    PyObject* PyDict_GetItem(object d, object key)
+    Py_ssize_t PyDict_Size(object d)
+
+from cpython.ref cimport Py_INCREF
+
+cdef extern from "numpy/arrayobject.h":
+    object _empty "PyArray_Empty"(int nd, cnp.npy_intp* dims, cnp.dtype descr, int fortran)  # (takes descr)
+from libc.stdlib cimport getenv
+from libc.string cimport strcmp, strlen
+
+DEF MAX_IO = 64  # feeds and outputs a shortcut takes (a plan with more runs the usual way)
+
+
+from vkml import config as _config
+
+cdef bytes _timeout_name = _config.GPU_TIMEOUT_VARIABLE.encode()
+cdef char* _timeout_text = NULL   # its text as config last parsed it (malloc'd), and the value
+cdef double _timeout_value = -2.0
+
+
+cdef double _gpu_timeout() except? -3.0:
+    """config.gpu_timeout() as Program.run takes it (< 0: none), asking config only when the
+    variable's text changed: a getenv instead of os.environ's Python per run (os.environ
+    writes go through putenv, so getenv sees them; config parses and documents the variable)."""
+    global _timeout_text, _timeout_value
+    cdef const char* now = getenv(_timeout_name)
+    if now == NULL:
+        now = b""
+    if _timeout_text != NULL and strcmp(now, _timeout_text) == 0:
+        return _timeout_value
+    t = _config.gpu_timeout()
+    cdef double value = -1.0 if t is None else float(t)
+    cdef size_t n = strlen(now)
+    cdef char* copy = <char*>malloc(n + 1)
+    if copy == NULL:
+        raise MemoryError()
+    memcpy(copy, now, n + 1)
+    free(_timeout_text)
+    _timeout_text = copy
+    _timeout_value = value
+    return value
+
+
+cdef class Shortcut:
+    """A session's run of one plan for exactly the feeds it was made for, all in C but the calls
+    on failure: the feed dict holds the same names, each a C-contiguous ndarray of the planned
+    dtype and shape, no run options. It takes a free slot of the plan's pool, makes the outputs,
+    runs the slot's Program and hands the slot back, touching as few Python objects as it can:
+    every object a run touches moves between cores when threads share the session (issue #14).
+    Its runs pass no gate: the plan's Gate (VKML_GPU_RUNS) keeps threads from trading the GIL
+    on the usual path, which holds it for several times as long; here at most the pool's slots
+    run at once.
+    run() returns None, having done nothing, where the usual path must take the run (another
+    signature, a name it does not know, no free slot, retired slots to look at)."""
+
+    cdef object plan           # the ConcretePlan
+    cdef object pool           # its SlotPool
+    cdef list free_slots       # pool._free (the same list)
+    cdef Feeds feeds
+    cdef object vk             # the vkml.vulkan module, for FORK_GENERATION
+    cdef object fork_gen
+    cdef tuple keys            # the signature's names, in the dict's order
+    cdef tuple descrs          # ... their dtypes
+    cdef int nkeys
+    cdef int nin, nout, nres
+    cdef int key_nd[MAX_IO]
+    cdef int key_dim0[MAX_IO]  # index of a key's first dimension in dims
+    cdef int key_feed[MAX_IO]  # program feed index of a key, or -1
+    cdef cnp.npy_intp dims[4 * MAX_IO]
+    cdef int out_nd[MAX_IO]
+    cdef int out_dim0[MAX_IO]
+    cdef cnp.npy_intp odims[4 * MAX_IO]
+    cdef tuple out_descrs
+    cdef tuple sources
+    cdef dict out_index        # graph output name -> its place in the outputs
+    cdef readonly uint64_t runs  # runs that took the shortcut (done or failed)
+
+    def __init__(self, plan, sig):
+        """sig: the session's signature of the feeds ((name, dtype, shape), ...), made on a
+        run that took the usual way (so in the process that opened the GPUs: a forked child's
+        runs go that way, and fail there)."""
+        from vkml import vulkan
+
+        feeds = <Feeds?>plan.feeds
+        self.plan = plan
+        self.pool = plan.pool
+        self.free_slots = self.pool._free
+        self.feeds = feeds
+        self.vk = vulkan
+        self.fork_gen = vulkan.FORK_GENERATION
+        self.nin = len(feeds.names)
+        self.nout = len(feeds.out_shapes)
+        self.nres = len(feeds.sources)
+        self.nkeys = len(sig)
+        out_names = list(plan.graph_outputs)
+        if self.nkeys > MAX_IO or self.nout > MAX_IO or self.nres != len(out_names):
+            raise ValueError("no shortcut for this plan")
+        self.keys = tuple(s[0] for s in sig)
+        self.descrs = tuple(s[1] for s in sig)
+        cdef int d = 0
+        for i, s in enumerate(sig):
+            if len(s) != 3:
+                raise ValueError("no shortcut for vkml.Tensor feeds")
+            shape = s[2]
+            if d + len(shape) > 4 * MAX_IO:
+                raise ValueError("no shortcut for this plan")
+            self.key_nd[i] = len(shape)
+            self.key_dim0[i] = d
+            for n in shape:
+                self.dims[d] = n
+                d += 1
+            name = s[0]
+            self.key_feed[i] = feeds.names.index(name) if name in feeds.names else -1
+            if self.key_feed[i] >= 0 and (feeds.in_dtypes[self.key_feed[i]] != s[1]
+                                          or feeds.in_shapes[self.key_feed[i]] != tuple(shape)):
+                raise ValueError(f"feed {name!r}: the signature is not the plan's")
+        for n in feeds.names:
+            if n not in self.keys:
+                raise ValueError(f"feed {n!r} is not in the signature")
+        d = 0
+        for i, shape in enumerate(feeds.out_shapes):
+            if d + len(shape) > 4 * MAX_IO:
+                raise ValueError("no shortcut for this plan")
+            self.out_nd[i] = len(shape)
+            self.out_dim0[i] = d
+            for n in shape:
+                self.odims[d] = n
+                d += 1
+        self.out_descrs = feeds.out_dtypes
+        self.sources = feeds.sources
+        self.out_index = {n: i for i, n in enumerate(out_names)}
+
+    def run(self, output_names, dict feed):
+        """The outputs named (all for None), or None: not this shortcut's run (nothing done)."""
+        cdef PyObject* o
+        cdef cnp.ndarray a
+        cdef int i, j, nd
+        cdef cnp.npy_intp* shape
+        cdef const char* src[MAX_IO]
+        if PyDict_Size(feed) != self.nkeys or self.vk.FORK_GENERATION != self.fork_gen:
+            return None
+        for i in range(self.nkeys):
+            o = PyDict_GetItem(feed, self.keys[i])
+            if o == NULL or type(<object>o) is not cnp.ndarray:
+                return None
+            a = <cnp.ndarray>o
+            if not cnp.PyArray_IS_C_CONTIGUOUS(a):
+                return None
+            if <object>cnp.PyArray_DESCR(a) is not self.descrs[i] and a.dtype != self.descrs[i]:
+                return None
+            nd = self.key_nd[i]
+            if cnp.PyArray_NDIM(a) != nd:
+                return None
+            shape = cnp.PyArray_DIMS(a)
+            for j in range(nd):
+                if shape[j] != self.dims[self.key_dim0[i] + j]:
+                    return None
+            j = self.key_feed[i]
+            if j >= 0:
+                src[j] = <const char*>cnp.PyArray_DATA(a)
+        picks = None
+        if output_names is not None:
+            if type(output_names) is not list and type(output_names) is not tuple:
+                return None
+            picks = []
+            for name in output_names:
+                k = self.out_index.get(name)
+                if k is None:
+                    return None
+                picks.append(k)
+        if self.pool._retired:
+            return None
+        try:
+            slot = self.free_slots.pop()
+        except IndexError:
+            return None
+        program = slot.program
+        if program is None:
+            self.pool.release(slot)
+            return None
+        return self._go(<Program>program, slot, src, picks, feed)
+
+    cdef object _go(self, Program p, object slot, const char** src, object picks, dict feed):
+        cdef uint64_t t0 = _now_ns()
+        cdef int i, k
+        cdef cnp.ndarray a
+        cdef double timeout
+        cdef list made = []
+        try:
+            timeout = _gpu_timeout()
+            for i in range(self.nin):
+                p.src[i] = src[i]
+            for i in range(self.nout):
+                descr = self.out_descrs[i]
+                Py_INCREF(descr)  # (PyArray_Empty takes the reference)
+                a = _empty(self.out_nd[i], &self.odims[self.out_dim0[i]], <cnp.dtype>descr, 0)
+                made.append(a)
+                p.dst[i] = <char*>cnp.PyArray_DATA(a)
+        except BaseException:
+            self.pool.release(slot)
+            raise
+        self.runs += 1
+        try:
+            p._call(timeout, None, t0)
+        except BaseException as e:
+            err = self.plan._native_failed(slot, p, e, None if timeout < 0 else timeout)
+            if err is not None:
+                raise err from None
+            raise
+        if slot.faults:
+            self.plan._native_faults(slot)
+        else:
+            self.pool.release(slot)
+        cdef list outs = []
+        for kind, v in self.sources:
+            if kind == "rb":
+                outs.append(made[v])
+            elif kind == "const":
+                outs.append(self.feeds.copy(v))
+            else:
+                outs.append(feed[v])
+        if picks is None:
+            return outs
+        return [outs[k] for k in picks]

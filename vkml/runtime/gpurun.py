@@ -149,6 +149,7 @@ class ConcretePlan:
         # (_calibrate).
         self.gate = None
         self._calib: list[int] | None = None
+        self._shortcuts: dict = {}  # feed signature -> _fastrun.Shortcut, see shortcut()
         if self.fast is not None:
             from . import _fastrun
 
@@ -589,44 +590,77 @@ class ConcretePlan:
                 self._calibrate(time.perf_counter_ns() - t0)
             RUN_INFO.free_ns = p.last_free_ns
         except BaseException as e:
-            if isinstance(e, TimeoutError) and not p.last:  # at the gate: nothing was submitted
-                self.pool.release(slot)
-                raise
-            # Interrupted or timed out: the GPU may still use the slot, so it is retired until
-            # its lane passes the run's last value. Another failure (a submit refused) first
-            # waits for what was submitted, and keeps the slot when that works.
-            dev = next(iter(slot.devices.values()))
-            if isinstance(e, Exception) and not isinstance(e, TimeoutError):
-                try:
-                    if p.last:
-                        dev.wait(p.last, gpu_timeout, p.lane)
-                    drained = True
-                except Exception as w:
-                    log.warning("vkml: after %s, waiting for the run's GPU work failed too (%s); "
-                                "its slot is retired", e, w)
-                    drained = False
-                if drained:
-                    self.pool.release(slot)
-                    raise
-            last, lane = p.last, p.lane
-            self.pool.discard(slot, lambda: dev.completed(lane) >= last)
+            err = self._native_failed(slot, p, e, gpu_timeout)
             slot = p = None  # (the traceback keeps this frame: not the slot too)
-            if isinstance(e, TimeoutError):
-                e.__traceback__ = None
-                raise TimeoutError(f"{e}: the GPU work of this run did not finish in time (a hung GPU "
-                                   f"or driver?); the session stays usable, VKML_GPU_TIMEOUT sets the "
-                                   f"limit") from None
+            if err is not None:
+                raise err from None
             raise
         if slot.faults:
-            try:
-                fault = slot.take_fault()
-                if fault is not None:
-                    raise fault
-            finally:
-                self.pool.release(slot)
+            self._native_faults(slot)
         else:
             self.pool.release(slot)
         return result
+
+    def _native_failed(self, slot: Slot, p, e: BaseException, gpu_timeout: float | None) -> BaseException | None:
+        """After native run `p` on `slot` raised `e`: the slot handed back, or retired when
+        the GPU may still use it (interrupted or timed out: until its lane passes the run's
+        last value; another failure, a submit refused, first waits for what was submitted
+        and keeps the slot when that works). Returns the TimeoutError a user should see for a
+        GPU that did not finish, for the caller to raise once it holds the slot no more (a
+        traceback keeps its frames); None: the caller raises `e`."""
+        if isinstance(e, TimeoutError) and not p.last:  # at the gate: nothing was submitted
+            self.pool.release(slot)
+            return None
+        dev = next(iter(slot.devices.values()))
+        if isinstance(e, Exception) and not isinstance(e, TimeoutError):
+            try:
+                if p.last:
+                    dev.wait(p.last, gpu_timeout, p.lane)
+                drained = True
+            except Exception as w:
+                log.warning("vkml: after %s, waiting for the run's GPU work failed too (%s); "
+                            "its slot is retired", e, w)
+                drained = False
+            if drained:
+                self.pool.release(slot)
+                return None
+        last, lane = p.last, p.lane
+        self.pool.discard(slot, lambda: dev.completed(lane) >= last)
+        if isinstance(e, TimeoutError):
+            e.__traceback__ = None
+            return TimeoutError(f"{e}: the GPU work of this run did not finish in time (a hung GPU "
+                                f"or driver?); the session stays usable, VKML_GPU_TIMEOUT sets the limit")
+        return None
+
+    def _native_faults(self, slot: Slot) -> None:
+        """A native run on `slot` is done and its kernels flagged faults: raised (the first),
+        the slot handed back."""
+        try:
+            fault = slot.take_fault()
+            if fault is not None:
+                raise fault
+        finally:
+            self.pool.release(slot)
+
+    def shortcut(self, sig: tuple):
+        """A _fastrun.Shortcut of this plan for feeds of signature `sig` (api/feeds.signature),
+        or None where runs must take the usual way: no native path, guards. (Its runs pass no
+        gate, so a gate still calibrating under VKML_GPU_RUNS=auto does not matter to it.)"""
+        if self.fast is None or self.guards or not self.needs_slot:
+            return None
+        cut = self._shortcuts.get(sig)
+        if cut is None:
+            from . import _fastrun
+
+            try:
+                cut = _fastrun.Shortcut(self, sig)
+            except ValueError as e:
+                log.debug("vkml: no shortcut for this plan's runs: %s", e)
+                return None
+            if len(self._shortcuts) >= 8:
+                self._shortcuts.clear()
+            self._shortcuts[sig] = cut
+        return cut
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         # Seconds this run waits for its GPU work (VKML_GPU_TIMEOUT), read per run: tests and
@@ -909,6 +943,9 @@ class GpuRunner:
         self._plans: collections.OrderedDict = collections.OrderedDict()
         self._compiled: collections.OrderedDict = collections.OrderedDict()  # evicted plans' compiles
         self._by_sig: dict = {}  # (feed signature, output device) -> plan, see run()
+        # The latest host-to-host run's plan as a _fastrun.Shortcut, which the session tries
+        # first (None: none, or forgotten with _by_sig).
+        self.shortcut = None
         self._lock = threading.Lock()
         self.last: ConcretePlan | None = None
         self.value_inputs = _value_inputs(self.graph)
@@ -927,6 +964,7 @@ class GpuRunner:
         self._plans.clear()
         self._compiled.clear()
         self._by_sig = {}
+        self.shortcut = None
 
     def _unsqueeze(self) -> None:
         """Caps lowered because a GPU ran out of memory go back to the user's once the GPU
@@ -992,6 +1030,7 @@ class GpuRunner:
                         while len(self._compiled) > COMPILED_CACHE:
                             self._compiled.popitem(last=False)
                         self._by_sig = {}  # may point at the evicted plan
+                        self.shortcut = None
         else:
             try:
                 self._plans.move_to_end(key)
@@ -1017,9 +1056,15 @@ class GpuRunner:
         if cp is not None and not cp.guards:
             self.last = cp
             try:
-                return cp.run(feeds)
+                outs = cp.run(feeds)
             except SlotMemoryError:
                 pass  # re-placed below
+            else:
+                if output_device is None and not self.value_inputs and not self.squeezed:
+                    cut = cp.shortcut(sig[0])
+                    if cut is not None and self._by_sig.get((sig, None)) is cp:  # (not forgotten since)
+                        self.shortcut = cut
+                return outs
         descs = signature_descs(feeds)
 
         def attempt(cp):

@@ -415,6 +415,7 @@ class SlotPool:
         self._limit = max(1, int(limit))
         self._free: list[Slot] = []
         self._count = 0
+        self._waiting = 0  # runs in acquire() under the lock (release() notifies only then)
         self._cond = threading.Condition()
         self._retired: list[tuple[Slot, Callable[[], bool]]] = []  # see discard()
 
@@ -428,24 +429,13 @@ class SlotPool:
                 pass
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while True:
-                if self._retired:
-                    self._prune()
-                if self._free:
-                    return self._free.pop()
-                if len(self._retired) >= self._limit:
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        raise TimeoutError(
-                            f"{len(self._retired)} earlier runs of this plan timed out or were interrupted, "
-                            f"and the GPU has not finished their work within {timeout} s; a new run waits "
-                            f"for it rather than queue more (VKML_GPU_TIMEOUT sets the limit)")
-                    self._cond.wait(self.RETIRED_POLL_S if left is None else min(left, self.RETIRED_POLL_S))
-                    continue
-                if self._count < self._limit:
-                    self._count += 1
-                    break
-                self._cond.wait()
+            self._waiting += 1
+            try:
+                slot = self._take(timeout, deadline)
+            finally:
+                self._waiting -= 1
+        if slot is not None:
+            return slot
         try:
             return self._make()
         except MemoryError as e:
@@ -462,10 +452,35 @@ class SlotPool:
             self._limit = self._count  # no room for more: wait for the ones there are
         return self.acquire(timeout)
 
+    def _take(self, timeout: float | None, deadline: float | None) -> Slot | None:
+        """Under the lock: a free slot, or None when one may be made (counted in _count),
+        waiting for one to come back or for retired ones to drain until then."""
+        while True:
+            if self._retired:
+                self._prune()
+            if self._free:
+                return self._free.pop()
+            if len(self._retired) >= self._limit:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(
+                        f"{len(self._retired)} earlier runs of this plan timed out or were interrupted, "
+                        f"and the GPU has not finished their work within {timeout} s; a new run waits "
+                        f"for it rather than queue more (VKML_GPU_TIMEOUT sets the limit)")
+                self._cond.wait(self.RETIRED_POLL_S if left is None else min(left, self.RETIRED_POLL_S))
+                continue
+            if self._count < self._limit:
+                self._count += 1
+                return None
+            self._cond.wait()
+
     def release(self, slot: Slot) -> None:
-        with self._cond:
-            self._free.append(slot)
-            self._cond.notify()
+        # Without the lock unless a run waits: a waiter counts itself in before it looks at
+        # _free (both under the lock), so it either sees this slot or is counted here.
+        self._free.append(slot)
+        if self._waiting:
+            with self._cond:
+                self._cond.notify()
 
     def discard(self, slot: Slot, ready: Callable[[], bool] | None = None) -> None:
         """Retire a slot whose GPU work could not be waited for (an interrupted or timed-out
