@@ -238,21 +238,23 @@ def test_auto_width_comes_from_the_fastest_early_runs(gpu, vkml_env, monkeypatch
     vkml_env(VKML_GPU_RUNS=None)  # auto
     model = cnn()
     x = np.random.default_rng(1).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    # Runs with options take the usual path, the one the gate is for (the C shortcut passes none).
+    ro = vkml.RunOptions()
     sess = vkml.InferenceSession(model, devices=[gpu], max_slots=8)
-    sess.run(None, {"x": x})
+    sess.run(None, {"x": x}, ro)
     plan = _plan(sess)
     assert plan.gate is None and plan._calib is not None
     monkeypatch.setattr(config, "GPU_RUNS_HOST_US", 1e9)  # every run "short": the narrowest gate
     for _ in range(plan.CALIBRATE_RUNS):
-        sess.run(None, {"x": x})
+        sess.run(None, {"x": x}, ro)
     assert plan._calib is None and plan.gate is not None and plan.gate.width == 2
 
     sess2 = vkml.InferenceSession(model, devices=[gpu], max_slots=8)
-    sess2.run(None, {"x": x})
+    sess2.run(None, {"x": x}, ro)
     plan2 = _plan(sess2)
     monkeypatch.setattr(config, "GPU_RUNS_HOST_US", 1e-3)  # every run "long": no gate
     for _ in range(plan2.CALIBRATE_RUNS):
-        sess2.run(None, {"x": x})
+        sess2.run(None, {"x": x}, ro)
     assert plan2._calib is None and plan2.gate is None
 
 

@@ -222,3 +222,19 @@ def test_a_plan_forgotten_drops_the_shortcut(gpu):
     assert sess._gpu.shortcut is None
     np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)
     assert _cut(sess, {"x": x}) is not cut
+
+
+def test_more_threads_than_slots_wait_for_one_in_the_shortcut(gpu):
+    """8 threads, 2 slots: the runs that find both taken wait at the shortcut's slot gate
+    (without the GIL) rather than take the usual path; never more than 2 slots made."""
+    model = cnn()
+    sess = vkml.InferenceSession(model, devices=[gpu], max_slots=2)
+    rng = np.random.default_rng(3)
+    cases = cpu_cases(model, [rng.standard_normal((1, 3, 12, 12)).astype(np.float32) for _ in range(4)])
+    cut = _cut(sess, {"x": cases[0][0]})
+    before = cut.runs
+    errors = hammer(sess, cases, 8, 25)
+    assert not errors, errors[:5]
+    pool = sess._gpu.last.pool
+    assert pool.size <= 2 and len(pool._free) == pool.size
+    assert cut.runs - before >= 8 * 25 * 3 // 4, cut.runs - before

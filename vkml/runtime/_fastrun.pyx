@@ -535,6 +535,8 @@ cdef class Shortcut:
     signature, a name it does not know, no free slot, retired slots to look at)."""
 
     cdef object plan           # the ConcretePlan
+    cdef Gate slot_gate        # runs of this plan's shortcuts holding a slot (width: the pool's limit)
+    cdef uint64_t spin_ns      # hand-offs spin this long (VKML_HANDOFF_SPIN_US)
     cdef object pool           # its SlotPool
     cdef list free_slots       # pool._free (the same list)
     cdef Feeds feeds
@@ -556,14 +558,17 @@ cdef class Shortcut:
     cdef dict out_index        # graph output name -> its place in the outputs
     cdef readonly uint64_t runs  # runs that took the shortcut (done or failed)
 
-    def __init__(self, plan, sig):
+    def __init__(self, plan, sig, Gate slot_gate, double spin_us):
         """sig: the session's signature of the feeds ((name, dtype, shape), ...), made on a
         run that took the usual way (so in the process that opened the GPUs: a forked child's
-        runs go that way, and fail there)."""
+        runs go that way, and fail there). slot_gate: shared by the plan's shortcuts, as wide
+        as its pool: a run that finds every slot taken waits there without the GIL."""
         from vkml import vulkan
 
         feeds = <Feeds?>plan.feeds
         self.plan = plan
+        self.slot_gate = slot_gate
+        self.spin_ns = <uint64_t>(spin_us * 1000.0) if spin_us > 0 else 0
         self.pool = plan.pool
         self.free_slots = self.pool._free
         self.feeds = feeds
@@ -651,15 +656,44 @@ cdef class Shortcut:
                 picks.append(k)
         if self.pool._retired:
             return None
+        self._wait_slot()
         try:
             slot = self.free_slots.pop()
-        except IndexError:
+        except IndexError:  # (taken by a run on the usual path, or never made yet: that path makes it)
+            vkml_gate_release(&self.slot_gate.g)
             return None
         program = slot.program
         if program is None:
             self.pool.release(slot)
+            vkml_gate_release(&self.slot_gate.g)
             return None
-        return self._go(<Program>program, slot, src, picks, feed)
+        try:
+            return self._go(<Program>program, slot, src, picks, feed)
+        finally:
+            vkml_gate_release(&self.slot_gate.g)  # (after the slot went back to the pool)
+
+    cdef int _wait_slot(self) except -1:
+        """A turn at the slot gate: at once while the pool has slots to spare, else without
+        the GIL (spinning first, then asleep) until a shortcut run hands its slot back; as
+        the usual path waits for a slot, with no time limit, Ctrl-C honoured."""
+        cdef vkml_gate_wait w
+        cdef int ok = 0
+        w.since = 0
+        w.starved = 0
+        if vkml_gate_acquire(&self.slot_gate.g, 0, 0, &w):
+            return 0
+        try:
+            while True:
+                with nogil:
+                    vkml_token_leave()
+                    ok = vkml_gate_acquire(&self.slot_gate.g, self.spin_ns, SLICE_NS, &w)
+                    vkml_token_enter(self.spin_ns)
+                if ok:
+                    return 0
+                PyErr_CheckSignals()
+        finally:
+            if not ok:
+                vkml_gate_forget(&self.slot_gate.g, &w)
 
     cdef object _go(self, Program p, object slot, const char** src, object picks, dict feed):
         cdef uint64_t t0 = _now_ns()

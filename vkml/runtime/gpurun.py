@@ -150,6 +150,7 @@ class ConcretePlan:
         self.gate = None
         self._calib: list[int] | None = None
         self._shortcuts: dict = {}  # feed signature -> _fastrun.Shortcut, see shortcut()
+        self._slot_gate = None  # their runs holding a slot (a _fastrun.Gate as wide as the pool)
         if self.fast is not None:
             from . import _fastrun
 
@@ -652,8 +653,11 @@ class ConcretePlan:
         if cut is None:
             from . import _fastrun
 
+            if self._slot_gate is None:
+                self._slot_gate = _fastrun.Gate(self.pool.limit)
+            dev = vulkan_device(self.up.units[0].device)
             try:
-                cut = _fastrun.Shortcut(self, sig)
+                cut = _fastrun.Shortcut(self, sig, self._slot_gate, config.handoff_spin_us(dev.info.device_type))
             except ValueError as e:
                 log.debug("vkml: no shortcut for this plan's runs: %s", e)
                 return None

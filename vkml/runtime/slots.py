@@ -532,3 +532,8 @@ class SlotPool:
     @property
     def size(self) -> int:
         return self._count
+
+    @property
+    def limit(self) -> int:
+        """The most slots this pool makes (lowered when a GPU ran out of memory)."""
+        return self._limit
