@@ -121,8 +121,8 @@ class InferenceSession:
         activations and constants); nodes that do not fit go to the next device.
         placement: {"node name": "cpu"} forces nodes onto devices (for tests and tuning).
         max_slots: runs in flight at once per input signature on the GPUs (each with its own
-        activation memory, made when concurrent runs need it; default 8, fewer when GPU memory
-        runs out); more concurrent runs wait for a slot.
+        activation memory, made when concurrent runs need it; default the host's cores, at least
+        8, fewer when GPU memory runs out); more concurrent runs wait for a slot.
         warmup: prepare the GPU plan now (placement, recording, every pipeline compiled, in
         parallel) rather than at the first run. None (the default) does it when a GPU takes part
         and every input's shape is fixed; True insists (ValueError for symbolic shapes: call
@@ -564,7 +564,10 @@ def _rebuild(model: Any, kwargs: dict) -> "InferenceSession":
     return InferenceSession(model, **kwargs)
 
 
-_DEFAULT_SLOTS = 8
+# A slot per core, at least 8: runs beyond the slots wait for one, and on the H200 (16 cores, mnist,
+# bench/results/checks/h200-2026-12-01-threads-shortcut.jsonl) 16 threads made 51-61k runs/s with 16
+# slots against 25-29k with 8. Slots are made only as concurrent runs need them.
+_DEFAULT_SLOTS = max(8, os.cpu_count() or 1)
 # run_async/run_batch threads per session. Measured on the H100 (2026-11-23, issue #14,
 # bench/results/h100-2026-11-23-threaded-busy.md), one session shared by N threads, runs/s at
 # 1/2/4/8 threads: mnist on the GPU 14.0k, 22.2k, 25.8k (GPU busy 95%), 19.4k; resnet18 1466,
