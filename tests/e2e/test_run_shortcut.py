@@ -144,12 +144,14 @@ def test_run_options_output_devices_and_the_profile_go_the_usual_way(gpu, tmp_pa
 
 
 def test_many_threads_several_shapes_and_names(gpu):
-    """8 threads over three batch sizes (each switch moves the session's shortcut to another
-    signature), half of them naming the output: every answer the CPU's."""
+    """8 threads over three batch sizes, each thread two runs of a size before the next (a
+    switch moves the session's shortcut to another signature), half of them naming the
+    output: every answer the CPU's."""
     model = cnn()
     sess = vkml.InferenceSession(model, devices=[gpu], max_slots=4)
     rng = np.random.default_rng(1)
-    cases = cpu_cases(model, [rng.standard_normal((1 + k % 3, 3, 12, 12)).astype(np.float32) for k in range(6)])
+    sizes = [1 + (k // 4) % 3 for k in range(24)]  # (thread t's run i takes case t + i)
+    cases = cpu_cases(model, [rng.standard_normal((n, 3, 12, 12)).astype(np.float32) for n in sizes])
     out_name = sess.get_outputs()[0].name
     counts = {}
 

@@ -623,6 +623,7 @@ cdef class Shortcut:
         cdef int i, j, nd
         cdef cnp.npy_intp* shape
         cdef const char* src[MAX_IO]
+        cdef list held = []  # the fed arrays, alive while the run reads them (the caller's dict may change)
         if PyDict_Size(feed) != self.nkeys or self.vk.FORK_GENERATION != self.fork_gen:
             return None
         for i in range(self.nkeys):
@@ -644,6 +645,7 @@ cdef class Shortcut:
             j = self.key_feed[i]
             if j >= 0:
                 src[j] = <const char*>cnp.PyArray_DATA(a)
+                held.append(a)
         picks = None
         if output_names is not None:
             if type(output_names) is not list and type(output_names) is not tuple:
@@ -668,7 +670,7 @@ cdef class Shortcut:
             vkml_gate_release(&self.slot_gate.g)
             return None
         try:
-            return self._go(<Program>program, slot, src, picks, feed)
+            return self._go(<Program>program, slot, src, picks, feed, held)
         finally:
             vkml_gate_release(&self.slot_gate.g)  # (after the slot went back to the pool)
 
@@ -695,7 +697,7 @@ cdef class Shortcut:
             if not ok:
                 vkml_gate_forget(&self.slot_gate.g, &w)
 
-    cdef object _go(self, Program p, object slot, const char** src, object picks, dict feed):
+    cdef object _go(self, Program p, object slot, const char** src, object picks, dict feed, list held):
         cdef uint64_t t0 = _now_ns()
         cdef int i, k
         cdef cnp.ndarray a
