@@ -15,6 +15,9 @@ Threads sharing a plan hand over to each other through include/run_handoff.h, sp
 before they sleep: a Gate (VKML_GPU_RUNS) lets `width` runs through at once, passed without the
 GIL, and the GIL token makes a run that is done wait for the runner in its Python part to drop
 the GIL instead of sleeping in it (VKML_HANDOFF_SPIN_US).
+
+A Shortcut is Session.run itself for feeds of one signature: the dict checked, a slot taken,
+the outputs made and the Program run, all here (runs of another kind go the usual way).
 """
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -522,6 +525,19 @@ cdef double _gpu_timeout() except? -3.0:
     return value
 
 
+cdef int _pack(shape, int* nd, int* dim0, cnp.npy_intp* dims, int d) except -1:
+    """Shape into dims[d:] (at most 4 * MAX_IO dimensions in all), its rank into nd and its
+    first index into dim0; returns the next free index."""
+    if d + len(shape) > 4 * MAX_IO:
+        raise ValueError("no shortcut for this plan (too many dimensions)")
+    nd[0] = len(shape)
+    dim0[0] = d
+    for n in shape:
+        dims[d] = n
+        d += 1
+    return d
+
+
 cdef class Shortcut:
     """A session's run of one plan for exactly the feeds it was made for, all in C but the calls
     on failure: the feed dict holds the same names, each a C-contiguous ndarray of the planned
@@ -588,13 +604,7 @@ cdef class Shortcut:
             if len(s) != 3:
                 raise ValueError("no shortcut for vkml.Tensor feeds")
             shape = s[2]
-            if d + len(shape) > 4 * MAX_IO:
-                raise ValueError("no shortcut for this plan")
-            self.key_nd[i] = len(shape)
-            self.key_dim0[i] = d
-            for n in shape:
-                self.dims[d] = n
-                d += 1
+            d = _pack(shape, &self.key_nd[i], &self.key_dim0[i], self.dims, d)
             name = s[0]
             self.key_feed[i] = feeds.names.index(name) if name in feeds.names else -1
             if self.key_feed[i] >= 0 and (feeds.in_dtypes[self.key_feed[i]] != s[1]
@@ -605,13 +615,7 @@ cdef class Shortcut:
                 raise ValueError(f"feed {n!r} is not in the signature")
         d = 0
         for i, shape in enumerate(feeds.out_shapes):
-            if d + len(shape) > 4 * MAX_IO:
-                raise ValueError("no shortcut for this plan")
-            self.out_nd[i] = len(shape)
-            self.out_dim0[i] = d
-            for n in shape:
-                self.odims[d] = n
-                d += 1
+            d = _pack(shape, &self.out_nd[i], &self.out_dim0[i], self.odims, d)
         self.out_descrs = feeds.out_dtypes
         self.sources = feeds.sources
         self.out_index = {n: i for i, n in enumerate(out_names)}
