@@ -565,8 +565,8 @@ def _rebuild(model: Any, kwargs: dict) -> "InferenceSession":
 
 
 # A slot per core, at least 8: runs beyond the slots wait for one, and on the H200 (16 cores, mnist,
-# bench/results/checks/h200-2026-12-01-threads-shortcut.jsonl) 16 threads made 51-61k runs/s with 16
-# slots against 25-29k with 8. Slots are made only as concurrent runs need them.
+# bench/results/checks/h200-2026-12-01-threads-{shortcut-slots,slotgate,final}.jsonl) 16 threads
+# made 46-52k runs/s with 16 slots against 25-29k with 8. Slots are made only as runs need them.
 _DEFAULT_SLOTS = max(8, os.cpu_count() or 1)
 # run_async/run_batch threads per session. Measured on the H100 (2026-11-23, issue #14,
 # bench/results/h100-2026-11-23-threaded-busy.md), one session shared by N threads, runs/s at
