@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The CNN rows with torch in the same run and the threads probe (#12, #14), in one device call
-# (about 6 min). The twelfth session changed the native runs' hand-offs (README, Threads, twelfth
-# session) and measured the threaded family with its peers only at 90e2b19, before the final
-# gate: the next session should run this first, for the threaded family at 950884c or later.
+# The next session's first GPU call (about 8 min; a device call may take 10): the thirteenth session's shortcut tests on
+# NVIDIA (its one try there ended with the machine not answering), then the CNN rows with torch
+# in the same run and the threads probe (#12, #14), then the threaded family with its peers.
 #   bash bench/gpu_followup.sh [OUTDIR]     (on the GPU machine, after the device prelude;
 #                                            default OUTDIR bench/results; PYTHON=python3.12)
-set -u
+# Each bench writes its own folder under OUTDIR: two benches in one folder overwrite each
+# other's <machine>-<date>.md/.jsonl.
+set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench/results}
 PY=${PYTHON:-python3}
@@ -15,11 +16,15 @@ if ! $PY -c "import vkml.runtime._sched, vkml.vulkan._device" 2>/dev/null; then
 fi
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
+VKML_TEST_DEVICE=0 timeout 150 $PY -m pytest -q -p no:cacheprovider -rs tests/e2e/test_run_shortcut.py \
+    tests/e2e/test_fast_run.py tests/e2e/test_threads_gpu.py tests/e2e/test_threads_stateful.py \
+    tests/e2e/test_gpu_run_gate.py tests/e2e/test_fork_gpu.py 2>&1 | tail -15 | tee "$OUT/shortcut-tests.txt" || status=1
+mkdir -p "$OUT/cnn" "$OUT/threaded"
 timeout 200 $PY -m vkml bench --only mnist,resnet18,mobilenet_v2,efficientnet_b0,resnet50 --device vulkan:0 --device cuda \
-    --out "$OUT" --no-charts --time-limit 180 || status=1
+    --out "$OUT/cnn" --no-charts --time-limit 180 || status=1
 timeout 90 $PY bench/probe_threads.py --models mnist,resnet18 --threads 1,2,4,8,16 --queues 4 --seconds 2 \
     --out "$OUT/probe_threads-followup.jsonl" || status=1
-timeout 200 $PY -m vkml bench --only threaded --device vulkan:0 --device cuda --device cpu --out "$OUT" --no-charts \
+timeout 200 $PY -m vkml bench --only threaded --device vulkan:0 --device cuda --device cpu --out "$OUT/threaded" --no-charts \
     --time-limit 180 || status=1
 # The fused squeeze-excitation pool since c6be664 (shared memory sized by the plane), against no fusion
 timeout 120 $PY bench/probe_knobs.py --models tv:efficientnet_b0,tv:mobilenet_v3_large --variant "fused=" \
