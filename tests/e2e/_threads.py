@@ -15,6 +15,31 @@ def cpu_cases(model, xs) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(x, ref.run(None, {"x": x})[0]) for x in xs]
 
 
+def sigint_latency(call, after: float) -> float:
+    """call() with SIGINT sent to this process from a timer thread `after` s in: it must raise
+    KeyboardInterrupt (pytest.raises); returns how long after the signal that came."""
+    import os
+    import signal
+    import time
+
+    import pytest
+
+    sent = []
+
+    def interrupt():
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(after, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+        return time.monotonic() - sent[0]
+    finally:
+        timer.cancel()
+
+
 def hammer(sess, cases, threads: int, runs: int, run=None, compare=None) -> list[str]:
     """`threads` threads, started together, each make `runs` runs of sess over cases
     [(x, expected y)] in turn (thread t starts at case t); returns what went wrong, one line

@@ -45,6 +45,8 @@ cdef extern from "run_handoff.h" nogil:
     int vkml_gate_acquire(vkml_gate* g, uint64_t spin_ns, uint64_t timeout_ns, vkml_gate_wait* w)
     void vkml_gate_forget(vkml_gate* g, vkml_gate_wait* w)
     void vkml_gate_release(vkml_gate* g)
+    int vkml_gate_may(vkml_gate* g, vkml_gate_wait* w)
+    int vkml_gate_try(vkml_gate* g)
     unsigned vkml_gate_inflight(vkml_gate* g)
     void vkml_token_leave()
     void vkml_token_enter(uint64_t spin_ns)
@@ -130,22 +132,35 @@ cdef class Gate:
         `timeout` seconds (None: no limit) passed first. Program.run takes its turns itself;
         this is for tests and for holding a turn from Python."""
         cdef uint64_t spin = <uint64_t>(spin_us * 1000.0) if spin_us > 0 else 0
-        cdef uint64_t deadline = 0, left
-        cdef int ok = 0
+        cdef uint64_t deadline = 0
         if timeout is not None:
             deadline = _now_ns() + <uint64_t>(max(0.0, float(timeout)) * 1e9)
+        return self._wait(spin, deadline, False) == 1
+
+    cdef int _wait(self, uint64_t spin, uint64_t deadline, bint token) except -1:
+        """A turn: 1, or 0 when `deadline` (0: none) passed first. At once when one is free,
+        else without the GIL, in slices (Ctrl-C honoured between them); `token`: the wait gives the GIL token back while it
+        waits and takes it again after (as Program.run's waits do)."""
+        cdef uint64_t left
+        cdef int ok = 0
         cdef vkml_gate_wait w
         w.since = 0
         w.starved = 0
+        if vkml_gate_may(&self.g, &w) and vkml_gate_try(&self.g):
+            return 1  # (a turn free, none starving: taken without dropping the GIL)
         try:
             while True:
                 with nogil:
+                    if token:
+                        vkml_token_leave()
                     left = _slice_left(deadline)
                     ok = vkml_gate_acquire(&self.g, spin, left, &w)
+                    if token:
+                        vkml_token_enter(spin)
                 if ok:
-                    return True
+                    return 1
                 if deadline and _now_ns() >= deadline:
-                    return False
+                    return 0
                 PyErr_CheckSignals()
         finally:
             if not ok:
@@ -476,7 +491,11 @@ cdef class Feeds:
             shaped.append(a)
             flat.append(a.reshape(-1))
         program.run(arrays, flat, timeout, gate)
-        return [shaped[v] if kind == "rb" else self.copy(v) if kind == "const" else feeds[v]
+        return self.results(shaped, feeds)
+
+    cdef list results(self, list made, feeds):
+        """The graph's outputs of a run whose program outputs are `made`, fed `feeds`."""
+        return [made[v] if kind == "rb" else self.copy(v) if kind == "const" else feeds[v]
                 for kind, v in self.sources]
 
 
@@ -570,7 +589,6 @@ cdef class Shortcut:
     cdef int out_dim0[MAX_IO]
     cdef cnp.npy_intp odims[4 * MAX_IO]
     cdef tuple out_descrs
-    cdef tuple sources
     cdef dict out_index        # graph output name -> its place in the outputs
     cdef readonly uint64_t runs  # runs that took the shortcut (done or failed)
 
@@ -617,7 +635,6 @@ cdef class Shortcut:
         for i, shape in enumerate(feeds.out_shapes):
             d = _pack(shape, &self.out_nd[i], &self.out_dim0[i], self.odims, d)
         self.out_descrs = feeds.out_dtypes
-        self.sources = feeds.sources
         self.out_index = {n: i for i, n in enumerate(out_names)}
 
     def run(self, output_names, dict feed):
@@ -627,7 +644,7 @@ cdef class Shortcut:
         cdef int i, j, nd
         cdef cnp.npy_intp* shape
         cdef const char* src[MAX_IO]
-        cdef list held = []  # the fed arrays, alive while the run reads them (the caller's dict may change)
+        cdef list held = []  # the fed arrays, alive until run() returns (the caller's dict may change)
         if PyDict_Size(feed) != self.nkeys or self.vk.FORK_GENERATION != self.fork_gen:
             return None
         for i in range(self.nkeys):
@@ -662,7 +679,7 @@ cdef class Shortcut:
                 picks.append(k)
         if self.pool._retired:
             return None
-        self._wait_slot()
+        self.slot_gate._wait(self.spin_ns, 0, True)
         try:
             slot = self.free_slots.pop()
         except IndexError:  # (taken by a run on the usual path, or never made yet: that path makes it)
@@ -674,34 +691,11 @@ cdef class Shortcut:
             vkml_gate_release(&self.slot_gate.g)
             return None
         try:
-            return self._go(<Program>program, slot, src, picks, feed, held)
+            return self._go(<Program>program, slot, src, picks, feed)
         finally:
             vkml_gate_release(&self.slot_gate.g)  # (after the slot went back to the pool)
 
-    cdef int _wait_slot(self) except -1:
-        """A turn at the slot gate: at once while the pool has slots to spare, else without
-        the GIL (spinning first, then asleep) until a shortcut run hands its slot back; as
-        the usual path waits for a slot, with no time limit, Ctrl-C honoured."""
-        cdef vkml_gate_wait w
-        cdef int ok = 0
-        w.since = 0
-        w.starved = 0
-        if vkml_gate_acquire(&self.slot_gate.g, 0, 0, &w):
-            return 0
-        try:
-            while True:
-                with nogil:
-                    vkml_token_leave()
-                    ok = vkml_gate_acquire(&self.slot_gate.g, self.spin_ns, SLICE_NS, &w)
-                    vkml_token_enter(self.spin_ns)
-                if ok:
-                    return 0
-                PyErr_CheckSignals()
-        finally:
-            if not ok:
-                vkml_gate_forget(&self.slot_gate.g, &w)
-
-    cdef object _go(self, Program p, object slot, const char** src, object picks, dict feed, list held):
+    cdef object _go(self, Program p, object slot, const char** src, object picks, dict feed):
         cdef uint64_t t0 = _now_ns()
         cdef int i, k
         cdef cnp.ndarray a
@@ -732,14 +726,7 @@ cdef class Shortcut:
             self.plan._native_faults(slot)
         else:
             self.pool.release(slot)
-        cdef list outs = []
-        for kind, v in self.sources:
-            if kind == "rb":
-                outs.append(made[v])
-            elif kind == "const":
-                outs.append(self.feeds.copy(v))
-            else:
-                outs.append(feed[v])
+        cdef list outs = self.feeds.results(made, feed)
         if picks is None:
             return outs
         return [outs[k] for k in picks]
