@@ -505,8 +505,10 @@ cdef class Device:
 
     cdef VkResult wait_nogil(self, uint32_t lane, uint64_t value, uint64_t timeout_ns) noexcept nogil:
         """Wait up to timeout_ns for `lane` to reach value: VK_SUCCESS, VK_TIMEOUT or the
-        driver's error. Polls first (VKML_WAIT_SPIN_US): most waits are for short chunks, and a
-        blocking wait's wake-up costs more than the chunk. The caller checks lane and value."""
+        driver's error. Polls first (VKML_WAIT_SPIN_US, never past timeout_ns: a run under a
+        shorter VKML_GPU_TIMEOUT must time out, not finish in the poll): most waits are for short
+        chunks, and a blocking wait's wake-up costs more than the chunk. The caller checks lane
+        and value."""
         cdef Lane* L = &self.lanes[lane]
         cdef uint64_t cur = 0, spin_end
         cdef VkResult r = self.fn.vkGetSemaphoreCounterValue(self.handle, L.timeline, &cur)
@@ -520,7 +522,8 @@ cdef class Device:
         # threaded runs do not take the cores their GIL holders need.
         cdef int polling = vkml_atomic_add(&self.spinners, 1) if self.spin_ns else 0
         if self.spin_ns and polling <= self.max_spinners:
-            spin_end = _now_ns() + (self.spin_ns if polling == 1 else min(self.spin_ns, self.shared_spin_ns))
+            spin_end = _now_ns() + min(timeout_ns, self.spin_ns if polling == 1
+                                       else min(self.spin_ns, self.shared_spin_ns))
             while True:
                 vkml_cpu_relax()
                 r = self.fn.vkGetSemaphoreCounterValue(self.handle, L.timeline, &cur)
