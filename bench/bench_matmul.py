@@ -5,10 +5,13 @@ submission counts; wall-clock per submission is reported too).
 
     python bench/bench_matmul.py [--device N] [--sizes 4096,1024] [--dtypes float32,float16]
                                  [--tiles 128,128,16,8,8 ...] [--coop-tiles 128,128,32,64,64 ...]
+                                 [--cm2-tiles 128,256,32,256,2 ...] [--paths cm2,khr]
                                  [--no-coop] [--check] [--stats]
 
---tiles / --coop-tiles sweep the SIMT / cooperative-matrix tilings (specialization
-constants: no recompiling); --check compares each result with NumPy; --stats prints the
+--tiles / --coop-tiles / --cm2-tiles sweep the SIMT / cooperative-matrix /
+VK_NV_cooperative_matrix2 tilings (specialization constants: no recompiling); --paths runs
+float16 on the cooperative_matrix2 shader (cm2, where the device has it) and on the KHR one
+(khr); --check compares each result with NumPy; --stats prints the
 driver's statistics of each case's GEMM pipelines (registers, shared and local memory:
 VKML_PIPELINE_STATS, where the device offers VK_KHR_pipeline_executable_properties). Prints a
 table and writes bench/results/matmul-<device>.json. Not a test: numbers depend on the machine.
@@ -27,7 +30,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from bench.kernel_bench import add_common_args, open_or_report, write_results  # noqa: E402
 from vkml.benchmarks.gemm_kernel import run_case  # noqa: E402
 from vkml.kernels import matmul as mm  # noqa: E402
-from vkml.kernels import matmul_coop  # noqa: E402
+from vkml.kernels import matmul_cm2, matmul_coop  # noqa: E402
 from vkml.vulkan import pipeline_stats  # noqa: E402
 
 
@@ -48,6 +51,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="float32,float16")
     ap.add_argument("--tiles", nargs="*", help="SIMT tilings BM,BN,BK,TM,TN to sweep")
     ap.add_argument("--coop-tiles", nargs="*", help="cooperative-matrix tilings BM,BN,BK,WM,WN to sweep")
+    ap.add_argument("--cm2-tiles", nargs="*", help="cooperative_matrix2 tilings BM,BN,BK,THREADS[,UNROLL] to sweep")
+    ap.add_argument("--paths", default="cm2,khr", help="float16 tensor-core paths to run: cm2, khr")
+    ap.add_argument("--trans-b", action="store_true", help="B stored transposed (Gemm transB=1)")
     ap.add_argument("--no-coop", action="store_true", help="float16 on the SIMT shader")
     ap.add_argument("--coop-vecs", default=None,
                     help="cooperative-matrix access widths to sweep, e.g. 8,4 (default: the widest that fits)")
@@ -55,6 +61,8 @@ def main(argv=None) -> int:
                     help="capture and print the GEMM pipelines' statistics (VKML_PIPELINE_STATS=1)")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/matmul-<device>.json)")
     args = ap.parse_args(argv)
+    if "cm2" in args.paths.split(","):
+        os.environ["VKML_CM2"] = "1"  # (off by default; the khr cases turn the module switch off)
     if args.stats:  # read when the device opens
         os.environ["VKML_PIPELINE_STATS"] = "1"
 
@@ -69,6 +77,12 @@ def main(argv=None) -> int:
     print("cooperative matrix:", "; ".join(shapes) or "none", "| chosen:", matmul_coop.device_shape(dev))
     simt = _tilings(args.tiles, mm.Tiling) or [None]
     coops = _tilings(args.coop_tiles, matmul_coop.CoopTiling) or [None]
+    cm2s = _tilings(args.cm2_tiles, matmul_cm2.Cm2Tiling) or [None]
+    paths = args.paths.split(",")
+    has_cm2 = matmul_cm2.usable(dev)
+    print("cooperative_matrix2:", "; ".join(sorted({f"{f.m}x{f.n}x{f.k} ({f.invocations})"
+                                                     for f in info.coop_flexible})) or "none",
+          info.coop2_limits or "")
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
         for dt in args.dtypes.split(","):
@@ -76,23 +90,34 @@ def main(argv=None) -> int:
             inner = args.inner or max(1, min(50, int(2e12 / (2 * n ** 3))))
             cases = [(t, None, False) for t in simt]
             if dtype == np.float16 and not args.no_coop and matmul_coop.device_shape(dev) is not None:
-                cases = [(None, c, True) for c in coops] + (cases if args.tiles else [])
+                by_path = {"cm2": [(None, ("cm2", c), True) for c in cm2s] if has_cm2 else [],
+                           "khr": [(None, c, True) for c in coops]}
+                cases = [c for p in paths for c in by_path.get(p, [])] + (cases if args.tiles else [])
             vecs = [(int(v),) for v in args.coop_vecs.split(",")] if args.coop_vecs else [matmul_coop.VECS]
             for (tiling, coop_tiling, coop), vec in ((c, v) for c in cases for v in (vecs if c[2] else vecs[:1])):
                 saved, matmul_coop.VECS = matmul_coop.VECS, vec  # the widths the kernel may pick from
+                on_cm2 = isinstance(coop_tiling, tuple)
+                matmul_cm2.ENABLED = on_cm2
                 try:
-                    if coop_tiling is not None:  # read through vkml.config when the GEMM is recorded
+                    os.environ.pop("VKML_CM2_TILE", None)
+                    if on_cm2:
+                        if coop_tiling[1] is not None:
+                            t2 = coop_tiling[1]
+                            os.environ["VKML_CM2_TILE"] = f"{t2.bm},{t2.bn},{t2.bk},{t2.threads},{t2.unroll}"
+                        os.environ.pop("VKML_COOP_TILE", None)
+                    elif coop_tiling is not None:  # read through vkml.config when the GEMM is recorded
                         os.environ["VKML_COOP_TILE"] = ",".join(map(str, (
                             coop_tiling.bm, coop_tiling.bn, coop_tiling.bk, coop_tiling.wm, coop_tiling.wn,
                             coop_tiling.stages)))
                     else:
                         os.environ.pop("VKML_COOP_TILE", None)
-                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop, args.check, args.stats)
+                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop, args.check, args.stats, args.trans_b)
                 except Exception as e:  # a tiling the device refuses: report and go on
                     print(f"{n:5d} {dt:8s} {tiling or coop_tiling}: FAILED {type(e).__name__}: {e}")
                     continue
                 finally:
                     matmul_coop.VECS = saved
+                    matmul_cm2.ENABLED = True
                 results.append(r)
                 err = f"  err {r['max_rel_err']:.1e}" if "max_rel_err" in r else ""
                 print(f"{n:5d} {dt:8s} {r['tflops']:8.3f} TFLOPS (wall {r['tflops_wall']:7.3f})  "
@@ -100,6 +125,7 @@ def main(argv=None) -> int:
                 if args.stats:
                     _print_stats(r["pipeline_stats"])
     os.environ.pop("VKML_COOP_TILE", None)
+    os.environ.pop("VKML_CM2_TILE", None)
     print("wrote", write_results("matmul", info, {"results": results}, args.out))
     return 0
 

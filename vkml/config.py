@@ -353,15 +353,18 @@ def split_device() -> int:
 _setting("VKML_DISABLE", "", "comma list", """
     Device features to leave off even if supported, to test fallbacks: push_descriptor,
     mapped_memory (treat device-local memory as not host-visible: uploads go through staging),
-    storage_16bit, storage_8bit, int64, fp16_arithmetic, memory_budget, cooperative_matrix.""")
+    storage_16bit, storage_8bit, int64, fp16_arithmetic, memory_budget, cooperative_matrix,
+    cooperative_matrix2 (NVIDIA's workgroup-scope GEMM, kernels/matmul_cm2.py).""")
 
 
 def disabled_features() -> frozenset[str]:
-    """Features to leave off: VKML_DISABLE, plus cooperative_matrix under validation (unless
-    VKML_VALIDATION_COOPMAT)."""
+    """Features to leave off: VKML_DISABLE, plus cooperative_matrix (and _matrix2) under
+    validation (unless VKML_VALIDATION_COOPMAT)."""
     off = {x.strip() for x in _raw("VKML_DISABLE").split(",") if x.strip()}
     if validation() and not validation_coopmat():
-        off.add("cooperative_matrix")
+        off.update(("cooperative_matrix", "cooperative_matrix2"))
+    if "cooperative_matrix" in off:
+        off.add("cooperative_matrix2")
     return frozenset(off)
 
 
@@ -576,15 +579,49 @@ _setting("VKML_COOP_TILE", "", "five or six integers", """
     the default) or 1; unset, vkml picks by shape.""")
 
 
-def coop_tile() -> tuple[int, ...] | None:
-    """The forced cooperative-matrix tiling (VKML_COOP_TILE) as five or six integers, or None."""
-    v = _raw("VKML_COOP_TILE")
+_NUMBERS = {4: "four", 5: "five", 6: "six"}
+
+
+def _tile(name: str, counts: tuple[int, int], fields: str) -> tuple[int, ...] | None:
+    """A forced tiling setting: counts[0] or counts[1] comma-separated integers, or None when
+    unset."""
+    v = _raw(name)
     if not v:
         return None
-    ints = parse_ints(v, 6) or parse_ints(v, 5)
+    ints = parse_ints(v, counts[1]) or parse_ints(v, counts[0])
     if ints is None:
-        raise ValueError(f"VKML_COOP_TILE={v!r}: expected five or six integers BM,BN,BK,WM,WN[,STAGES]")
+        words = " or ".join(_NUMBERS[c] for c in counts)
+        raise ValueError(f"{name}={v!r}: expected {words} integers {fields}")
     return ints
+
+
+def coop_tile() -> tuple[int, ...] | None:
+    """The forced cooperative-matrix tiling (VKML_COOP_TILE) as five or six integers, or None."""
+    return _tile("VKML_COOP_TILE", (5, 6), "BM,BN,BK,WM,WN[,STAGES]")
+
+
+_setting("VKML_CM2", "0", "on/off", """
+    1: plain float16 GEMMs take the VK_NV_cooperative_matrix2 shader (shaders/matmul_cm2.comp)
+    where the driver offers it. Off by default: on an H200 (driver 580) it ran a 4096^3 product
+    at 208-248 TFLOPS against the KHR shader's 278, and KHR GEMMs run after it in the same
+    process slowed to 180 (bench/results/checks/h200-2026-12-02-cm2.txt). Read when a GEMM is
+    recorded.""")
+
+
+def cm2() -> bool:
+    """Whether plain float16 GEMMs may take the cooperative_matrix2 shader (VKML_CM2)."""
+    return parse_switch(_raw("VKML_CM2"), False)
+
+
+_setting("VKML_CM2_TILE", "", "four or five integers", """
+    BM,BN,BK,THREADS[,UNROLL]: force this tiling on the VK_NV_cooperative_matrix2 GEMM
+    (shaders/matmul_cm2.comp; for tuning, bench/bench_matmul.py --cm2-tiles sweeps them); unset,
+    vkml picks by shape.""")
+
+
+def cm2_tile() -> tuple[int, ...] | None:
+    """The forced cooperative_matrix2 tiling (VKML_CM2_TILE) as four or five integers, or None."""
+    return _tile("VKML_CM2_TILE", (4, 5), "BM,BN,BK,THREADS[,UNROLL]")
 
 
 _setting("VKML_NO_SUBGROUPS", "0", "on/off", """
@@ -613,6 +650,7 @@ RULES = {
     "whole number": "decimal digits, within the range the setting gives",
     "five integers": "comma-separated, such as `64,64,16,4,4`",
     "five or six integers": "comma-separated, such as `128,128,32,64,64` or `128,128,32,64,64,1`",
+    "four or five integers": "comma-separated, such as `128,256,32,256` or `128,128,32,128,4`",
     "comma list": "names separated by commas",
     "auto, map or staging": "one of those words",
     "path": "a file or folder",

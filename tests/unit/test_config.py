@@ -151,7 +151,7 @@ def test_readers_follow_the_environment(monkeypatch, vkml_env):
     vkml_env(VKML_COOP_TILE="128,128,32,64,64,1")
     assert config.coop_tile() == (128, 128, 32, 64, 64, 1)
     assert config.cache_dir() == "/caches"
-    assert config.disabled_features() == {"push_descriptor", "int64", "cooperative_matrix"}
+    assert config.disabled_features() == {"push_descriptor", "int64", "cooperative_matrix", "cooperative_matrix2"}
     vkml_env(VKML_VALIDATION_COOPMAT="1")
     assert config.disabled_features() == {"push_descriptor", "int64"}
     assert config.split_device() == 2 and config.num_threads(64) == 3

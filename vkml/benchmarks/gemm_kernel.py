@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from ..kernels import matmul as mm
-from ..kernels import matmul_coop
+from ..kernels import matmul_cm2, matmul_coop
 from ..vulkan import pipeline_stats
 from ..vulkan._commands import CommandRecorder
 from ..vulkan.tensor import DeviceTensor
@@ -17,6 +17,10 @@ from ..vulkan.tensor import DeviceTensor
 def describe_path(dev, g, dtype, tiling, coop: bool) -> str:
     """Which kernel and tiling vkml picks for `g` (a forced cooperative-matrix tiling comes from
     the VKML_COOP_TILE setting, which bench/bench_matmul.py sets per case)."""
+    if dtype == np.float16 and coop and tiling is None and matmul_cm2.usable(dev):
+        t = matmul_cm2.choose(dev, g)
+        if t is not None:
+            return f"cm2 tile {t.bm}x{t.bn}x{t.bk} threads {t.threads} unroll {t.unroll}"
     if dtype == np.float16 and coop and tiling is None:
         shape = matmul_coop.device_shape(dev)
         vec = matmul_coop.access_width(g)
@@ -30,15 +34,19 @@ def describe_path(dev, g, dtype, tiling, coop: bool) -> str:
 
 
 def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True, check=False,
-             stats: bool = False) -> dict:
+             stats: bool = False, trans_b: bool = False) -> dict:
     """One square product timed; with `stats`, res["pipeline_stats"] holds the statistics of the
-    GEMM pipelines it dispatched (empty unless the device captures them: VKML_PIPELINE_STATS)."""
+    GEMM pipelines it dispatched (empty unless the device captures them: VKML_PIPELINE_STATS).
+    `trans_b`: B stored transposed (N x K, K contiguous: a Gemm with transB=1)."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
     b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
     A, B = DeviceTensor.from_numpy(dev, a), DeviceTensor.from_numpy(dev, b)
     O = DeviceTensor.empty(dev, (n, n), dtype)
-    g, _ = mm.matmul_problem(a.shape, b.shape)
+    if trans_b:
+        g, _ = mm.gemm_problem({"transB": 1}, a.shape, b.shape, None)
+    else:
+        g, _ = mm.matmul_problem(a.shape, b.shape)
     path = describe_path(dev, g, dtype, tiling, coop)
     rec = CommandRecorder(dev)
     rec.timestamp("start")
@@ -55,11 +63,11 @@ def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True,
         ts = dict(cb.timestamps())
         gpu.append((ts["end"] - ts["start"]) / inner)
     flops = 2.0 * n ** 3
-    res = {"n": n, "dtype": np.dtype(dtype).name, "path": path, "inner": inner, "outer": outer,
+    res = {"n": n, "dtype": np.dtype(dtype).name, "path": path + (" transB" if trans_b else ""), "inner": inner, "outer": outer,
            "gpu_s": min(gpu), "wall_s": min(wall), "tflops": flops / min(gpu) / 1e12,
            "tflops_wall": flops / min(wall) / 1e12}
     if check:
-        ref = a.astype(np.float32) @ b.astype(np.float32)
+        ref = a.astype(np.float32) @ (b.T if trans_b else b).astype(np.float32)
         got = O.numpy().astype(np.float32)
         scale = np.abs(ref).max()
         res["max_rel_err"] = float(np.abs(got - ref).max() / scale)

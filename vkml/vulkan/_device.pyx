@@ -158,6 +158,7 @@ cdef class Device:
 
         cdef FeatureChain fc
         feature_chain_init(&fc, dict(structs, coop_matrix=structs["coop_matrix"] and "cooperative_matrix" in enabled,
+                                     coop_matrix2=structs["coop_matrix2"] and "cooperative_matrix2" in enabled,
                                      pipeline_exec=stats))
         fc.f2.features.shaderInt64 = "int64" in enabled
         fc.f2.features.shaderInt16 = "int16" in enabled
@@ -175,6 +176,10 @@ cdef class Device:
         fc.fsgs.subgroupSizeControl = "subgroup_size_control" in enabled
         fc.fsgs.computeFullSubgroups = "compute_full_subgroups" in enabled
         fc.fcm.cooperativeMatrix = "cooperative_matrix" in enabled
+        if "cooperative_matrix2" in enabled:
+            fc.fcm2.cooperativeMatrixWorkgroupScope = 1
+            fc.fcm2.cooperativeMatrixFlexibleDimensions = 1
+            fc.fcm2.cooperativeMatrixTensorAddressing = 1
         fc.fpe.pipelineExecutableInfo = stats
 
         want = []
@@ -190,6 +195,8 @@ cdef class Device:
             want.append("VK_EXT_memory_budget")
         if "cooperative_matrix" in enabled:
             want.append("VK_KHR_cooperative_matrix")
+        if "cooperative_matrix2" in enabled:
+            want.append("VK_NV_cooperative_matrix2")
         if stats:
             want.append("VK_KHR_pipeline_executable_properties")
         want.append("VK_KHR_portability_subset")  # must be enabled where it exists (MoltenVK)

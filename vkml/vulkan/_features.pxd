@@ -20,13 +20,14 @@ cdef struct FeatureChain:
     VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures fsgx
     VkPhysicalDeviceSubgroupSizeControlFeatures fsgs
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV fcm2
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fpe
 
 
 cdef inline int feature_chain_init(FeatureChain* c, dict linked) except -1:
     """Zero every struct, set its sType, and link into c.f2.pNext those `linked` marks true
     (16bit_storage, 8bit_storage, float16_int8, timeline, memory_model, subgroup_ext_types,
-    subgroup_size, coop_matrix, pipeline_exec): a struct the driver does not know must stay out."""
+    subgroup_size, coop_matrix, coop_matrix2, pipeline_exec): a struct the driver does not know must stay out."""
     memset(c, 0, sizeof(FeatureChain))
     c.f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2
     c.f16s.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES
@@ -37,9 +38,10 @@ cdef inline int feature_chain_init(FeatureChain* c, dict linked) except -1:
     c.fsgx.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES
     c.fsgs.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES
     c.fcm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
+    c.fcm2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV
     c.fpe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR
     # Every Vulkan struct starts with sType and pNext: link through that common head.
-    cdef void* parts[9]
+    cdef void* parts[10]
     parts[0] = &c.f16s
     parts[1] = &c.f8s
     parts[2] = &c.f16a
@@ -48,11 +50,13 @@ cdef inline int feature_chain_init(FeatureChain* c, dict linked) except -1:
     parts[5] = &c.fsgx
     parts[6] = &c.fsgs
     parts[7] = &c.fcm
-    parts[8] = &c.fpe
+    parts[8] = &c.fcm2
+    parts[9] = &c.fpe
     cdef _Head* tail = <_Head*>&c.f2
     cdef int i
     for i, key in enumerate(("16bit_storage", "8bit_storage", "float16_int8", "timeline", "memory_model",
-                             "subgroup_ext_types", "subgroup_size", "coop_matrix", "pipeline_exec")):
+                             "subgroup_ext_types", "subgroup_size", "coop_matrix", "coop_matrix2",
+                             "pipeline_exec")):
         if linked[key]:
             tail.pNext = parts[i]
             tail = <_Head*>parts[i]

@@ -305,6 +305,9 @@ cdef class Instance:
         self.fn.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR = (
             <PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>g(
                 i, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"))
+        self.fn.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV = (
+            <PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>g(
+                i, b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"))
         self.fn.vkCreateDevice = <PFN_vkCreateDevice>g(i, b"vkCreateDevice")
         self.fn.vkGetDeviceProcAddr = <PFN_vkGetDeviceProcAddr>g(i, b"vkGetDeviceProcAddr")
         self.fn.vkCreateDebugUtilsMessengerEXT = <PFN_vkCreateDebugUtilsMessengerEXT>g(
@@ -408,6 +411,8 @@ cdef class Instance:
         cdef VkPhysicalDeviceMaintenance3Properties maint3
         cdef VkPhysicalDeviceIDProperties idp
         cdef VkPhysicalDevicePCIBusInfoPropertiesEXT pcib
+        cdef VkPhysicalDeviceCooperativeMatrix2PropertiesNV cm2p
+        memset(&cm2p, 0, sizeof(cm2p))
         memset(&idp, 0, sizeof(idp))
         memset(&pcib, 0, sizeof(pcib))
         memset(&props, 0, sizeof(props))
@@ -433,6 +438,8 @@ cdef class Instance:
         has_push = "VK_KHR_push_descriptor" in exts
         has_id = api >= API_1_1  # the device and driver UUIDs (core since 1.1)
         has_pci = "VK_EXT_pci_bus_info" in exts
+        has_cm2 = "VK_NV_cooperative_matrix2" in exts and "VK_KHR_cooperative_matrix" in exts
+        cm2p.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV
         idp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES
         pcib.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT
         if has_driver:
@@ -454,6 +461,9 @@ cdef class Instance:
         if has_pci:
             nxt[0] = &pcib
             nxt = &pcib.pNext
+        if has_cm2:
+            nxt[0] = &cm2p
+            nxt = &cm2p.pNext
         self.fn.vkGetPhysicalDeviceProperties2(pd, &props)
 
         cdef FeatureChain fc
@@ -466,6 +476,7 @@ cdef class Instance:
             "subgroup_ext_types": api >= API_1_2 or "VK_KHR_shader_subgroup_extended_types" in exts,
             "subgroup_size": has_sgsize,
             "coop_matrix": "VK_KHR_cooperative_matrix" in exts,
+            "coop_matrix2": has_cm2,
             "pipeline_exec": "VK_KHR_pipeline_executable_properties" in exts,
         }
         feature_chain_init(&fc, chain)
@@ -490,6 +501,11 @@ cdef class Instance:
             "subgroup_size_control": bool(fc.fsgs.subgroupSizeControl),
             "compute_full_subgroups": bool(fc.fsgs.computeFullSubgroups),
             "cooperative_matrix": bool(fc.fcm.cooperativeMatrix),
+            # VK_NV_cooperative_matrix2's workgroup-scope matrices of flexible sizes loaded and
+            # stored through tensor layouts (shaders/matmul_cm2.comp needs all three)
+            "cooperative_matrix2": bool(fc.fcm.cooperativeMatrix and fc.fcm2.cooperativeMatrixWorkgroupScope
+                                        and fc.fcm2.cooperativeMatrixFlexibleDimensions
+                                        and fc.fcm2.cooperativeMatrixTensorAddressing),
         }
 
         coop = []
@@ -510,6 +526,31 @@ cdef class Instance:
                                  cm[i].scope))
             finally:
                 free(cm)
+
+        # VK_NV_cooperative_matrix2: the sizes workgroup-scope matrices may take (multiples of
+        # these granules, for exactly `workgroupInvocations` invocations)
+        flexible = []
+        cdef uint32_t nfl = 0
+        cdef VkCooperativeMatrixFlexibleDimensionsPropertiesNV* fl = NULL
+        if (features["cooperative_matrix2"]
+                and self.fn.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV != NULL):
+            check(self.fn.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(pd, &nfl, NULL),
+                  b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV")
+            fl = <VkCooperativeMatrixFlexibleDimensionsPropertiesNV*>calloc(
+                nfl + 1, sizeof(VkCooperativeMatrixFlexibleDimensionsPropertiesNV))
+            for i in range(nfl):
+                fl[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV
+            try:
+                check(self.fn.vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(pd, &nfl, fl),
+                      b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV")
+                for i in range(nfl):
+                    flexible.append((fl[i].MGranularity, fl[i].NGranularity, fl[i].KGranularity, fl[i].AType,
+                                     fl[i].BType, fl[i].CType, fl[i].ResultType,
+                                     bool(fl[i].saturatingAccumulation), fl[i].scope, fl[i].workgroupInvocations))
+            finally:
+                free(fl)
+        if not flexible:
+            features["cooperative_matrix2"] = False
 
         cdef uint32_t nq = 0
         cdef VkQueueFamilyProperties* qf = NULL
@@ -566,6 +607,12 @@ cdef class Instance:
             # which planning reads, because it changes no kernel's choice
             "pipeline_executable_info": bool(fc.fpe.pipelineExecutableInfo),
             "cooperative_matrix": coop,
+            "cooperative_matrix_flexible": flexible,
+            "cooperative_matrix2_limits": {
+                "max_workgroup_size": cm2p.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize,
+                "max_dimension": cm2p.cooperativeMatrixFlexibleDimensionsMaxDimension,
+                "reserved_shared_memory": cm2p.cooperativeMatrixWorkgroupScopeReservedSharedMemory,
+            },
             "queue_families": queues,
             "heaps": heaps,
             "memory_types": mtypes,

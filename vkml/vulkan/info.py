@@ -40,6 +40,14 @@ class CoopMatrixShape:
 
 
 @dataclass(frozen=True)
+class CoopFlexible(CoopMatrixShape):
+    """One VkCooperativeMatrixFlexibleDimensionsPropertiesNV entry (VK_NV_cooperative_matrix2):
+    matrices of any size that is a multiple of the granule m x n x k, in workgroups of exactly
+    `invocations` invocations (workgroup scope)."""
+    invocations: int = 0
+
+
+@dataclass(frozen=True)
 class DeviceInfo:
     index: int
     name: str            # "vulkan:N", the name vkml.devices() uses
@@ -64,6 +72,10 @@ class DeviceInfo:
     unusable_reason: str | None = None
     uuid: str | None = None      # the device UUID, 32 hex digits (what CUDA and nvidia-smi call GPU-...)
     pci_bus: str | None = None   # "domain:bus:device.function" (VK_EXT_pci_bus_info)
+    coop_flexible: tuple[CoopFlexible, ...] = ()
+    # VkPhysicalDeviceCooperativeMatrix2PropertiesNV: max_workgroup_size, max_dimension,
+    # reserved_shared_memory (bytes a workgroup-scope shader must leave the driver)
+    coop2_limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def device_local_bytes(self) -> int:
@@ -117,6 +129,12 @@ def from_raw(raw: dict) -> DeviceInfo:
                         SCOPES.get(scope, str(scope)))
         for (m, n, k, a, b, c, r, sat, scope) in raw["cooperative_matrix"]
     )
+    flexible = tuple(
+        CoopFlexible(m, n, k, COMPONENT_TYPES.get(a, str(a)), COMPONENT_TYPES.get(b, str(b)),
+                     COMPONENT_TYPES.get(c, str(c)), COMPONENT_TYPES.get(r, str(r)), sat,
+                     SCOPES.get(scope, str(scope)), inv)
+        for (m, n, k, a, b, c, r, sat, scope, inv) in raw.get("cooperative_matrix_flexible", ())
+    )
     reason = unusable_reason(raw)
     return DeviceInfo(
         index=raw["index"],
@@ -142,6 +160,8 @@ def from_raw(raw: dict) -> DeviceInfo:
         unusable_reason=reason,
         uuid=raw.get("device_uuid"),
         pci_bus=raw.get("pci_bus"),
+        coop_flexible=flexible,
+        coop2_limits=dict(raw.get("cooperative_matrix2_limits", {})),
     )
 
 
@@ -171,6 +191,10 @@ def format_table(devices: list[DeviceInfo]) -> str:
             shapes = sorted({f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type}->{c.result_type}"
                              for c in d.cooperative_matrix if c.scope == "subgroup"})
             lines.append(f"    coop matrix   : {'; '.join(shapes)}")
+        if d.coop_flexible:
+            granules = sorted({f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type} ({c.invocations} invocations)"
+                               for c in d.coop_flexible})
+            lines.append(f"    coop matrix 2 : {'; '.join(granules)}")
         lim = d.limits
         lines.append(
             f"    limits        : storage buffer range {_gib(lim['max_storage_buffer_range'])}, "

@@ -101,6 +101,9 @@ cdef enum:  # VkStructureType values
     VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT = 1000247000
     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR = 1000506000
     VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR = 1000506001
+    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV = 1000593000
+    VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV = 1000593001
+    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV = 1000593002
     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR = 1000269000
     VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR = 1000269001
     VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR = 1000269002
@@ -535,6 +538,38 @@ ctypedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR:
     VkBool32 cooperativeMatrix
     VkBool32 cooperativeMatrixRobustBufferAccess
 
+ctypedef struct VkPhysicalDeviceCooperativeMatrix2FeaturesNV:
+    VkStructureType sType
+    void* pNext
+    VkBool32 cooperativeMatrixWorkgroupScope
+    VkBool32 cooperativeMatrixFlexibleDimensions
+    VkBool32 cooperativeMatrixReductions
+    VkBool32 cooperativeMatrixConversions
+    VkBool32 cooperativeMatrixPerElementOperations
+    VkBool32 cooperativeMatrixTensorAddressing
+    VkBool32 cooperativeMatrixBlockLoads
+
+ctypedef struct VkPhysicalDeviceCooperativeMatrix2PropertiesNV:
+    VkStructureType sType
+    void* pNext
+    uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
+    uint32_t cooperativeMatrixFlexibleDimensionsMaxDimension
+    uint32_t cooperativeMatrixWorkgroupScopeReservedSharedMemory
+
+ctypedef struct VkCooperativeMatrixFlexibleDimensionsPropertiesNV:
+    VkStructureType sType
+    void* pNext
+    uint32_t MGranularity
+    uint32_t NGranularity
+    uint32_t KGranularity
+    int32_t AType
+    int32_t BType
+    int32_t CType
+    int32_t ResultType
+    VkBool32 saturatingAccumulation
+    int32_t scope
+    uint32_t workgroupInvocations
+
 ctypedef struct VkCooperativeMatrixPropertiesKHR:
     VkStructureType sType
     void* pNext
@@ -871,6 +906,8 @@ ctypedef VkResult (*PFN_vkEnumerateDeviceExtensionProperties)(
     VkPhysicalDevice, const char*, uint32_t*, VkExtensionProperties*) noexcept nogil
 ctypedef VkResult (*PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
     VkPhysicalDevice, uint32_t*, VkCooperativeMatrixPropertiesKHR*) noexcept nogil
+ctypedef VkResult (*PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)(
+    VkPhysicalDevice, uint32_t*, VkCooperativeMatrixFlexibleDimensionsPropertiesNV*) noexcept nogil
 ctypedef VkResult (*PFN_vkCreateDevice)(
     VkPhysicalDevice, const VkDeviceCreateInfo*, const void*, VkDevice*) noexcept nogil
 ctypedef VkResult (*PFN_vkCreateDebugUtilsMessengerEXT)(
@@ -971,6 +1008,7 @@ ctypedef struct InstanceFns:
     PFN_vkGetPhysicalDeviceQueueFamilyProperties vkGetPhysicalDeviceQueueFamilyProperties
     PFN_vkEnumerateDeviceExtensionProperties vkEnumerateDeviceExtensionProperties
     PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
+    PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
     PFN_vkCreateDevice vkCreateDevice
     PFN_vkGetDeviceProcAddr vkGetDeviceProcAddr
     PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT
