@@ -603,9 +603,8 @@ def coop_tile() -> tuple[int, ...] | None:
 _setting("VKML_CM2", "0", "on/off", """
     1: plain float16 GEMMs take the VK_NV_cooperative_matrix2 shader (shaders/matmul_cm2.comp)
     where the driver offers it. Off by default: on an H200 (driver 580) it ran a 4096^3 product
-    at 208-248 TFLOPS against the KHR shader's 278, and KHR GEMMs run after it in the same
-    process slowed to 180 (bench/results/checks/h200-2026-12-02-cm2.txt). Read when a GEMM is
-    recorded.""")
+    at 208-248 TFLOPS against the KHR shader's 278-280 (bench/results/checks/h200-2026-12-02-cm2.txt).
+    Read when a GEMM is recorded.""")
 
 
 def cm2() -> bool:

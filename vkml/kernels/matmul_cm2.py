@@ -7,10 +7,9 @@ plain products: alpha * op(A) @ op(B), batched, split K for skinny ones; beta * 
 fused epilogues stay on matmul_coop.py. VKML_CM2_TILE forces a tiling.
 
 Why not by default (H200, driver 580, bench/results/checks/h200-2026-12-02-cm2.txt): a 4096^3
-product ran at 208-248 TFLOPS on the best tilings against matmul_coop's 278, and matmul_coop's
-kernels run after this shader's in the same process slowed to 180. The driver stages the
-tensor loads itself; without 16-byte alignment hints on the strides and offsets it ran at
-45-68 TFLOPS.
+product ran at 208-248 TFLOPS on the best tilings against matmul_coop's 278-280. The driver
+stages the tensor loads itself; without 16-byte alignment hints on the strides and offsets it
+ran at 45-68 TFLOPS.
 """
 from __future__ import annotations
 
