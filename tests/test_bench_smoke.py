@@ -96,3 +96,30 @@ def test_first_run_family_smoke(tmp_path):
     for r in recs:
         assert r["status"] == "ok", r
         assert 0 < r["first_result_s"] < 60 and r["steady_runs"] >= 30
+
+
+def test_gpu_clock_sampling_and_the_low_clock_note(tmp_path, monkeypatch):
+    """GpuBusy reads nvidia-smi's utilization and SM clock (a stand-in script on PATH here), and
+    the report notes rows timed well below the run's highest clock."""
+    import time
+
+    from vkml.benchmarks import report
+    from vkml.benchmarks.gpu_busy import GpuBusy, parse_sample
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nfor c in 1980 735 1980 705 1980; do echo \"50, $c\"; done\necho '[N/A], [N/A]'\n"
+                    "sleep 5\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    with GpuBusy() as busy:
+        time.sleep(0.5)
+    assert (busy.sm_clock, busy.sm_clock_min) == (1980.0, 705.0)
+    assert parse_sample("87, 1410\n") == (87.0, 1410.0) and parse_sample("[N/A], [N/A]") is None
+    assert parse_sample("warning: something") is None
+    base = {"benchmark": "resnet18", "mode": "host", "status": "ok", "median": 1e-3, "p05": 1e-3, "p95": 1e-3}
+    recs = [dict(base, config="b1", runtime="vkml/vulkan:0", sm_clock_mhz=1980.0, sm_clock_min_mhz=1965.0),
+            dict(base, config="b1", runtime="torch-cudagraph/cuda", sm_clock_mhz=735.0, sm_clock_min_mhz=675.0)]
+    machine = {"cpu": "x", "cores": 2, "host": "vm", "os": "linux", "gpus": [], "versions": {}}
+    md = report.markdown([dict(r, machine=machine) for r in recs], "t")
+    assert "torch-cudagraph/cuda b1 host: timed at an SM clock of 735 MHz (median; min 675)" in md
+    assert "vkml/vulkan:0 b1 host: timed at" not in md

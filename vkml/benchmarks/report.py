@@ -13,6 +13,9 @@ import sys
 from collections import OrderedDict
 
 
+LOW_CLOCK = 0.85  # a row's median SM clock below this share of the run's highest is noted
+
+
 def _fmt_s(s: float) -> str:
     return f"{s * 1e6:.1f} µs" if s < 1e-3 else f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
 
@@ -66,6 +69,9 @@ def markdown(records: list[dict], title: str) -> str:
         lines.append("Runtimes not in this run:")
         lines += [f"- {r['runtime']}: {r['status']} ({r['reason']})" for r in absent]
         lines.append("")
+    # NVIDIA's clock governor can hold the SM clock low for seconds (vkml/benchmarks/gpu_busy.py):
+    # rows timed well below the run's highest clock say so under their table
+    top = max((r["sm_clock_mhz"] for r in records if r.get("sm_clock_mhz")), default=None)
     for bench in _order(r["benchmark"] for r in records if r["benchmark"] != "runtimes"):
         rs = [r for r in records if r["benchmark"] == bench]
         rts = sorted(_order(r["runtime"] for r in rs if r["runtime"] != "-"),
@@ -85,6 +91,9 @@ def markdown(records: list[dict], title: str) -> str:
         notes = _order(f"{r['runtime']}: {r['status']}: {r.get('reason', '')}" for r in rs
                        if r["status"] != "ok" and r.get("reason"))
         notes += _order(f"{r['runtime']} {r['config']} {r['mode']}: {r['note']}" for r in rs if r.get("note"))
+        notes += [f"{r['runtime']} {r['config']} {r['mode']}: timed at an SM clock of {r['sm_clock_mhz']:.0f} MHz "
+                  f"(median; min {r['sm_clock_min_mhz']:.0f}), below this run's highest {top:.0f} MHz"
+                  for r in rs if top and r.get("sm_clock_mhz") and r["sm_clock_mhz"] < LOW_CLOCK * top]
         if notes:
             lines += [f"- {n}" for n in notes] + [""]
     return "\n".join(lines) + "\n"

@@ -167,7 +167,9 @@ def run_model(ctx: Ctx, bench: str, config: str, bm: M.BenchModel, runs: int, dr
                                         params=params))
                 continue
             try:
-                res = timing.measure(fn, runs, drop, ctx.sizes.case_s, ctx.deadline)
+                with GpuBusy() if _on_nvidia(rt.label) else contextlib.nullcontext() as busy:
+                    res = timing.measure(fn, runs, drop, ctx.sizes.case_s, ctx.deadline)
+                _clock_fields(res, busy)
             except Exception as e:
                 out.append(ctx.emit(bench, config, rt.label, mode, "error", reason=f"{type(e).__name__}: {e}",
                                     params=params))
@@ -386,6 +388,14 @@ def fam_memory(ctx: Ctx) -> None:
                          weights_bytes=sum(t.ByteSize() for t in bm.proto.graph.initializer))
 
 
+def _clock_fields(res: dict, busy) -> None:
+    """The SM clock nvidia-smi saw while a row ran (GpuBusy), into the row: rows timed while the
+    driver held the clock low are 2-3x slower and say so."""
+    if busy is not None and busy.sm_clock is not None:
+        res["sm_clock_mhz"] = busy.sm_clock
+        res["sm_clock_min_mhz"] = busy.sm_clock_min
+
+
 def _on_nvidia(label: str) -> bool:
     """Whether a runtime runs on the GPU that nvidia-smi describes (vkml's Vulkan devices on an
     NVIDIA machine, torch and onnxruntime on CUDA)."""
@@ -420,6 +430,7 @@ def fam_threaded(ctx: Ctx) -> None:
                     if busy is not None and busy.percent is not None:
                         res["gpu_busy_percent"] = round(busy.percent, 1)
                         res["gpu_busy_samples"] = busy.samples
+                    _clock_fields(res, busy)
                 except Exception as e:
                     ctx.emit("threaded", f"{name} {t} threads", rt.label, "host", "error",
                              reason=f"{type(e).__name__}: {e}")
