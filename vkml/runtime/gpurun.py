@@ -907,10 +907,16 @@ def _value_inputs(graph) -> tuple[str, ...]:
 
 
 def _width(up) -> int:
+    """Most compute units (GPU chunks, CPU steps) that could run at once, by dependency level.
+    Uploads and readbacks do not count: a run's host copies are short (and device-resident
+    feeds are bound or copied on the GPU), so a plan whose only parallel units are those runs
+    on the calling thread. The scheduler's threads for them made a resident two-input MatMul
+    slower on an H200: 4096^3 float16 0.723 against 0.598 ms a run, 256^3 float32 0.141 against
+    0.051 (bench/results/checks/h200-2026-12-02-resident-sequential.txt)."""
     level = [0] * len(up.units)
     for u in up.units:
         level[u.index] = 1 + max((level[d.index] for d in u.deps), default=0)
-    counts = collections.Counter(level)
+    counts = collections.Counter(level[u.index] for u in up.units if u.kind not in ("upload", "readback"))
     return max(counts.values(), default=0)
 
 
