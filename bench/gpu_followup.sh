@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The next session's first GPU call (about 8 min; a device call may take 10): the thirteenth session's shortcut tests on
-# NVIDIA (its one try there ended with the machine not answering), then the CNN rows with torch
-# in the same run and the threads probe (#12, #14), then the threaded family with its peers.
+# A first GPU call for the next session (about 8 min; a device call may take 10): the shortcut
+# and threads tests on NVIDIA (the shortcut, fast-run, run-gate and fork tests passed on an H200
+# in the fourteenth session, after 0f12c87; the two threads files were not run there), then
+# the CNN rows with torch in the same run and the threads probe (#12, #14), then the threaded
+# family with its peers. Rows now carry the SM clock they ran at (sm_clock_mhz): NVIDIA's
+# governor holds it low for seconds at a time (bench/results/checks/h200-2026-12-02-gemm-clocks.txt).
 #   bash bench/gpu_followup.sh [OUTDIR]     (on the GPU machine, after the device prelude;
 #                                            default OUTDIR bench/results; PYTHON=python3.12)
 # Each bench writes its own folder under OUTDIR: two benches in one folder overwrite each
