@@ -61,8 +61,6 @@ def main(argv=None) -> int:
                     help="capture and print the GEMM pipelines' statistics (VKML_PIPELINE_STATS=1)")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/matmul-<device>.json)")
     args = ap.parse_args(argv)
-    if "cm2" in args.paths.split(","):
-        os.environ["VKML_CM2"] = "1"  # (off by default; the khr cases turn the module switch off)
     if args.stats:  # read when the device opens
         os.environ["VKML_PIPELINE_STATS"] = "1"
 
@@ -79,6 +77,7 @@ def main(argv=None) -> int:
     coops = _tilings(args.coop_tiles, matmul_coop.CoopTiling) or [None]
     cm2s = _tilings(args.cm2_tiles, matmul_cm2.Cm2Tiling) or [None]
     paths = args.paths.split(",")
+    os.environ["VKML_CM2"] = "1"  # (read per GEMM recorded: each case below sets it)
     has_cm2 = matmul_cm2.usable(dev)
     print("cooperative_matrix2:", "; ".join(sorted({f"{f.m}x{f.n}x{f.k} ({f.invocations})"
                                                      for f in info.coop_flexible})) or "none",
@@ -97,7 +96,7 @@ def main(argv=None) -> int:
             for (tiling, coop_tiling, coop), vec in ((c, v) for c in cases for v in (vecs if c[2] else vecs[:1])):
                 saved, matmul_coop.VECS = matmul_coop.VECS, vec  # the widths the kernel may pick from
                 on_cm2 = isinstance(coop_tiling, tuple)
-                matmul_cm2.ENABLED = on_cm2
+                os.environ["VKML_CM2"] = "1" if on_cm2 else "0"
                 try:
                     os.environ.pop("VKML_CM2_TILE", None)
                     if on_cm2:
@@ -117,7 +116,6 @@ def main(argv=None) -> int:
                     continue
                 finally:
                     matmul_coop.VECS = saved
-                    matmul_cm2.ENABLED = True
                 results.append(r)
                 err = f"  err {r['max_rel_err']:.1e}" if "max_rel_err" in r else ""
                 print(f"{n:5d} {dt:8s} {r['tflops']:8.3f} TFLOPS (wall {r['tflops_wall']:7.3f})  "
@@ -126,6 +124,7 @@ def main(argv=None) -> int:
                     _print_stats(r["pipeline_stats"])
     os.environ.pop("VKML_COOP_TILE", None)
     os.environ.pop("VKML_CM2_TILE", None)
+    os.environ.pop("VKML_CM2", None)
     print("wrote", write_results("matmul", info, {"results": results}, args.out))
     return 0
 

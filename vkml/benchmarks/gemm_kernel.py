@@ -63,7 +63,8 @@ def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True,
         ts = dict(cb.timestamps())
         gpu.append((ts["end"] - ts["start"]) / inner)
     flops = 2.0 * n ** 3
-    res = {"n": n, "dtype": np.dtype(dtype).name, "path": path + (" transB" if trans_b else ""), "inner": inner, "outer": outer,
+    res = {"n": n, "dtype": np.dtype(dtype).name, "path": path + (" transB" if trans_b else ""),
+           "inner": inner, "outer": outer,
            "gpu_s": min(gpu), "wall_s": min(wall), "tflops": flops / min(gpu) / 1e12,
            "tflops_wall": flops / min(wall) / 1e12}
     if check:

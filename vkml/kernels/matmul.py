@@ -6,8 +6,8 @@ Two shaders do the work:
   * matmul_coop_<acc> (shaders/matmul_coop.comp): float16 A/B on tensor cores through
     VK_KHR_cooperative_matrix, used when the device lists a suitable subgroup shape;
   * matmul_cm2_f16 (shaders/matmul_cm2.comp): the same on VK_NV_cooperative_matrix2's
-    workgroup-scope matrices (kernels/matmul_cm2.py), taken first for plain float16 products
-    where the driver has them.
+    workgroup-scope matrices (kernels/matmul_cm2.py), opt-in (VKML_CM2=1): then taken first for
+    plain float16 products where the driver has them.
 bfloat16 and float64 (MatMul, Gemm; no fused epilogue) take matmul_direct_<bf16|f64>
 (shaders/matmul_direct.comp): one invocation per output summing its K products in order
 (fma): bfloat16 widened exactly to float32 with float32 accumulation and one rounding to
@@ -323,7 +323,7 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     if tiling is None and is_small(g):
         _record_small(rec, g, a, b, c, out, epi, res, clip, kscale)
         return
-    if coop and kscale is None and tiling is None and dt == "f16" and config.coop() and \
+    if coop and kscale is None and tiling is None and dt == "f16" and \
             (matmul_cm2.record_if_suitable(rec, g, a, b, c, out, epi, res, clip)
              or matmul_coop.record_if_suitable(rec, g, a, b, c, out, epi, res, clip)):
         return

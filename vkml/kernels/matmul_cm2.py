@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .. import config
 from .gemm import MATMUL_PUSH, NO_CLIP, dispatch_gemm
+from .matmul_coop import WAVE
 
 FEATURES = ("cooperative_matrix2", "fp16_arithmetic", "storage_16bit")
 SHADER = "matmul_cm2_f16"
@@ -36,13 +37,10 @@ class Cm2Tiling:
         return -(-m // self.bm) * -(-n // self.bn) * batch
 
 
-# Candidates, biggest first; the first that yields about a wave of workgroups (an H100 has 132
-# multiprocessors) is taken, else the last.
+# Candidates, biggest first; the first that yields about a wave of workgroups (matmul_coop.WAVE)
+# is taken, else the last.
 TILINGS = (Cm2Tiling(128, 256, 32, 256), Cm2Tiling(128, 128, 32, 256), Cm2Tiling(64, 128, 32, 128),
            Cm2Tiling(64, 64, 32, 128))
-WAVE = 128
-# A module switch for A/Bs in one process (bench/bench_matmul.py --paths), under VKML_CM2.
-ENABLED = True
 
 
 def _granule(device, threads: int):
@@ -68,8 +66,9 @@ def fits(device, t: Cm2Tiling) -> bool:
 
 
 def usable(device) -> bool:
-    """Whether GEMMs on `device` may take this path now (VKML_CM2, the device's features)."""
-    return ENABLED and config.cm2() and all(f in device.features for f in FEATURES)
+    """Whether GEMMs on `device` may take this path now (VKML_CM2, VKML_COOP, the device's
+    features)."""
+    return config.cm2() and config.coop() and all(f in device.features for f in FEATURES)
 
 
 def choose(device, g) -> Cm2Tiling | None:

@@ -94,6 +94,8 @@ SHORT_K = 1024
 HEAVY_EPILOGUES = (EPI_GELU | EPI_GELU_TANH | EPI_DIV | EPI_SIGMOID | EPI_HARD_SIGMOID | EPI_HARD_SWISH
                    | EPI_LEAKY_RELU)
 SHORT = CoopTiling(64, 64, 32, 32, 32, 1)
+# About a wave of workgroups: an H100 has 132 multiprocessors (matmul_cm2.py picks by it too)
+WAVE = 128
 # Whole blocks and K a multiple of BK: the shader's ALIGNED variant, whose fetches skip the
 # bounds checks (4096^3 float16 on an H200: 250 -> 278 TFLOPS,
 # bench/results/checks/h200-2026-11-28-coop-aligned.txt). A module switch for A/Bs, e.g.
@@ -150,10 +152,9 @@ def choose(device, g, shape: CoopShape, vec: int = 8) -> CoopTiling | None:
         return fitting[0]
     if fitting[0] is SKINNY or fitting[0] is SHORT:
         return fitting[0]
-    # The biggest block that still yields about a wave of workgroups per multiprocessor
-    # (an H100 has 132), else the smallest.
+    # The biggest block that still yields about a wave of workgroups, else the smallest.
     for t in fitting:
-        if t.blocks(g.m, g.n, g.batch) >= 128:
+        if t.blocks(g.m, g.n, g.batch) >= WAVE:
             return t
     return fitting[-1]
 

@@ -117,24 +117,21 @@ def unusable_reason(raw: dict) -> str | None:
     return None
 
 
+def _coop_fields(m, n, k, a, b, c, r, sat, scope) -> tuple:
+    """A cooperative-matrix entry's fields with the component types and scope by name."""
+    t = COMPONENT_TYPES
+    return (m, n, k, t.get(a, str(a)), t.get(b, str(b)), t.get(c, str(c)), t.get(r, str(r)), sat,
+            SCOPES.get(scope, str(scope)))
+
+
 def from_raw(raw: dict) -> DeviceInfo:
     vendor_id = raw["vendor_id"]
     heaps = tuple(
         MemoryHeap(i, h["size"], bool(h["flags"] & 1), h["budget"], h["usage"])
         for i, h in enumerate(raw["heaps"])
     )
-    coop = tuple(
-        CoopMatrixShape(m, n, k, COMPONENT_TYPES.get(a, str(a)), COMPONENT_TYPES.get(b, str(b)),
-                        COMPONENT_TYPES.get(c, str(c)), COMPONENT_TYPES.get(r, str(r)), sat,
-                        SCOPES.get(scope, str(scope)))
-        for (m, n, k, a, b, c, r, sat, scope) in raw["cooperative_matrix"]
-    )
-    flexible = tuple(
-        CoopFlexible(m, n, k, COMPONENT_TYPES.get(a, str(a)), COMPONENT_TYPES.get(b, str(b)),
-                     COMPONENT_TYPES.get(c, str(c)), COMPONENT_TYPES.get(r, str(r)), sat,
-                     SCOPES.get(scope, str(scope)), inv)
-        for (m, n, k, a, b, c, r, sat, scope, inv) in raw.get("cooperative_matrix_flexible", ())
-    )
+    coop = tuple(CoopMatrixShape(*_coop_fields(*e)) for e in raw["cooperative_matrix"])
+    flexible = tuple(CoopFlexible(*_coop_fields(*e[:9]), e[9]) for e in raw.get("cooperative_matrix_flexible", ()))
     reason = unusable_reason(raw)
     return DeviceInfo(
         index=raw["index"],
