@@ -198,6 +198,20 @@ def cpu_blas_threads() -> str | int | None:
     return parse_auto_off_count("VKML_CPU_BLAS_THREADS", _raw("VKML_CPU_BLAS_THREADS"), "thread count")
 
 
+_setting("VKML_CPU_SPLIT", "1", "on/off", """
+    Big convolutions of CPU runs split over vkml's own intra-op threads (vkml/ops/_parallel.py),
+    one chunk of output rows or channels per core a run may use: the cores divided by the
+    BLAS-calling threads of the runs in flight, with BLAS at one thread meanwhile. OpenBLAS's own
+    threads serve one GEMM at a time, so concurrent runs left most cores idle. Applies under
+    VKML_CPU_BLAS_THREADS=auto; 0 keeps BLAS's threads for every GEMM. Read when the limiter is
+    first made.""")
+
+
+def cpu_split() -> bool:
+    """Whether CPU runs split big convolutions over vkml's intra-op threads (VKML_CPU_SPLIT)."""
+    return parse_switch(_raw("VKML_CPU_SPLIT"), True)
+
+
 _setting("VKML_CPU_RUNS", "auto", "auto/off/count", """
     How many run() calls of one CPU session execute at once; the others wait (without the GIL)
     until one ends. auto: 1 for a plan whose GEMMs are all small (blas.plan_is_big): such a run

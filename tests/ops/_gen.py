@@ -37,6 +37,29 @@ def broadcast_pair(draw, base=nonempty_shapes):
     return (a, b) if draw(st.booleans()) else (b, a)
 
 
+@st.composite
+def window_geometry(draw, max_kernel: int = 5, max_stride: int = 3, max_dilation: int = 3, max_size: int = 12,
+                    max_pad: int = 4, ceil: bool = True):
+    """A 1-D or 2-D sliding window (vkml.ops._window.Window) with at least one output:
+    (spatial sizes, window)."""
+    from hypothesis import assume
+
+    from vkml.ops._window import resolve
+
+    nd = draw(st.sampled_from([1, 2]))
+    kernel = [draw(st.integers(1, max_kernel)) for _ in range(nd)]
+    strides = [draw(st.integers(1, max_stride)) for _ in range(nd)]
+    dil = [draw(st.integers(1, max_dilation)) for _ in range(nd)]
+    spatial = [draw(st.integers(1, max_size)) for _ in range(nd)]
+    pads = [draw(st.integers(0, max_pad)) for _ in range(2 * nd)]
+    try:
+        w = resolve(spatial, kernel, strides, dil, pads, "NOTSET", draw(st.booleans()) if ceil else False)
+    except ValueError:
+        assume(False)
+    assume(all(o > 0 for o in w.out))
+    return spatial, w
+
+
 def values(rng: np.random.Generator, shape: tuple, dtype: np.dtype, lo: float = -4, hi: float = 4) -> np.ndarray:
     """Random values of dtype in [lo, hi] (clipped to the dtype's range for integers)."""
     dtype = np.dtype(dtype)

@@ -5,33 +5,21 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _gen import seeds  # noqa: E402
+from _gen import seeds, window_geometry  # noqa: E402
 
 from vkml.ops import conv, pool  # noqa: E402
-from vkml.ops._window import resolve  # noqa: E402
 
 pytestmark = pytest.mark.skipif(pool._windowed is None, reason="native extension not built")
 
 
 @st.composite
 def geometry(draw):
-    nd = draw(st.sampled_from([1, 2]))
-    kernel = [draw(st.integers(1, 5)) for _ in range(nd)]
-    strides = [draw(st.integers(1, 3)) for _ in range(nd)]
-    dil = [draw(st.integers(1, 3)) for _ in range(nd)]
-    spatial = [draw(st.integers(1, 12)) for _ in range(nd)]
-    pads = [draw(st.integers(0, 4)) for _ in range(2 * nd)]
-    ceil = draw(st.booleans())
-    try:
-        w = resolve(spatial, kernel, strides, dil, pads, "NOTSET", ceil)
-    except ValueError:
-        assume(False)
-    assume(all(o > 0 for o in w.out))
-    return nd, spatial, w
+    spatial, w = draw(window_geometry())
+    return len(spatial), spatial, w
 
 
 def _both(fn):
@@ -83,3 +71,47 @@ def test_depthwise(g, seed, dtype, mult, bias):
     b = rng.standard_normal(c * mult).astype(dtype) if bias else None
     a, r = _both(lambda: conv.conv_core(x, wt, c, w, np.dtype(dtype), b))
     np.testing.assert_allclose(a, r, rtol=1e-5, atol=1e-5)
+
+
+@settings(deadline=None, max_examples=80)
+@given(g=geometry(), seed=seeds, dtype=st.sampled_from([np.float32, np.float64]), rows=st.tuples(
+    st.floats(0, 1), st.floats(0, 1)))
+def test_columns(g, seed, dtype, rows):
+    """The native im2col (virtual padding, a range of output rows) against the strided copy of
+    the padded input it replaces: the same values, bit for bit."""
+    from vkml.ops._window import as_planes, pad_spatial, tap_view
+
+    nd, spatial, w = g
+    x = np.random.default_rng(seed).standard_normal([2, 3] + spatial).astype(dtype)
+    ref = np.empty((2, 3) + w.kernel + w.out, dtype)
+    np.copyto(ref, tap_view(pad_spatial(x, w, 0), w, 2))
+    planes, (oh, ow), (kh, kw, sh, sw, dh, dw, pt, pl) = as_planes(x, w)
+    ref = ref.reshape(6 * kh * kw, oh, ow)
+    r0, r1 = sorted(int(f * oh) for f in rows)
+    cols = np.full((6 * kh * kw, (r1 - r0) * ow), np.nan, dtype)
+    conv._windowed.columns(planes, cols, kh, kw, oh, ow, sh, sw, dh, dw, pt, pl, r0, r1)
+    np.testing.assert_array_equal(cols, ref[:, r0:r1].reshape(cols.shape))
+    full = conv._columns(x, w, np.dtype(dtype))
+    np.testing.assert_array_equal(full, ref.reshape(full.shape))
+
+
+def test_columns_checks_its_arguments():
+    planes = np.zeros((2, 5, 5), np.float32)
+    with pytest.raises(ValueError, match="cols must be"):
+        conv._windowed.columns(planes, np.zeros((18, 24), np.float32), 3, 3, 5, 5, 1, 1, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="output rows"):
+        conv._windowed.columns(planes, np.zeros((18, 25), np.float32), 3, 3, 5, 5, 1, 1, 1, 1, 1, 1, 2, 6)
+
+
+@settings(deadline=None, max_examples=40)
+@given(g=geometry(), seed=seeds, group=st.sampled_from([1, 2]), bias=st.booleans())
+def test_conv_on_native_columns(g, seed, group, bias):
+    """conv_core on the native column matrix equals the NumPy im2col path bit for bit (one GEMM
+    on the same matrix)."""
+    nd, spatial, w = g
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal([2, 4] + spatial).astype(np.float32)
+    wt = rng.standard_normal([6, 4 // group] + list(w.kernel)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32) if bias else None
+    a, r = _both(lambda: conv.conv_core(x, wt, group, w, np.dtype(np.float32), b))
+    np.testing.assert_array_equal(a, r)

@@ -249,3 +249,69 @@ def test_many_threads_on_one_cpu_session(real_blas, model):
         for a, b in zip(outs, ref):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)  # BLAS may split differently
     assert real_blas.get() == 2
+
+
+def test_split_runs_share_the_cores_and_blas_gets_one_thread():
+    """Runs that split their convolutions (VKML_CPU_SPLIT) get cores // width intra-op threads
+    and BLAS one thread while they are in flight; the width goes back to 1 after the last."""
+    from vkml.ops import _parallel
+
+    b = FakeBlas(16)
+    lim = blas.Limiter(b, "auto", split=True, cores=16)
+    lim.enter(1, True, True)
+    assert (b.n, _parallel.width()) == (1, 16)
+    lim.enter(1, True, True)
+    assert (b.n, _parallel.width()) == (1, 8)
+    lim.enter(2, True, False)  # a non-splitting run of width 2 joins: it counts against the cores too
+    assert (b.n, _parallel.width()) == (1, 4)
+    lim.exit(2, True, False)
+    lim.exit(1, True, True)
+    assert _parallel.width() == 16  # the one left may use them all at once
+    lim.exit(1, True, True)
+    assert (b.n, _parallel.width()) == (16, 1)
+    off = blas.Limiter(FakeBlas(16), "auto", split=False, cores=16)
+    off.enter(1, True, True)  # VKML_CPU_SPLIT=0: the plan asks, the limiter does not split
+    assert (off.blas.n, _parallel.width()) == (16, 1)
+    off.exit(1, True, True)
+    fixed = blas.Limiter(FakeBlas(16), 4, cores=16)
+    assert not fixed.split  # a fixed BLAS policy leaves the threads to BLAS
+
+
+def conv_model(c: int, hw: int):
+    """A 3x3 convolution of c channels on (1, c, hw, hw), then a Relu."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((c, c, 3, 3)).astype(np.float32) / c, "w")
+    g = h.make_graph([h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                      h.make_node("Relu", ["c"], ["y"], name="relu")], "conv",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, c, hw, hw])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, c, hw, hw])], [w])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_a_cpu_session_splits_its_big_convolutions(monkeypatch, vkml_env, real_blas):
+    """A plan with a big Conv runs in order with its convolution in chunks on the intra-op
+    threads (BLAS at one thread meanwhile); its outputs from 4 threads equal a lone run's, and
+    VKML_CPU_SPLIT=0 gives the same within float32 rounding."""
+    from vkml.ops import _parallel
+
+    vkml_env(VKML_CPU_SPLIT=None)
+    monkeypatch.setattr(blas, "usable_cores", lambda: 2)  # as on CI's VM, whatever runs this
+    sess = vkml.InferenceSession(conv_model(64, 32), devices=["cpu"])
+    assert sess._blas_split and sess._parallel is None
+    calls, real = [], _parallel.run_chunks
+    monkeypatch.setattr(_parallel, "run_chunks", lambda fn, n, ways: (calls.append((n, real_blas.get())),
+                                                                       real(fn, n, ways)))
+    rng = np.random.default_rng(5)
+    feeds = [{"x": rng.standard_normal((1, 64, 32, 32)).astype(np.float32)} for _ in range(8)]
+    want = [sess.run(None, f)[0] for f in feeds]
+    assert calls and all(n == 2 and threads == 1 for n, threads in calls)  # (2 cores)
+    assert real_blas.get() == 2 and _parallel.width() == 1
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda f: sess.run(None, f)[0], feeds))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    vkml_env(VKML_CPU_SPLIT="0")
+    blas.reset()
+    whole = vkml.InferenceSession(conv_model(64, 32), devices=["cpu"])
+    assert not whole._blas_split
+    np.testing.assert_allclose(whole.run(None, feeds[0])[0], want[0], rtol=1e-5, atol=1e-5)

@@ -232,13 +232,17 @@ class InferenceSession:
             # GPU plans fuse per input signature (vkml/compile/pipeline.py); the CPU plan fuses once here.
             fused = fusion.fuse_graph(g, self.model.weights, frozenset(forced)) if fuse else g
             self._plan = self._runtime.plan(fused)
-            self._parallel = _choose_executor(self._plan, executor)
-            # How many threads of one run call BLAS at once: its share of BLAS's threads
-            # (vkml/runtime/blas.py) shrinks with it.
-            self._blas_width = _blas_width(self._parallel)
             n = int(so.intra_op_num_threads or 0)
             # intra_op_num_threads: BLAS's threads while this session's runs are in flight
             self._blas = blas.Limiter(blas.find_blas(), n) if n > 0 else blas.limiter()
+            # Big convolutions split over vkml's intra-op threads (ops/_parallel.py); such a plan
+            # runs its steps in order, each using the cores its run may have.
+            self._blas_split = self._blas.split and blas.plan_splits(self._plan)
+            self._parallel = (None if self._blas_split and executor == "auto"
+                              else _choose_executor(self._plan, executor))
+            # How many threads of one run call BLAS at once: its share of BLAS's threads
+            # (vkml/runtime/blas.py) shrinks with it.
+            self._blas_width = _blas_width(self._parallel)
             self._blas_big = blas.plan_is_big(self._plan)
             # Runs of this session that execute at once (VKML_CPU_RUNS); the rest wait without the GIL.
             self._cpu_runs = _cpu_runs(self._blas_big)
@@ -448,15 +452,15 @@ class InferenceSession:
         else:
             if any(isinstance(v, Tensor) for v in feeds.values()):
                 feeds = {k: v._host() if isinstance(v, Tensor) else v for k, v in feeds.items()}
-            lim, width, big, gate = self._blas, self._blas_width, self._blas_big, self._gate
+            lim, width, big, split, gate = self._blas, self._blas_width, self._blas_big, self._blas_split, self._gate
             if gate is not None:
                 gate.acquire()
             try:
-                lim.enter(width, big)
+                lim.enter(width, big, split)
                 try:
                     outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
                 finally:
-                    lim.exit(width, big)
+                    lim.exit(width, big, split)
             finally:
                 if gate is not None:
                     gate.release()

@@ -275,3 +275,64 @@ def depthwise(const real[:, :, ::1] src, const real[:, :, ::1] w, const real[::1
             m = p - n * out_ch
             sp = n * in_ch + m // mult
             _dot_plane(&src[sp, 0, 0], &w[m, 0, 0], bias[m], &out[p, 0, 0], &g)
+
+
+# ------------------------------------------------------------------------------------ columns
+cdef void _columns_plane(const real *src, real *cols, const Geom *g, Py_ssize_t r0, Py_ssize_t r1,
+                         Py_ssize_t ld) noexcept nogil:
+    # One plane's kh·kw rows of the column matrix, output rows r0..r1: each tap's row is the
+    # plane read at that tap's offset with the output's strides, zeros where it falls outside.
+    cdef Py_ssize_t i, k, r, j, y, x0, a, b
+    cdef Py_ssize_t ow = g.ow
+    cdef real *dst
+    cdef const real *row
+    for i in range(g.kh):
+        for k in range(g.kw):
+            dst = cols + (i * g.kw + k) * ld
+            # Output columns j whose input column j·sw - pl + k·dw lies in [0, w): a <= j < b.
+            x0 = k * g.dw - g.pl
+            a = min(_first_tap(x0, g.sw), ow)
+            b = max(a, _end_tap(x0, g.sw, g.w, ow))
+            for r in range(r0, r1):
+                y = r * g.sh - g.pt + i * g.dh
+                if y < 0 or y >= g.h or a >= b:
+                    for j in range(ow):
+                        dst[j] = 0
+                else:
+                    for j in range(a):
+                        dst[j] = 0
+                    row = src + y * g.w + x0 + a * g.sw  # input column of output column a
+                    if g.sw == 1:
+                        for j in range(b - a):
+                            dst[a + j] = row[j]
+                    else:
+                        for j in range(b - a):
+                            dst[a + j] = row[j * g.sw]
+                    for j in range(b, ow):
+                        dst[j] = 0
+                dst += ow
+
+
+def columns(const real[:, :, ::1] src, real[:, ::1] cols, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t oh,
+            Py_ssize_t ow, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t pt,
+            Py_ssize_t pl, Py_ssize_t r0=0, Py_ssize_t r1=-1):
+    """The im2col matrix of planes src (P, H, W) for output rows r0..r1 (all by default) of an
+    (oh, ow) output: cols (P·kh·kw, (r1 - r0)·ow), row (p·kh + i)·kw + k holding input plane p
+    at tap (i, k) for each output position; virtual zero padding (pt, pl), no padded copy.
+    Without the GIL, so the row ranges of one convolution can be filled on several threads."""
+    cdef Geom g
+    cdef Py_ssize_t p, taps, ld
+    if r1 < 0:
+        r1 = oh
+    if not 0 <= r0 <= r1 <= oh:
+        raise ValueError(f"output rows {r0}..{r1} outside 0..{oh}")
+    _geom(&g, src.shape[1], src.shape[2], oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+    taps = kh * kw
+    ld = (r1 - r0) * ow
+    if cols.shape[0] != src.shape[0] * taps or cols.shape[1] != ld:
+        raise ValueError(f"cols must be ({src.shape[0] * taps}, {ld}), not ({cols.shape[0]}, {cols.shape[1]})")
+    if ld == 0:
+        return
+    with nogil:
+        for p in range(src.shape[0]):
+            _columns_plane(&src[p, 0, 0], &cols[p * taps, 0], &g, r0, r1, ld)

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from .. import config
+from ..ops import _parallel
 
 log = logging.getLogger("vkml")
 
@@ -139,6 +140,28 @@ def plan_is_big(plan: Any) -> bool:
     return False
 
 
+def plan_splits(plan: Any) -> bool:
+    """Whether a plan has a convolution big enough for the CPU Conv to split over vkml's intra-op
+    threads (ops/conv.py SPLIT_MACS, two chunks at least)."""
+    from ..ops.conv import SPLIT_MACS
+
+    values = plan.graph.values
+    for st in plan.steps:
+        if st.node.op_type in ("Conv", "QLinearConv"):
+            macs = _gemm_macs(st.node, values) if st.node.op_type == "Conv" else None
+            if macs is None or macs >= 2 * SPLIT_MACS:
+                return True
+    return False
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 # How long the cap of a busier moment holds before a quieter one may raise it again (auto).
 HOLD_S = 0.05
 
@@ -161,20 +184,26 @@ class Limiter:
     0.5 µs each).
     """
 
-    def __init__(self, blas: Blas | None, policy: str | int | None) -> None:
+    def __init__(self, blas: Blas | None, policy: str | int | None, split: bool | None = None,
+                 cores: int | None = None) -> None:
         self.blas = blas if policy is not None else None
         self.policy = policy
+        # Whether runs that ask for it split their big convolutions over vkml's intra-op threads
+        # (ops/_parallel.py) instead of BLAS's: only under auto, where vkml owns the threads.
+        self.split = (policy == "auto" and config.cpu_split()) if split is None else bool(split)
+        self.cores = usable_cores() if cores is None else int(cores)
         self._lock = threading.Lock()
         self._width = 0
         self._runs = 0       # runs in flight
         self._big = 0        # runs in flight with a GEMM worth threading
+        self._split = 0      # runs in flight that split their convolutions
         self._saved = 0      # the process's setting when the first run in flight entered
         self._current = 0    # what vkml set, 0 when it has set nothing
         self._needed = 0.0   # (auto) when the current cap was last called for
 
     def _cap(self) -> int:
         if self.policy == "auto":
-            if not self._big:
+            if not self._big or self._split:
                 return 1
             if self._runs <= 1:
                 return max(1, self._saved // max(1, self._width))
@@ -182,6 +211,8 @@ class Limiter:
         return int(self.policy)
 
     def _apply(self, now: float) -> None:
+        if self._split:
+            _parallel.set_width(max(1, self.cores // max(1, self._width)))
         cap = self._cap()
         if cap == self._current:
             self._needed = now
@@ -190,32 +221,43 @@ class Limiter:
             self._current = cap
             self._needed = now
 
-    def enter(self, width: int = 1, big: bool = True) -> None:
+    def enter(self, width: int = 1, big: bool = True, split: bool = False) -> None:
+        """A run of `width` BLAS-calling threads starts; `big`: it has a GEMM worth threading;
+        `split`: its big convolutions may split over the intra-op threads (when this limiter
+        splits at all)."""
         blas = self.blas
         if blas is None:
             return
+        split = split and self.split
         with self._lock:
             if self._width == 0:
                 self._saved = blas.get()
             self._width += width
             self._runs += 1
             self._big += bool(big)
+            self._split += split
             self._apply(time.monotonic())
 
-    def exit(self, width: int = 1, big: bool = True) -> None:
+    def exit(self, width: int = 1, big: bool = True, split: bool = False) -> None:
         blas = self.blas
         if blas is None:
             return
+        split = split and self.split
         with self._lock:
             self._width -= width
             self._runs -= 1
             self._big -= bool(big)
+            self._split -= split
             if self._width <= 0 or self._runs <= 0:
-                self._width = self._runs = self._big = 0
+                self._width = self._runs = self._big = self._split = 0
+                _parallel.set_width(1)
                 if self._current and self._current != self._saved:
                     blas.set(self._saved)
                 self._current = 0
                 return
+            # The runs left may use the cores the one that ended had (no hold: the width costs
+            # nothing to change, unlike BLAS's thread count).
+            _parallel.set_width(max(1, self.cores // self._width) if self._split else 1)
             cap = self._cap()
             if cap < self._current:  # (the last big run left: the small ones get one thread)
                 blas.set(cap)

@@ -1,0 +1,115 @@
+"""Intra-op parallelism for the CPU operators: one op's work in chunks on vkml's own threads.
+
+OpenBLAS's threads serve one GEMM at a time: called from several threads at once its threaded
+GEMMs wait for each other, so n concurrent CPU runs each get BLAS threads / n² and most cores
+idle (resnet18 at 4 threads on 16 cores: 1.96x one thread's runs). A big convolution instead
+splits its output positions into chunks, each filling its own column matrix (the native loop,
+without the GIL) and multiplying it into its slice of the output (NumPy's matmul drops the GIL
+in BLAS), on this module's workers with BLAS at one thread: n runs in flight share the cores as
+cores // n chunks each.
+
+The runtime says how wide an op may go (`set_width`, vkml/runtime/blas.py, from the runs in
+flight); ops read `width()` when they run. 1 (the default) means no splitting.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from typing import Callable
+
+_width = 1
+_lock = threading.Lock()
+_tasks: queue.SimpleQueue = queue.SimpleQueue()
+_workers: list[threading.Thread] = []
+
+
+def width() -> int:
+    """How many chunks one op may run at once now (1: run it whole on the calling thread)."""
+    return _width
+
+
+def set_width(n: int) -> None:
+    """Set by the runtime as runs start and end: the cores one op of a run in flight may use."""
+    global _width
+    _width = max(1, int(n))
+
+
+def _work() -> None:
+    while True:
+        job = _tasks.get()
+        if job is None:
+            return
+        fn, i, done = job
+        try:
+            fn(i)
+        except BaseException as e:  # handed to the op's thread, which raises it
+            done.put(e)
+        else:
+            done.put(None)
+
+
+def _ensure(n: int) -> None:
+    if len(_workers) >= n:
+        return
+    with _lock:
+        while len(_workers) < n:
+            t = threading.Thread(target=_work, name=f"vkml-intra-{len(_workers)}", daemon=True)
+            t.start()
+            _workers.append(t)
+
+
+def run_chunks(fn: Callable[[int], None], n: int, ways: int) -> None:
+    """fn(0) … fn(n - 1) on `ways` threads (the calling one and ways - 1 workers), thread j taking
+    chunks j, j + ways, …; returns when all are done and raises the first error (the other
+    threads finish their chunks first). The chunks are the caller's, whatever `ways` is, so a
+    result does not depend on how many threads computed it."""
+    ways = max(1, min(ways, n))
+    if ways == 1:
+        for i in range(n):
+            fn(i)
+        return
+    _ensure(ways - 1)
+
+    def share(j: int) -> None:
+        for i in range(j, n, ways):
+            fn(i)
+
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    for j in range(1, ways):
+        _tasks.put((share, j, done))
+    err: BaseException | None = None
+    try:
+        share(0)
+    except BaseException as e:
+        err = e
+    for _ in range(ways - 1):
+        got = done.get()
+        if got is not None and err is None:
+            err = got
+    if err is not None:
+        raise err
+
+
+def bounds(total: int, n: int) -> list[tuple[int, int]]:
+    """n contiguous ranges covering 0..total, sizes differing by at most one."""
+    q, r = divmod(total, n)
+    out, a = [], 0
+    for i in range(n):
+        b = a + q + (i < r)
+        out.append((a, b))
+        a = b
+    return out
+
+
+def _after_fork() -> None:
+    # The workers did not survive fork(); the child starts its own when it needs them.
+    global _tasks, _lock, _width
+    _tasks = queue.SimpleQueue()
+    _lock = threading.Lock()
+    _workers.clear()
+    _width = 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
