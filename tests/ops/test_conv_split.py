@@ -19,6 +19,17 @@ from vkml.ops._window import resolve  # noqa: E402
 pytestmark = pytest.mark.skipif(conv._windowed is None, reason="native extension not built")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def numpy_gemm():
+    """NumPy's own cblas GEMMs, which the chunks call (the runtime's limiter registers them)."""
+    from vkml.runtime import blas
+
+    found = blas.find_blas()
+    if found is None or found.gemm is None:
+        pytest.skip("NumPy's BLAS exports no cblas GEMM vkml can reach")
+    _parallel.set_gemm(*found.gemm)
+
+
 geometry = window_geometry(max_kernel=4, max_dilation=2, max_size=14, max_pad=3, ceil=False)
 
 

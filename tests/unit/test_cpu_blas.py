@@ -20,7 +20,7 @@ DIGITS = Path(vkml.__file__).parent / "data" / "digits_cnn.onnx"
 
 class FakeBlas:
     def __init__(self, n: int) -> None:
-        self.n, self.calls = n, []
+        self.n, self.calls, self.gemm = n, [], None
 
     def get(self) -> int:
         return self.n
@@ -256,7 +256,11 @@ def test_split_runs_share_the_cores_and_blas_gets_one_thread():
     and BLAS one thread while they are in flight; the width goes back to 1 after the last."""
     from vkml.ops import _parallel
 
+    real = blas.find_blas()
+    if real is None or real.gemm is None:
+        pytest.skip("NumPy's BLAS exports no cblas GEMM vkml can reach")
     b = FakeBlas(16)
+    b.gemm = real.gemm  # (the limiter hands these to the chunks)
     lim = blas.Limiter(b, "auto", split=True, cores=16)
     lim.enter(1, True, True)
     assert (b.n, _parallel.width()) == (1, 16)
@@ -269,11 +273,13 @@ def test_split_runs_share_the_cores_and_blas_gets_one_thread():
     assert _parallel.width() == 16  # the one left may use them all at once
     lim.exit(1, True, True)
     assert (b.n, _parallel.width()) == (16, 1)
-    off = blas.Limiter(FakeBlas(16), "auto", split=False, cores=16)
+    off = blas.Limiter(b, "auto", split=False, cores=16)
+    b.n = 16
     off.enter(1, True, True)  # VKML_CPU_SPLIT=0: the plan asks, the limiter does not split
-    assert (off.blas.n, _parallel.width()) == (16, 1)
+    assert (b.n, _parallel.width()) == (16, 1)
     off.exit(1, True, True)
-    fixed = blas.Limiter(FakeBlas(16), 4, cores=16)
+    assert not blas.Limiter(FakeBlas(16), "auto", split=True).split  # no cblas GEMM found: no split
+    fixed = blas.Limiter(b, 4, cores=16)
     assert not fixed.split  # a fixed BLAS policy leaves the threads to BLAS
 
 

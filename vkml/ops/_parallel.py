@@ -19,6 +19,7 @@ import threading
 from typing import Callable
 
 _width = 1
+_gemm: tuple[int, int, bool] | None = None  # cblas_sgemm, cblas_dgemm, 64-bit integers
 _lock = threading.Lock()
 _tasks: queue.SimpleQueue = queue.SimpleQueue()
 _workers: list[threading.Thread] = []
@@ -33,6 +34,26 @@ def set_width(n: int) -> None:
     """Set by the runtime as runs start and end: the cores one op of a run in flight may use."""
     global _width
     _width = max(1, int(n))
+
+
+def set_gemm(sgemm: int, dgemm: int, ilp64: bool) -> None:
+    """The addresses of NumPy's own cblas_sgemm/dgemm (the runtime finds them beside the BLAS
+    thread controls), which chunks call without the GIL."""
+    global _gemm
+    _gemm = (int(sgemm), int(dgemm), bool(ilp64))
+
+
+def gemm(dtype) -> tuple[int, bool] | None:
+    """(address, 64-bit integers) of the GEMM for float32 or float64, or None: not known yet."""
+    g = _gemm
+    if g is None:
+        return None
+    import numpy as np
+
+    dt = np.dtype(dtype)
+    if dt == np.float32:
+        return g[0], g[2]
+    return (g[1], g[2]) if dt == np.float64 else None
 
 
 def _work() -> None:

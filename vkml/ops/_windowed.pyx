@@ -336,3 +336,127 @@ def columns(const real[:, :, ::1] src, real[:, ::1] cols, Py_ssize_t kh, Py_ssiz
     with nogil:
         for p in range(src.shape[0]):
             _columns_plane(&src[p, 0, 0], &cols[p * taps, 0], &g, r0, r1, ld)
+
+
+# ------------------------------------------------------------------------------------ GEMM chunks
+# NumPy's own OpenBLAS, called without the GIL: the runtime finds cblas_sgemm/dgemm in the
+# library NumPy loaded (vkml/runtime/blas.py) and hands their addresses over (ops/_parallel.py),
+# so a chunk of a split convolution is one call that holds the GIL only to start.
+from libc.stdint cimport int64_t, uintptr_t
+
+ctypedef void (*sgemm32_t)(int, int, int, int, int, int, float, const float *, int, const float *, int,
+                           float, float *, int) noexcept nogil
+ctypedef void (*sgemm64_t)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
+                           const float *, int64_t, float, float *, int64_t) noexcept nogil
+ctypedef void (*dgemm32_t)(int, int, int, int, int, int, double, const double *, int, const double *, int,
+                           double, double *, int) noexcept nogil
+ctypedef void (*dgemm64_t)(int, int, int, int64_t, int64_t, int64_t, double, const double *, int64_t,
+                           const double *, int64_t, double, double *, int64_t) noexcept nogil
+
+cdef enum:
+    ROW_MAJOR = 101
+    NO_TRANS = 111
+
+
+cdef struct Gemm:
+    uintptr_t fn
+    bint ilp64
+
+
+cdef void _gemm(const Gemm *g, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const real *a, Py_ssize_t lda,
+                const real *b, Py_ssize_t ldb, real *c, Py_ssize_t ldc) noexcept nogil:
+    """c (m, n) = a (m, k) @ b (k, n), row-major with leading dimensions."""
+    if m <= 0 or n <= 0:
+        return
+    if real is float:
+        if g.ilp64:
+            (<sgemm64_t>g.fn)(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc)
+        else:
+            (<sgemm32_t>g.fn)(ROW_MAJOR, NO_TRANS, NO_TRANS, <int>m, <int>n, <int>k, 1.0, a, <int>lda, b,
+                              <int>ldb, 0.0, c, <int>ldc)
+    else:
+        if g.ilp64:
+            (<dgemm64_t>g.fn)(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc)
+        else:
+            (<dgemm32_t>g.fn)(ROW_MAJOR, NO_TRANS, NO_TRANS, <int>m, <int>n, <int>k, 1.0, a, <int>lda, b,
+                              <int>ldb, 0.0, c, <int>ldc)
+
+
+cdef void _add_bias(real *c, Py_ssize_t ldc, Py_ssize_t m, Py_ssize_t n, const real *bias) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef real v
+    for i in range(m):
+        v = bias[i]
+        for j in range(n):
+            c[i * ldc + j] += v
+
+
+def conv_chunk(const real[:, :, ::1] src, const real[:, :, ::1] wm, real[:, :, :, ::1] y, const real[::1] bias,
+               real[:, ::1] scratch, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t sh,
+               Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t pt, Py_ssize_t pl, Py_ssize_t r0,
+               Py_ssize_t r1, Py_ssize_t m0, Py_ssize_t m1, int mode, uintptr_t gemm, bint ilp64):
+    """One chunk of a convolution y (N, G, Mg, OH·OW) = wm (G, Mg, K) @ columns + bias, without
+    the GIL. mode 0: output rows r0..r1 of every channel, their columns filled into `scratch`
+    (Cg·kh·kw, (r1 - r0)·ow) from the planes src (N·C, H, W); mode 1: a pointwise convolution,
+    src's planes (N·C, 1, OH·OW) read in place, positions r0..r1; mode 2: output channels
+    m0..m1 of every position, src the whole column matrix (N·G, K, OH·OW). `bias` has Mg·G
+    entries or none; `gemm` is cblas_sgemm (float) or cblas_dgemm (double), 64-bit ints if ilp64."""
+    cdef Gemm g
+    cdef Geom geo
+    cdef Py_ssize_t nb = y.shape[0], groups = y.shape[1], mg = y.shape[2], npos = y.shape[3]
+    cdef Py_ssize_t kdim = wm.shape[2], cg, b, gi, p0, pc
+    cdef real *c
+    if gemm == 0:
+        raise ValueError("no GEMM function")
+    if wm.shape[0] != groups or wm.shape[1] != mg:
+        raise ValueError("weights and output disagree on groups/channels")
+    if bias.shape[0] not in (0, groups * mg):
+        raise ValueError("bias must have one entry per output channel, or none")
+    g.fn, g.ilp64 = gemm, ilp64
+    if mode == 2:
+        if src.shape[0] != nb * groups or src.shape[1] != kdim or src.shape[2] != npos:
+            raise ValueError("the column matrix does not match the output")
+        if not 0 <= m0 <= m1 <= mg:
+            raise ValueError(f"channels {m0}..{m1} outside 0..{mg}")
+        with nogil:
+            for b in range(nb):
+                for gi in range(groups):
+                    c = &y[b, gi, 0, 0] + m0 * npos
+                    _gemm(&g, m1 - m0, npos, kdim, &wm[gi, 0, 0] + m0 * kdim, kdim, &src[b * groups + gi, 0, 0],
+                          npos, c, npos)
+                    if bias.shape[0]:
+                        _add_bias(c, npos, m1 - m0, npos, &bias[gi * mg + m0])
+        return
+    if src.shape[0] % (nb * groups):
+        raise ValueError("planes do not divide into batches and groups")
+    cg = src.shape[0] // (nb * groups)
+    if mode == 1:
+        if cg != kdim or src.shape[1] * src.shape[2] != npos or not 0 <= r0 <= r1 <= npos:
+            raise ValueError("a pointwise chunk needs (N·C, 1, positions) planes and a range of positions")
+        with nogil:
+            for b in range(nb):
+                for gi in range(groups):
+                    c = &y[b, gi, 0, 0] + r0
+                    _gemm(&g, mg, r1 - r0, kdim, &wm[gi, 0, 0], kdim, &src[(b * groups + gi) * cg, 0, 0] + r0,
+                          npos, c, npos)
+                    if bias.shape[0]:
+                        _add_bias(c, npos, mg, r1 - r0, &bias[gi * mg])
+        return
+    if cg * kh * kw != kdim or oh * ow != npos or not 0 <= r0 <= r1 <= oh:
+        raise ValueError("the window does not match the weights or the output")
+    pc = (r1 - r0) * ow
+    if scratch.shape[0] != kdim or scratch.shape[1] < pc:
+        raise ValueError(f"scratch must be ({kdim}, {pc}) at least")
+    _geom(&geo, src.shape[1], src.shape[2], oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+    if pc == 0:
+        return
+    with nogil:
+        for b in range(nb):
+            for gi in range(groups):
+                for p0 in range(cg):
+                    _columns_plane(&src[(b * groups + gi) * cg + p0, 0, 0], &scratch[p0 * kh * kw, 0], &geo, r0, r1,
+                                   scratch.shape[1])
+                c = &y[b, gi, 0, 0] + r0 * ow
+                _gemm(&g, mg, pc, kdim, &wm[gi, 0, 0], kdim, &scratch[0, 0], scratch.shape[1], c, npos)
+                if bias.shape[0]:
+                    _add_bias(c, npos, mg, pc, &bias[gi * mg])

@@ -69,57 +69,54 @@ SPLIT_MIN_CHANNELS = 16    # output channels a channel chunk has at least
 def _split(x: np.ndarray, wm: np.ndarray, bias: np.ndarray | None, win: Window, cdtype,
            pointwise: bool, ways: int) -> np.ndarray | None:
     """conv_core in `ways` chunks at most, one per intra-op thread the runtime allows now
-    (ops/_parallel.py). One chunk per thread, since smaller GEMMs lose more to BLAS than
-    the threads give back; so, as with OpenBLAS's own thread count, the last bits of a result
-    may differ with the width it ran at. Where the output has positions enough, chunks of whole output rows: each
-    fills its own column matrix and multiplies it into its slice of the output, so none waits for
-    another's columns. Otherwise (ResNet's 7x7 planes) the column matrix is filled once and the
-    chunks take slices of the output channels. None where the native column loop does not apply."""
+    (ops/_parallel.py), each one native call without the GIL (_windowed.conv_chunk: columns,
+    NumPy's own cblas GEMM, bias). One chunk per thread, since smaller GEMMs lose more to BLAS
+    than the threads give back; so, as with OpenBLAS's own thread count, the last bits of a
+    result may differ with the width it ran at. Where the output has positions enough, chunks of
+    whole output rows, each filling its own column matrix; otherwise (ResNet's 7x7 planes) the
+    column matrix is filled once and the chunks take slices of the output channels. None where
+    the native loops do not apply or the runtime has not said where BLAS's GEMM is."""
+    gemm = _parallel.gemm(cdtype)
+    if _windowed is None or gemm is None or cdtype not in (np.float32, np.float64):
+        return None
     n_batch, chans = x.shape[:2]
     group, mg, kdim = wm.shape
     npos = math.prod(win.out)
     n = min(ways, n_batch * group * mg * kdim * npos // SPLIT_MACS)
+    xc = x.astype(cdtype, copy=False)
     if pointwise:
-        src, units, unit = x.astype(cdtype, copy=False).reshape(n_batch, group, kdim, npos), npos, 1
+        planes, units, oh, ow, geo = np.ascontiguousarray(xc).reshape(-1, 1, npos), npos, 1, npos, (1,) * 6 + (0, 0)
     else:
-        got = as_planes(x.astype(cdtype, copy=False), win) if cdtype in (np.float32, np.float64) else None
-        if got is None or _windowed is None:
+        got = as_planes(xc, win)
+        if got is None:
             return None
         planes, (oh, ow), geo = got
-        units, unit = oh, ow
+        units = oh
     by_rows = npos >= n * SPLIT_MIN_POSITIONS
     n = min(n, units) if by_rows else min(n, mg // SPLIT_MIN_CHANNELS)
     if n < 2:
         return None
     y = np.empty((n_batch, group, mg, npos), cdtype)
-    b = None if bias is None else bias.astype(cdtype, copy=False).reshape(1, group, mg, 1)
-
-    def columns(r0: int, r1: int) -> np.ndarray:
-        if pointwise:
-            return src[..., r0:r1]
-        cols = np.empty((planes.shape[0] * win.taps, (r1 - r0) * ow), cdtype)
-        _windowed.columns(planes, cols, geo[0], geo[1], oh, ow, *geo[2:], r0, r1)
-        return cols.reshape(n_batch, group, kdim, (r1 - r0) * ow)
-
+    b = np.empty(0, cdtype) if bias is None else np.ascontiguousarray(bias.astype(cdtype, copy=False).reshape(-1))
+    wm = np.ascontiguousarray(wm)
+    kh, kw, sh, sw, dh, dw, pt, pl = geo
     if by_rows:
         parts = _parallel.bounds(units, n)
-
-        def chunk(i: int) -> None:
-            r0, r1 = parts[i]
-            out = y[..., r0 * unit:r1 * unit]
-            np.matmul(wm, columns(r0, r1), out=out)
-            if b is not None:
-                out += b
+        mode, src = (1 if pointwise else 0), planes
     else:
         parts = _parallel.bounds(mg, n)
-        cols = columns(0, units)
+        mode = 2
+        src = (planes.reshape(n_batch * group, kdim, npos) if pointwise
+               else _columns(xc, win, cdtype).reshape(n_batch * group, kdim, npos))
+    rows_most = max(r1 - r0 for r0, r1 in parts) * (1 if pointwise else ow)
+    no_scratch = np.empty((0, 0), cdtype)
 
-        def chunk(i: int) -> None:
-            m0, m1 = parts[i]
-            out = y[:, :, m0:m1]
-            np.matmul(wm[:, m0:m1], cols, out=out)
-            if b is not None:
-                out += b[:, :, m0:m1]
+    def chunk(i: int) -> None:
+        a0, a1 = parts[i]
+        r0, r1, m0, m1 = (a0, a1, 0, mg) if by_rows else (0, units, a0, a1)
+        scratch = np.empty((kdim, rows_most), cdtype) if mode == 0 else no_scratch
+        _windowed.conv_chunk(src, wm, y, b, scratch, kh, kw, oh, ow, sh, sw, dh, dw, pt, pl, r0, r1, m0, m1,
+                             mode, *gemm)
 
     _parallel.run_chunks(chunk, n, n)
     return y.reshape((n_batch, group * mg) + win.out)

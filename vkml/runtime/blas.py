@@ -37,15 +37,21 @@ _SYMBOLS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_thread
             ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
             ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
             ("openblas_get_num_threads", "openblas_set_num_threads"))
+# The same libraries' cblas_sgemm/cblas_dgemm, and whether their integers are 64-bit.
+_GEMMS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", True), ("scipy_cblas_sgemm", "scipy_cblas_dgemm", False),
+          ("cblas_sgemm64_", "cblas_dgemm64_", True), ("cblas_sgemm", "cblas_dgemm", False))
 
 
 class Blas:
     """get/set of one OpenBLAS's thread count through ctypes."""
 
-    def __init__(self, path: str, get, set_) -> None:
+    def __init__(self, path: str, get, set_, gemm: tuple[int, int, bool] | None = None) -> None:
         self.path = path
         self._get = get
         self._set = set_
+        # (cblas_sgemm's address, cblas_dgemm's, 64-bit integers): for the intra-op chunks,
+        # which call it without the GIL (ops/_windowed.pyx conv_chunk); None if not exported
+        self.gemm = gemm
 
     def get(self) -> int:
         return int(self._get())
@@ -89,12 +95,16 @@ def find_blas() -> Blas | None:
         except OSError as e:
             log.debug("vkml: cannot open %s: %s", path, e)
             continue
-        for get_name, set_name in _SYMBOLS:
+        for (get_name, set_name), (s_name, d_name, ilp64) in zip(_SYMBOLS, _GEMMS):
             get, set_ = getattr(lib, get_name, None), getattr(lib, set_name, None)
             if get is not None and set_ is not None:
                 get.restype, get.argtypes = ctypes.c_int, []
                 set_.restype, set_.argtypes = None, [ctypes.c_int]
-                return Blas(path, get, set_)
+                sg, dg = getattr(lib, s_name, None), getattr(lib, d_name, None)
+                gemm = None
+                if sg is not None and dg is not None:
+                    gemm = (ctypes.cast(sg, ctypes.c_void_p).value, ctypes.cast(dg, ctypes.c_void_p).value, ilp64)
+                return Blas(path, get, set_, gemm)
     return None
 
 
@@ -191,6 +201,9 @@ class Limiter:
         # Whether runs that ask for it split their big convolutions over vkml's intra-op threads
         # (ops/_parallel.py) instead of BLAS's: only under auto, where vkml owns the threads.
         self.split = (policy == "auto" and config.cpu_split()) if split is None else bool(split)
+        self.split = self.split and self.blas is not None and getattr(self.blas, "gemm", None) is not None
+        if self.split:
+            _parallel.set_gemm(*self.blas.gemm)
         self.cores = usable_cores() if cores is None else int(cores)
         self._lock = threading.Lock()
         self._width = 0
