@@ -478,16 +478,21 @@ class InferenceSession:
     def _run_pool(self) -> RunPool:
         if self._pool is None:
             # a CPU session's runs beyond its gate would only wait for it
-            n = _GPU_RUN_THREADS if self._gpu is not None else \
-                _RUN_THREADS if not self._cpu_runs else min(_RUN_THREADS, self._cpu_runs)
+            if self._gpu is not None:
+                n = _GPU_RUN_THREADS
+            elif self._blas_split:  # runs that split their convolutions share the cores well
+                n = max(_RUN_THREADS, min(_SPLIT_RUN_THREADS, self._blas.cores // 2))
+            else:
+                n = _RUN_THREADS if not self._cpu_runs else min(_RUN_THREADS, self._cpu_runs)
             self._pool = RunPool(n)
         return self._pool
 
     def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
                   run_options: Any = None, *, output_device: str | None = None) -> Future:
         """run() on the session's own threads: a concurrent.futures.Future of its outputs.
-        Futures of one session run four at a time on a GPU, two on the CPU (what pays today,
-        see _RUN_THREADS); a bad feed is the Future's exception, as run() would raise it."""
+        Futures of one session run four at a time on a GPU, two on the CPU, up to eight where
+        the CPU plan splits its convolutions over the cores (what pays today, see _RUN_THREADS);
+        a bad feed is the Future's exception, as run() would raise it."""
         return self._run_pool().submit(self.run, output_names, input_feed, run_options, output_device=output_device)
 
     def run_batch(self, input_feeds: Sequence[Mapping[str, Any]], output_names: Sequence[str] | None = None,
@@ -578,6 +583,10 @@ _DEFAULT_SLOTS = max(8, os.cpu_count() or 1)
 # 2333, 3225, 3168. A CPU session gains nothing past 2 (and its gate may allow fewer).
 _RUN_THREADS = 2
 _GPU_RUN_THREADS = 4
+# CPU plans whose convolutions split over the intra-op threads (VKML_CPU_SPLIT): on the H200
+# host's 16 cores resnet18 made 35 / 67 / 101 / 141 / 184 runs/s from 1 / 2 / 4 / 8 / 16 threads
+# (bench/results/h200-2026-12-02-cpu-split-threaded.md): half the cores, at most 8.
+_SPLIT_RUN_THREADS = 8
 
 _PARALLEL_MIN_ELEMENTS = 1 << 15  # mean output size per step that pays for a pool hand-off
 
