@@ -69,8 +69,8 @@ def test_big_convolution_splits_on_the_workers(monkeypatch):
     """At the real chunk size: a resnet-sized layer runs as `ways` chunks, its rows on the
     workers, and equals the whole convolution."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
-    wt = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((1, 128, 28, 28)).astype(np.float32)
+    wt = rng.standard_normal((128, 128, 3, 3)).astype(np.float32)
     w = resolve([28, 28], [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], "NOTSET", False)
     whole = conv.conv_core(x, wt, 1, w, np.dtype(np.float32), None)
     seen = []

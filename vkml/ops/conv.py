@@ -59,9 +59,11 @@ def conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Window, cdtype: np.
     return y
 
 
-# A chunk of a split convolution does at least this many multiply-adds (~0.2 ms on one core):
-# smaller ones cost more in hand-offs than the cores give back.
-SPLIT_MACS = 1 << 22
+# A chunk of a split convolution does at least this many multiply-adds (~0.3 ms on one core):
+# smaller ones cost more in hand-offs than the cores give back (H200 host, resnet18 from 1 / 2
+# threads: 39.5-39.9 / 75.5 runs/s with 2^24, 33.4-38.4 / 64.6-68.4 with 2^22; 4 threads alike,
+# bench/results/checks/h200-2026-12-02-cpu-split.txt).
+SPLIT_MACS = 1 << 24
 SPLIT_MIN_POSITIONS = 128  # output positions a row chunk has at least, else chunks of channels
 SPLIT_MIN_CHANNELS = 16    # output channels a channel chunk has at least
 
