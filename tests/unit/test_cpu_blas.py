@@ -321,3 +321,25 @@ def test_a_cpu_session_splits_its_big_convolutions(monkeypatch, vkml_env, real_b
     whole = vkml.InferenceSession(conv_model(64, 32), devices=["cpu"])
     assert not whole._blas_split
     np.testing.assert_allclose(whole.run(None, feeds[0])[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_only_convolution_heavy_plans_split(real_blas):
+    """A plan splits when its convolutions are most of its GEMM work: a conv and a small MatMul
+    yes, a conv ahead of far bigger MatMuls (a ViT's patch embedding) no."""
+    rng = np.random.default_rng(4)
+
+    def model(k: int):
+        w = numpy_helper.from_array(rng.standard_normal((64, 64, 3, 3)).astype(np.float32), "w")
+        m = numpy_helper.from_array(rng.standard_normal((k, k)).astype(np.float32), "m")
+        g = h.make_graph([h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                          h.make_node("Reshape", ["c", "s"], ["r"], name="flat"),
+                          h.make_node("MatMul", ["r", "m"], ["y"], name="mm")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [1, 64, 32, 32])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)],
+                         [w, m, numpy_helper.from_array(np.array([-1, k], np.int64), "s")])
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+    small = vkml.InferenceSession(model(64), devices=["cpu"])  # conv 37.7M MACs, MatMul 4096 x 64 x 64
+    assert small._blas_split
+    big = vkml.InferenceSession(model(2048), devices=["cpu"])  # MatMul 32 x 2048 x 2048: 134M
+    assert not big._blas_split

@@ -151,17 +151,26 @@ def plan_is_big(plan: Any) -> bool:
 
 
 def plan_splits(plan: Any) -> bool:
-    """Whether a plan has a convolution big enough for the CPU Conv to split over vkml's intra-op
-    threads (ops/conv.py SPLIT_MACS, two chunks at least)."""
+    """Whether a plan's convolutions are worth splitting over vkml's intra-op threads: one big
+    enough for two chunks (ops/conv.py SPLIT_MACS), and convolutions at least half of its GEMM
+    work, since its MatMuls/Gemms get one BLAS thread while it runs (a ViT's patch embedding
+    alone must not leave its transformer's GEMMs single-threaded). Unknown sizes count as big."""
     from ..ops.conv import SPLIT_MACS
 
     values = plan.graph.values
+    conv = other = 0.0
+    big = False
     for st in plan.steps:
-        if st.node.op_type in ("Conv", "QLinearConv"):
-            macs = _gemm_macs(st.node, values) if st.node.op_type == "Conv" else None
-            if macs is None or macs >= 2 * SPLIT_MACS:
-                return True
-    return False
+        node = st.node
+        if node.op_type in ("Conv", "QLinearConv"):
+            macs = _gemm_macs(node, values) if node.op_type == "Conv" else None
+            macs = 2 * SPLIT_MACS if macs is None else macs
+            big = big or macs >= 2 * SPLIT_MACS
+            conv += macs
+        elif "Conv" in node.op_type or node.op_type in _GEMM_OPS:
+            macs = _gemm_macs(node, values)
+            other += 2 * SPLIT_MACS if macs is None else macs
+    return big and conv >= other
 
 
 def usable_cores() -> int:
