@@ -7,6 +7,10 @@
 # governor holds it low for seconds at a time (bench/results/checks/h200-2026-12-02-gemm-clocks.txt).
 #   bash bench/gpu_followup.sh [OUTDIR]     (on the GPU machine, after the device prelude;
 #                                            default OUTDIR bench/results; PYTHON=python3.12)
+# The fifteenth session measured the CPU device's threads on the H200 host at c1cbf80 (its
+# convolutions split over vkml's threads; since then chunks of 2^24 multiply-adds and the split
+# only for convolution-heavy plans): the threaded family's CPU rows below are the first at the
+# current code.
 # Each bench writes its own folder under OUTDIR: two benches in one folder overwrite each
 # other's <machine>-<date>.md/.jsonl.
 set -u -o pipefail
