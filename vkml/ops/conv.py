@@ -33,7 +33,7 @@ def conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Window, cdtype: np.
     m = w.shape[0]
     cg, mg = chans // group, m // group
     taps, npos = win.taps, math.prod(win.out)
-    if cg == 1 and _windowed is not None and cdtype in (np.float32, np.float64):
+    if cg == 1 and group > 1 and _windowed is not None and cdtype in (np.float32, np.float64):
         y = _depthwise(x, w, bias, win, cdtype)
         if y is not None:
             return y
