@@ -343,3 +343,39 @@ def test_only_convolution_heavy_plans_split(real_blas):
     assert small._blas_split
     big = vkml.InferenceSession(model(2048), devices=["cpu"])  # MatMul 32 x 2048 x 2048: 134M
     assert not big._blas_split
+
+
+def test_split_runs_of_many_shapes_from_many_threads(monkeypatch, vkml_env, real_blas):
+    """8 threads share a CPU session with a symbolic spatial size, each run its own size: the
+    convolutions split by however many runs are in flight at that moment, and every output
+    equals the whole convolution's."""
+    from vkml.ops import _parallel
+    from vkml.ops import conv as conv_op
+    from vkml.ops._window import resolve
+
+    vkml_env(VKML_CPU_SPLIT=None)
+    monkeypatch.setattr(blas, "usable_cores", lambda: 8)  # several chunks per run, whatever runs this
+    monkeypatch.setattr(conv_op, "SPLIT_MACS", 1 << 16)  # and chunks of these small shapes
+    rng = np.random.default_rng(6)
+    wt = (rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32)
+    g = h.make_graph([h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                      h.make_node("Relu", ["c"], ["y"], name="relu")], "conv",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, 16, "h", "w"])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], [numpy_helper.from_array(wt, "w")])
+    sess = vkml.InferenceSession(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), devices=["cpu"])
+    assert sess._blas_split
+    feeds = [rng.standard_normal((1, 16, int(rng.integers(8, 40)), int(rng.integers(8, 40)))).astype(np.float32)
+             for _ in range(48)]
+    want = []
+    for x in feeds:
+        win = resolve(list(x.shape[2:]), [3, 3], [1, 1], [1, 1], [1, 1, 1, 1], "NOTSET", False)
+        want.append(np.maximum(conv_op.conv_core(x, wt, 1, win, np.dtype(np.float32)), 0))
+    widths, real = [], _parallel.run_chunks
+    monkeypatch.setattr(_parallel, "run_chunks", lambda fn, n, ways: (widths.append(n), real(fn, n, ways)))
+    np.testing.assert_allclose(sess.run(None, {"x": feeds[0]})[0], want[0], rtol=1e-5, atol=1e-5)
+    assert widths and widths[0] >= 2  # a run alone splits over the cores
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda x: sess.run(None, {"x": x})[0], feeds))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert real_blas.get() == 2 and _parallel.width() == 1
