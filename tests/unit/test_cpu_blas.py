@@ -355,7 +355,8 @@ def test_split_runs_of_many_shapes_from_many_threads(monkeypatch, vkml_env, real
 
     vkml_env(VKML_CPU_SPLIT=None)
     monkeypatch.setattr(blas, "usable_cores", lambda: 8)  # several chunks per run, whatever runs this
-    monkeypatch.setattr(conv_op, "SPLIT_MACS", 1 << 16)  # and chunks of these small shapes
+    monkeypatch.setattr(conv_op, "SPLIT_MACS", 1 << 16)  # and chunks of these small shapes,
+    monkeypatch.setattr(conv_op, "SPLIT_MIN_POSITIONS", 16)  # by rows
     rng = np.random.default_rng(6)
     wt = (rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32)
     g = h.make_graph([h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
