@@ -199,12 +199,12 @@ def cpu_blas_threads() -> str | int | None:
 
 
 _setting("VKML_CPU_SPLIT", "1", "on/off", """
-    Big convolutions of CPU runs split over vkml's own intra-op threads (vkml/ops/_parallel.py),
-    one chunk of output rows or channels per core a run may use: the cores divided by the
-    BLAS-calling threads of the runs in flight, with BLAS at one thread meanwhile. OpenBLAS's own
-    threads serve one GEMM at a time, so concurrent runs left most cores idle. Only plans whose
-    convolutions are at least half their GEMM work split (their MatMuls get one BLAS thread
-    meanwhile). Applies under VKML_CPU_BLAS_THREADS=auto; 0 keeps BLAS's threads for every GEMM.
+    Big convolutions and MatMuls by 2-D weights of CPU runs split over vkml's own intra-op threads
+    (vkml/ops/_parallel.py), one chunk of output rows or channels per core a run may use: the
+    cores divided by the BLAS-calling threads of the runs in flight, with BLAS at one thread
+    meanwhile. OpenBLAS's own threads serve one GEMM at a time, so concurrent runs left most
+    cores idle. Only plans whose split ops are at least half their GEMM work split (their Gemms
+    and batched MatMuls get one BLAS thread meanwhile). Applies under VKML_CPU_BLAS_THREADS=auto; 0 keeps BLAS's threads for every GEMM.
     Read when the limiter is first made.""")
 
 

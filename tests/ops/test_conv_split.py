@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 from _gen import seeds, window_geometry  # noqa: E402
 
-from vkml.ops import _parallel, conv  # noqa: E402
+from vkml.ops import _parallel, conv, matmul  # noqa: E402
 from vkml.ops._window import resolve  # noqa: E402
 
 pytestmark = pytest.mark.skipif(conv._windowed is None, reason="native extension not built")
@@ -40,7 +40,7 @@ geometry = window_geometry(max_kernel=4, max_dilation=2, max_size=14, max_pad=3,
 def test_split_matches_whole(g, seed, group, batch, bias, ways, axis, dtype):
     with pytest.MonkeyPatch.context() as m:
         # chunks of any size, so that the small shapes hypothesis draws split
-        m.setattr(conv, "SPLIT_MACS", 1)
+        m.setattr(_parallel, "SPLIT_MACS", 1)
         m.setattr(conv, "SPLIT_MIN_POSITIONS", 1 if axis == "rows" else 10 ** 9)
         m.setattr(conv, "SPLIT_MIN_CHANNELS", 1)
         try:
@@ -63,6 +63,31 @@ def _check_split(g, seed, group, batch, bias, ways, dtype):
     assert split.shape == whole.shape and split.dtype == whole.dtype
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(split, whole, rtol=tol, atol=tol)
+
+
+@settings(deadline=None, max_examples=60)
+@given(seed=seeds, lead=st.lists(st.integers(1, 5), min_size=0, max_size=2), m=st.integers(1, 70),
+       k=st.integers(1, 40), n=st.integers(1, 40), ways=st.integers(2, 6),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_split_matmul_matches_numpy(seed, lead, m, k, n, ways, dtype):
+    """A MatMul by a 2-D matrix in row chunks (matmul.split_matmul) equals NumPy's matmul."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(lead + [m, k]).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_parallel, "SPLIT_MACS", 1)
+        mp.setattr(matmul, "SPLIT_MIN_ROWS", 1)
+        _parallel.set_width(ways)
+        try:
+            got = matmul.split_matmul(a, b)
+        finally:
+            _parallel.set_width(1)
+    rows = int(np.prod(lead + [m]))
+    if rows < 2:
+        assert got is None  # one row: nothing to split
+        return
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=tol, atol=tol)
 
 
 def test_big_convolution_splits_on_the_workers(monkeypatch):

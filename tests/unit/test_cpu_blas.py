@@ -323,26 +323,27 @@ def test_a_cpu_session_splits_its_big_convolutions(monkeypatch, vkml_env, real_b
     np.testing.assert_allclose(whole.run(None, feeds[0])[0], want[0], rtol=1e-5, atol=1e-5)
 
 
-def test_only_convolution_heavy_plans_split(real_blas):
-    """A plan splits when its convolutions are most of its GEMM work: a conv and a small MatMul
-    yes, a conv ahead of far bigger MatMuls (a ViT's patch embedding) no."""
+def test_only_plans_of_splittable_gemms_split(real_blas):
+    """A plan splits when its convolutions and MatMuls by 2-D weights are most of its GEMM work:
+    a conv and a small Gemm yes, a conv ahead of a far bigger MatMul by a weight yes (both split),
+    a conv ahead of a far bigger Gemm (which does not split) no."""
     rng = np.random.default_rng(4)
 
-    def model(k: int):
+    def model(k: int, op: str):
         w = numpy_helper.from_array(rng.standard_normal((64, 64, 3, 3)).astype(np.float32), "w")
         m = numpy_helper.from_array(rng.standard_normal((k, k)).astype(np.float32), "m")
         g = h.make_graph([h.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
                           h.make_node("Reshape", ["c", "s"], ["r"], name="flat"),
-                          h.make_node("MatMul", ["r", "m"], ["y"], name="mm")], "g",
+                          h.make_node(op, ["r", "m"], ["y"], name="mm")], "g",
                          [h.make_tensor_value_info("x", T.FLOAT, [1, 64, 32, 32])],
                          [h.make_tensor_value_info("y", T.FLOAT, None)],
                          [w, m, numpy_helper.from_array(np.array([-1, k], np.int64), "s")])
         return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 
-    small = vkml.InferenceSession(model(64), devices=["cpu"])  # conv 37.7M MACs, MatMul 4096 x 64 x 64
-    assert small._blas_split
-    big = vkml.InferenceSession(model(2048), devices=["cpu"])  # MatMul 32 x 2048 x 2048: 134M
-    assert not big._blas_split
+    assert vkml.InferenceSession(model(64, "Gemm"), devices=["cpu"])._blas_split  # conv 37.7M, Gemm 4.2M
+    mm = vkml.InferenceSession(model(2048, "MatMul"), devices=["cpu"])  # MatMul 32 x 2048 x 2048: 134M
+    assert mm._blas_split
+    assert not vkml.InferenceSession(model(2048, "Gemm"), devices=["cpu"])._blas_split
 
 
 def test_split_runs_of_many_shapes_from_many_threads(monkeypatch, vkml_env, real_blas):
@@ -355,7 +356,7 @@ def test_split_runs_of_many_shapes_from_many_threads(monkeypatch, vkml_env, real
 
     vkml_env(VKML_CPU_SPLIT=None)
     monkeypatch.setattr(blas, "usable_cores", lambda: 8)  # several chunks per run, whatever runs this
-    monkeypatch.setattr(conv_op, "SPLIT_MACS", 1 << 16)  # and chunks of these small shapes,
+    monkeypatch.setattr(_parallel, "SPLIT_MACS", 1 << 16)  # and chunks of these small shapes,
     monkeypatch.setattr(conv_op, "SPLIT_MIN_POSITIONS", 16)  # by rows
     rng = np.random.default_rng(6)
     wt = (rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32)

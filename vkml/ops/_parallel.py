@@ -18,6 +18,12 @@ import queue
 import threading
 from typing import Callable
 
+# A chunk of a split op does at least this many multiply-adds (~0.3 ms on one core): smaller ones
+# cost more in hand-offs than the cores give back (H200 host, resnet18 on the CPU device from 1 / 2
+# threads: 39.5-39.9 / 75.5 runs/s with 2^24, 33.4-38.4 / 64.6-68.4 with 2^22; 4 threads alike,
+# bench/results/checks/h200-2026-12-02-cpu-split.txt).
+SPLIT_MACS = 1 << 24
+
 _width = 1
 _gemm: tuple[int, int, bool] | None = None  # cblas_sgemm, cblas_dgemm, 64-bit integers
 _lock = threading.Lock()

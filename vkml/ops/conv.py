@@ -41,7 +41,7 @@ def conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Window, cdtype: np.
     pointwise = (taps == 1 and all(s == 1 for s in win.strides) and not any(win.pad_begin)
                  and not any(win.pad_end))
     ways = _parallel.width()
-    if ways > 1 and npos > 1 and n_batch * m * cg * taps * npos >= 2 * SPLIT_MACS:
+    if ways > 1 and npos > 1 and n_batch * m * cg * taps * npos >= 2 * _parallel.SPLIT_MACS:
         y = _split(x, wm, bias, win, cdtype, pointwise, ways)
         if y is not None:
             return y
@@ -59,11 +59,6 @@ def conv_core(x: np.ndarray, w: np.ndarray, group: int, win: Window, cdtype: np.
     return y
 
 
-# A chunk of a split convolution does at least this many multiply-adds (~0.3 ms on one core):
-# smaller ones cost more in hand-offs than the cores give back (H200 host, resnet18 from 1 / 2
-# threads: 39.5-39.9 / 75.5 runs/s with 2^24, 33.4-38.4 / 64.6-68.4 with 2^22; 4 threads alike,
-# bench/results/checks/h200-2026-12-02-cpu-split.txt).
-SPLIT_MACS = 1 << 24
 SPLIT_MIN_POSITIONS = 128  # output positions a row chunk has at least, else chunks of channels
 SPLIT_MIN_CHANNELS = 16    # output channels a channel chunk has at least
 
@@ -84,7 +79,7 @@ def _split(x: np.ndarray, wm: np.ndarray, bias: np.ndarray | None, win: Window, 
     n_batch, chans = x.shape[:2]
     group, mg, kdim = wm.shape
     npos = math.prod(win.out)
-    n = min(ways, n_batch * group * mg * kdim * npos // SPLIT_MACS)
+    n = min(ways, n_batch * group * mg * kdim * npos // _parallel.SPLIT_MACS)
     xc = x.astype(cdtype, copy=False)
     if pointwise:
         planes, units, oh, ow, geo = np.ascontiguousarray(xc).reshape(-1, 1, npos), npos, 1, npos, (1,) * 6 + (0, 0)

@@ -6,15 +6,52 @@ below 2**53 and far faster than NumPy's integer matmul loops.
 """
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
 
 from ..ir.graph import TensorDesc
-from . import _quant
+from . import _parallel, _quant
 from ._common import broadcast_dims
 from ._precision import is_floating, narrow, widen
 from .registry import REQUIRED, Op, register
+
+try:
+    from . import _windowed  # its conv_chunk mode 2 is a GEMM over a range of rows, without the GIL
+except ImportError:  # pragma: no cover - only when the extension is not built
+    _windowed = None
+
+SPLIT_MIN_ROWS = 16  # rows of A a chunk of a split MatMul has at least
+
+
+def split_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """a (..., M, K) @ b (K, N) in chunks of A's rows on the intra-op threads the runtime allows
+    now (ops/_parallel.py), each one call to NumPy's own cblas GEMM without the GIL: a model's
+    weight products (b 2-D) share the cores between concurrent runs as convolutions do. None
+    where it does not apply (one thread, other dtypes or ranks, too small)."""
+    ways = _parallel.width()
+    if ways < 2 or _windowed is None or b.ndim != 2 or a.ndim < 2 or a.dtype != b.dtype:
+        return None
+    gemm = _parallel.gemm(a.dtype)
+    m = math.prod(a.shape[:-1])
+    k, n = b.shape
+    chunks = min(ways, m * k * n // _parallel.SPLIT_MACS, m // SPLIT_MIN_ROWS)
+    if gemm is None or chunks < 2 or a.shape[-1] != k:
+        return None
+    a3 = np.ascontiguousarray(a).reshape(1, m, k)
+    b3 = np.ascontiguousarray(b).reshape(1, k, n)
+    y = np.empty(a.shape[:-1] + (n,), a.dtype)
+    y4 = y.reshape(1, 1, m, n)
+    parts = _parallel.bounds(m, chunks)
+    no_bias, no_scratch = np.empty(0, a.dtype), np.empty((0, 0), a.dtype)
+
+    def chunk(i: int) -> None:
+        m0, m1 = parts[i]
+        _windowed.conv_chunk(b3, a3, y4, no_bias, no_scratch, 1, 1, 1, n, 1, 1, 1, 1, 0, 0, 0, 1, m0, m1, 2, *gemm)
+
+    _parallel.run_chunks(chunk, chunks, chunks)
+    return y
 
 
 def _matmul_shape(a, b):
@@ -53,7 +90,9 @@ class MatMul(Op):
         if a.dtype != b.dtype:
             raise self.fail(f"operand dtypes differ: {a.dtype} and {b.dtype}")
         if is_floating(a.dtype):
-            return (narrow(np.matmul(widen(a), widen(b)), a.dtype),)
+            wa, wb = widen(a), widen(b)
+            y = split_matmul(wa, wb)
+            return (narrow(np.matmul(wa, wb) if y is None else y, a.dtype),)
         try:
             return (np.matmul(a, b),)
         except ValueError as e:

@@ -151,26 +151,27 @@ def plan_is_big(plan: Any) -> bool:
 
 
 def plan_splits(plan: Any) -> bool:
-    """Whether a plan's convolutions are worth splitting over vkml's intra-op threads: one big
-    enough for two chunks (ops/conv.py SPLIT_MACS), and convolutions at least half of its GEMM
-    work, since its MatMuls/Gemms get one BLAS thread while it runs (a ViT's patch embedding
-    alone must not leave its transformer's GEMMs single-threaded). Unknown sizes count as big."""
-    from ..ops.conv import SPLIT_MACS
-
+    """Whether a plan's GEMM work is worth splitting over vkml's intra-op threads: a Conv, or a
+    MatMul by a 2-D matrix, big enough for two chunks (ops/_parallel.py SPLIT_MACS), and such
+    ops at least half of its GEMM work, since the rest (Gemm, batched MatMuls) gets one BLAS
+    thread while it runs. Unknown sizes count as big."""
     values = plan.graph.values
-    conv = other = 0.0
+    split = other = 0.0
     big = False
     for st in plan.steps:
         node = st.node
-        if node.op_type in ("Conv", "QLinearConv"):
-            macs = _gemm_macs(node, values) if node.op_type == "Conv" else None
-            macs = 2 * SPLIT_MACS if macs is None else macs
-            big = big or macs >= 2 * SPLIT_MACS
-            conv += macs
-        elif "Conv" in node.op_type or node.op_type in _GEMM_OPS:
-            macs = _gemm_macs(node, values)
-            other += 2 * SPLIT_MACS if macs is None else macs
-    return big and conv >= other
+        if not ("Conv" in node.op_type or node.op_type in _GEMM_OPS):
+            continue
+        macs = _gemm_macs(node, values) if node.op_type != "QLinearConv" else None
+        macs = 2 * _parallel.SPLIT_MACS if macs is None else macs
+        w = values.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if node.op_type in ("Conv", "QLinearConv") or (
+                node.op_type == "MatMul" and getattr(w, "shape", None) is not None and len(w.shape) == 2):
+            big = big or macs >= 2 * _parallel.SPLIT_MACS
+            split += macs
+        else:
+            other += macs
+    return big and split >= other
 
 
 def usable_cores() -> int:
