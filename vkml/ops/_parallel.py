@@ -3,13 +3,14 @@
 OpenBLAS's threads serve one GEMM at a time: called from several threads at once its threaded
 GEMMs wait for each other, so n concurrent CPU runs each get BLAS threads / n² and most cores
 idle (resnet18 at 4 threads on 16 cores: 1.96x one thread's runs). A big convolution instead
-splits its output positions into chunks, each filling its own column matrix (the native loop,
-without the GIL) and multiplying it into its slice of the output (NumPy's matmul drops the GIL
-in BLAS), on this module's workers with BLAS at one thread: n runs in flight share the cores as
-cores // n chunks each.
+splits into chunks of output rows (or channels), a MatMul by a 2-D weight into chunks of rows,
+each chunk one native call without the GIL (ops/_windowed.pyx conv_chunk: its columns, NumPy's
+own cblas GEMM, the bias), on this module's workers with BLAS at one thread: n runs in flight
+share the cores as cores // n chunks each.
 
 The runtime says how wide an op may go (`set_width`, vkml/runtime/blas.py, from the runs in
-flight); ops read `width()` when they run. 1 (the default) means no splitting.
+flight) and where BLAS's GEMM is (`set_gemm`); ops read `width()` and `gemm()` when they run.
+A width of 1 (the default) means no splitting.
 """
 from __future__ import annotations
 
