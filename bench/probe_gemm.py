@@ -58,12 +58,15 @@ def probe(bm, device: str, runs: int, kernel: bool = False, warm_s: float = 0.0)
         dev = vk.device(int(device.split(":")[1]))
         n, dt = bm.meta["n"], np.dtype(bm.meta["dtype"])
 
+        def kernel_case() -> dict:
+            return gemm_kernel.run_case(dev, n, dt, 10, 5)
+
         def run_kernel(mode: str) -> None:
-            r = gemm_kernel.run_case(dev, n, dt, 10, 5)
+            r = kernel_case()
             rows.append({**base, "mode": mode, "runs": r["outer"], "gpu_s": r["gpu_s"], "tflops": r["tflops"],
                          "path": r["path"]})
 
-        _heat(lambda: gemm_kernel.run_case(dev, n, dt, 10, 5), warm_s)
+        _heat(kernel_case, warm_s)
         run_kernel("kernel before")
     sess = vkml.InferenceSession(bm.proto.SerializeToString(), devices=[device])
     feed = dict(bm.feed)
@@ -87,7 +90,7 @@ def probe(bm, device: str, runs: int, kernel: bool = False, warm_s: float = 0.0)
     del sess
     if run_kernel is not None:
         run_kernel("kernel after profile")
-        _heat(lambda: gemm_kernel.run_case(dev, n, dt, 10, 5), warm_s)
+        _heat(kernel_case, warm_s)
         run_kernel("kernel after")
     return rows
 

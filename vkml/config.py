@@ -204,12 +204,13 @@ _setting("VKML_CPU_SPLIT", "1", "on/off", """
     cores divided by the BLAS-calling threads of the runs in flight, with BLAS at one thread
     meanwhile. OpenBLAS's own threads serve one GEMM at a time, so concurrent runs left most
     cores idle. Only plans whose split ops are at least half their GEMM work split (their Gemms
-    and batched MatMuls get one BLAS thread meanwhile). Applies under VKML_CPU_BLAS_THREADS=auto; 0 keeps BLAS's threads for every GEMM.
-    Read when the limiter is first made.""")
+    and batched MatMuls get one BLAS thread meanwhile). Applies under VKML_CPU_BLAS_THREADS=auto;
+    0 keeps BLAS's threads for every GEMM. Read when the limiter is first made.""")
 
 
 def cpu_split() -> bool:
-    """Whether CPU runs split big convolutions over vkml's intra-op threads (VKML_CPU_SPLIT)."""
+    """Whether CPU runs split big convolutions and weight MatMuls over vkml's intra-op threads
+    (VKML_CPU_SPLIT)."""
     return parse_switch(_raw("VKML_CPU_SPLIT"), True)
 
 

@@ -235,8 +235,9 @@ class InferenceSession:
             n = int(so.intra_op_num_threads or 0)
             # intra_op_num_threads: BLAS's threads while this session's runs are in flight
             self._blas = blas.Limiter(blas.find_blas(), n) if n > 0 else blas.limiter()
-            # Big convolutions split over vkml's intra-op threads (ops/_parallel.py); such a plan
-            # runs its steps in order, each using the cores its run may have.
+            # Big convolutions and weight MatMuls split over vkml's intra-op threads
+            # (ops/_parallel.py); such a plan runs its steps in order, each using the cores its run
+            # may have.
             self._blas_split = self._blas.split and blas.plan_splits(self._plan)
             self._parallel = (None if self._blas_split and executor == "auto"
                               else _choose_executor(self._plan, executor))

@@ -19,6 +19,8 @@ import queue
 import threading
 from typing import Callable
 
+import numpy as np
+
 # A chunk of a split op does at least this many multiply-adds (~0.3 ms on one core): smaller ones
 # cost more in hand-offs than the cores give back (H200 host, resnet18 on the CPU device from 1 / 2
 # threads: 39.5-39.9 / 75.5 runs/s with 2^24, 33.4-38.4 / 64.6-68.4 with 2^22; 4 threads alike,
@@ -55,8 +57,6 @@ def gemm(dtype) -> tuple[int, bool] | None:
     g = _gemm
     if g is None:
         return None
-    import numpy as np
-
     dt = np.dtype(dtype)
     if dt == np.float32:
         return g[0], g[2]

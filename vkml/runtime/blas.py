@@ -210,8 +210,8 @@ class Limiter:
         self.policy = policy
         # Whether runs that ask for it split their big convolutions over vkml's intra-op threads
         # (ops/_parallel.py) instead of BLAS's: only under auto, where vkml owns the threads.
-        self.split = (policy == "auto" and config.cpu_split()) if split is None else bool(split)
-        self.split = self.split and self.blas is not None and getattr(self.blas, "gemm", None) is not None
+        wanted = (policy == "auto" and config.cpu_split()) if split is None else bool(split)
+        self.split = wanted and self.blas is not None and self.blas.gemm is not None
         if self.split:
             _parallel.set_gemm(*self.blas.gemm)
         self.cores = usable_cores() if cores is None else int(cores)
@@ -233,9 +233,14 @@ class Limiter:
             return max(1, self._saved // self._runs ** 2)
         return int(self.policy)
 
+    def _intra_width(self) -> int:
+        """The intra-op threads one op of a run may use now: the cores shared by the BLAS-calling
+        threads in flight while splitting runs are among them, else 1."""
+        return max(1, self.cores // max(1, self._width)) if self._split else 1
+
     def _apply(self, now: float) -> None:
         if self._split:
-            _parallel.set_width(max(1, self.cores // max(1, self._width)))
+            _parallel.set_width(self._intra_width())
         cap = self._cap()
         if cap == self._current:
             self._needed = now
@@ -280,7 +285,7 @@ class Limiter:
                 return
             # The runs left may use the cores the one that ended had (no hold: the width costs
             # nothing to change, unlike BLAS's thread count).
-            _parallel.set_width(max(1, self.cores // self._width) if self._split else 1)
+            _parallel.set_width(self._intra_width())
             cap = self._cap()
             if cap < self._current:  # (the last big run left: the small ones get one thread)
                 blas.set(cap)
