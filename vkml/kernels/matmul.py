@@ -107,6 +107,13 @@ NARROW = Tiling(32, 64, 16, 4, 4)
 NARROW_MIN_SAVING = 0.1
 BIG_MIN_BLOCKS = 264   # two waves of 64x128 blocks on a 132-SM GPU
 BIG_MIN_K = 1024
+# ... and every GEMM with K of at least BIG_LONG_K, however few its blocks: split K still gives
+# them a GPU's worth of workgroups, each walking enough K for the 8x8 tile to pay. H200, 3
+# interleaved rounds (bench/results/checks/h200-2026-12-02-big-long-k.jsonl): the MLP's 64 x 4096
+# x 4096 layers (32 blocks, 8 splits) 1055 -> 815 us host->host for 8 layers, BERT-base, GPT-2
+# small, ViT-B/16, ResNet-50 and resnet18 within 0.4% (none has K >= 4096); from K = 1024 or 2048
+# instead, BERT-base (K = 3072) lost 2.2%, GPT-2 3.9%, ResNet-50 1.6-4.5%.
+BIG_LONG_K = 4096
 
 
 def _fits(t: Tiling, device) -> bool:
@@ -124,7 +131,7 @@ def _forced_tiling() -> Tiling | None:
 
 def choose_tiling(device, m: int, n: int, batch: int, k: int = 0, narrow: bool = True) -> Tiling:
     """64x64 blocks (split K gives them parallelism when there are few), 64x128 8x8 only for
-    big GEMMs with a long K (`k`; 0 never takes them), 32x32 when M or N is at most 32 and a
+    big GEMMs with a long K and for any with a very long K (`k`; 0 never takes them), 32x32 when M or N is at most 32 and a
     64-wide block would be mostly empty, 32x64 where 64-row blocks would pad M much more
     (NARROW_MIN_SAVING) unless `narrow` is off (convolutions: MobileNetV2's 96- and 144-channel
     pointwise convolutions lost 3-5% on 32-row blocks, bench/results/narrow_ab-h200-2026-11-28.jsonl)."""
@@ -134,7 +141,7 @@ def choose_tiling(device, m: int, n: int, batch: int, k: int = 0, narrow: bool =
         return forced
     if k >= BIG_MIN_K:
         for t in BIG:
-            if _fits(t, device) and t.blocks(m, n, batch) >= BIG_MIN_BLOCKS:
+            if _fits(t, device) and (k >= BIG_LONG_K or t.blocks(m, n, batch) >= BIG_MIN_BLOCKS):
                 return t
     if _fits(MEDIUM, device) and min(m, n) > SMALL.bm:
         padded = -(-m // MEDIUM.bm) * MEDIUM.bm - -(-m // NARROW.bm) * NARROW.bm
