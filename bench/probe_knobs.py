@@ -8,7 +8,8 @@ stdout and in --out. Issue #12: which split-K and tiling choices suit batch-1 CN
         [--variant NAME=module.ATTR:VALUE[;module.ATTR:VALUE...]]... [--rounds 3] [--runs 100]
         [--out FILE]
   module is a vkml.kernels submodule (gemm, matmul, conv) or compile.X; VALUE a Python expression of
-  literals and Tiling(bm,bn,bk,tm,tn). Models: the bench's builders, tv:NAME (torchvision),
+  literals, Tiling(bm,bn,bk,tm,tn) and CoopTiling(bm,bn,bk,wm,wn[,stages]). Models: the bench's builders
+  (mlp_f16: the MLP in float16), tv:NAME (torchvision),
   tt:NAME (vkml.benchmarks.models.torch_transformer: bert_base, gpt2_small, vit_b_16), each with
   an optional :BATCH (default 1). Without
   --variant: the split-K and tiling set below (DEFAULT).
@@ -48,6 +49,10 @@ def model(name: str, batch: int = 1):
         if bm is None:
             raise SystemExit(why)
         return bm
+    if name == "mlp_f16":
+        import numpy as np
+
+        return M.mlp(batch, dtype=np.float16)
     return getattr(M, name)(batch)
 
 
@@ -60,6 +65,7 @@ def model_spec(spec: str) -> tuple[str, int]:
 
 def _parse(spec: str) -> tuple[str, list[tuple[object, str, object]]]:
     from vkml.kernels.matmul import Tiling
+    from vkml.kernels.matmul_coop import CoopTiling
 
     name, _, rest = spec.partition("=")
     sets = []
@@ -67,7 +73,8 @@ def _parse(spec: str) -> tuple[str, list[tuple[object, str, object]]]:
         target, _, value = part.partition(":")
         mod, _, attr = target.rpartition(".")
         module = importlib.import_module(f"vkml.{mod}" if mod.startswith("compile.") else f"vkml.kernels.{mod}")
-        v = eval(compile(ast.parse(value, mode="eval"), "<variant>", "eval"), {"__builtins__": {}, "Tiling": Tiling})
+        v = eval(compile(ast.parse(value, mode="eval"), "<variant>", "eval"), {"__builtins__": {}, "Tiling": Tiling,
+                                                                              "CoopTiling": CoopTiling})
         if not hasattr(module, attr):
             raise SystemExit(f"{module.__name__} has no {attr}")
         sets.append((module, attr, v))

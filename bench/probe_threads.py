@@ -12,7 +12,8 @@ short profiled pass at the same thread count.
 
 --env: variants, each a child process with those variables set (e.g. "nospin:VKML_HANDOFF_SPIN_US=0";
 PROBE_SHORTCUT=0: session runs without the C shortcut, runtime/_fastrun.pyx Shortcut; PROBE_MAX_SLOTS=N:
-the session's max_slots, else the most threads of a row); every row
+the session's max_slots, else the most threads of a row; PROBE_SETS=module.ATTR:VALUE[;...]: kernel
+constants set for the whole child, as bench/probe_knobs.py --variant sets them); every row
 names its variant; --rounds repeats the variants interleaved (A B A B).
 """
 from __future__ import annotations
@@ -36,6 +37,11 @@ def _one(model: str, threads: list[int], seconds: float, direct: bool = True) ->
     from vkml.benchmarks import models as M
     from vkml.benchmarks import timing
 
+    if os.environ.get("PROBE_SETS"):  # kernel constants, for every slot this child records
+        sys.path.insert(0, os.path.dirname(HERE))
+        from bench.probe_knobs import _Applied, _parse
+
+        _Applied(_parse("sets=" + os.environ["PROBE_SETS"])[1]).__enter__()
     if os.environ.get("PROBE_SHORTCUT") == "0":  # the session's runs without _fastrun.Shortcut
         from vkml.runtime.gpurun import ConcretePlan
 
@@ -145,9 +151,9 @@ def _variant(spec: str) -> tuple[str, dict]:
     env = {}
     for item in filter(None, sets.split(",")):
         k, eq, v = item.partition("=")
-        if not eq or not (k.startswith("VKML_") or k in ("PROBE_SHORTCUT", "PROBE_MAX_SLOTS")):
+        if not eq or not (k.startswith("VKML_") or k in ("PROBE_SHORTCUT", "PROBE_MAX_SLOTS", "PROBE_SETS")):
             raise SystemExit(f"--env {spec!r}: expected NAME:VKML_VAR=VALUE[,...] (or PROBE_SHORTCUT=0, "
-                             f"PROBE_MAX_SLOTS=N)")
+                             f"PROBE_MAX_SLOTS=N, PROBE_SETS=module.ATTR:VALUE[;...])")
         env[k] = v
     return label or "default", env
 
