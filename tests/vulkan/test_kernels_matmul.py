@@ -468,18 +468,20 @@ def test_narrow_blocks_where_64_rows_pad_m(dev):
 
 
 def test_big_blocks_for_a_very_long_k(dev):
-    """64x128 8x8 blocks (matmul.BIG, the unrolled build) for GEMMs with K >= BIG_LONG_K however
-    few their blocks (an MLP's 64 x 4096 x 4096 layers), split K filling the GPU; below that the
-    block count decides as before (BERT's K = 3072 stays on 64x64). A skinny product on them,
-    split 32 ways, matches NumPy."""
+    """64x128 8x8 blocks (matmul.BIG, the unrolled build) for GEMMs with K >= BIG_LONG_K and at
+    least a block's rows however few their blocks (an MLP's 64 x 4096 x 4096 layers), split K
+    filling the GPU; below that the block count decides as before (BERT's K = 3072 stays on
+    64x64, and so does a one-row product). A skinny product on them, split 32 ways, matches NumPy."""
     big = mm.BIG[0]
     assert mm.choose_tiling(dev, 64, 4096, 1, 4096) == big
+    assert mm.choose_tiling(dev, 1, 512, 1, 6272) == mm.SMALL  # (a 64-row block: 63 rows idle)
     assert mm.choose_tiling(dev, 128, 768, 1, 3072) == mm.MEDIUM
     assert mm.choose_tiling(dev, 4096, 4096, 1, 1024) == big  # (enough blocks)
     from vkml.runtime.testing import run_ops
 
     rng = np.random.default_rng(6)
-    a, b = _arr(rng, (48, 4096), "float32"), _arr(rng, (4096, 200), "float32")
-    assert gemm.split_k(big.blocks(48, 200, 1), 4096, big.bk, 4, 1 << 30)[0] > 1
+    a, b = _arr(rng, (64, 4096), "float32"), _arr(rng, (4096, 200), "float32")
+    assert mm.choose_tiling(dev, 64, 200, 1, 4096) == big
+    assert gemm.split_k(big.blocks(64, 200, 1), 4096, big.bk, 4, 1 << 30)[0] > 1
     got = run_ops(dev, [("MatMul", {}, ["a", "b"], ["y"])], {"a": a, "b": b})["y"]
     assert_close(got, cpu("MatMul", {}, a, b), _abs_product(a, b))

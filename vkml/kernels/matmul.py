@@ -107,8 +107,9 @@ NARROW = Tiling(32, 64, 16, 4, 4)
 NARROW_MIN_SAVING = 0.1
 BIG_MIN_BLOCKS = 264   # two waves of 64x128 blocks on a 132-SM GPU
 BIG_MIN_K = 1024
-# ... and every GEMM with K of at least BIG_LONG_K, however few its blocks: split K still gives
-# them a GPU's worth of workgroups, each walking enough K for the 8x8 tile to pay. H200, 3
+# ... and every GEMM with K of at least BIG_LONG_K and rows to fill a block, however few its
+# blocks: split K still gives them a GPU's worth of workgroups, each walking enough K for the
+# 8x8 tile to pay (products of fewer rows keep the blocks they had: not measured). H200, 3
 # interleaved rounds (bench/results/checks/h200-2026-12-02-big-long-k.jsonl): the MLP's 64 x 4096
 # x 4096 layers (32 blocks, 8 splits) 1055 -> 815 us host->host for 8 layers, BERT-base, GPT-2
 # small, ViT-B/16, ResNet-50 and resnet18 within 0.4% (none has K >= 4096); from K = 1024 or 2048
@@ -141,7 +142,7 @@ def choose_tiling(device, m: int, n: int, batch: int, k: int = 0, narrow: bool =
         return forced
     if k >= BIG_MIN_K:
         for t in BIG:
-            if _fits(t, device) and (k >= BIG_LONG_K or t.blocks(m, n, batch) >= BIG_MIN_BLOCKS):
+            if _fits(t, device) and ((k >= BIG_LONG_K and m >= t.bm) or t.blocks(m, n, batch) >= BIG_MIN_BLOCKS):
                 return t
     if _fits(MEDIUM, device) and min(m, n) > SMALL.bm:
         padded = -(-m // MEDIUM.bm) * MEDIUM.bm - -(-m // NARROW.bm) * NARROW.bm
