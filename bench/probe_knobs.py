@@ -6,7 +6,7 @@ stdout and in --out. Issue #12: which split-K and tiling choices suit batch-1 CN
 
     python bench/probe_knobs.py [--models resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0,resnet18:32]
         [--variant NAME=module.ATTR:VALUE[;module.ATTR:VALUE...]]... [--rounds 3] [--runs 100]
-        [--out FILE]
+        [--out FILE] [--warm SECONDS]
   module is a vkml.kernels submodule (gemm, matmul, conv) or compile.X; VALUE a Python expression of
   literals, Tiling(bm,bn,bk,tm,tn) and CoopTiling(bm,bn,bk,wm,wn[,stages]). Models: the bench's builders
   (mlp_f16: the MLP in float16), tv:NAME (torchvision),
@@ -130,9 +130,12 @@ def main(argv=None) -> int:
     ap.add_argument("--nodes", action="store_true", help="the profile's GPU time per node too (node_us)")
     ap.add_argument("--device", default="vulkan:0")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--warm", type=float, default=0.5,
+                    help="seconds of untimed runs before each session's timed runs in every round (the GPU's clocks up)")
     a = ap.parse_args(argv)
 
     import vkml
+    from vkml.benchmarks.gpu_busy import GpuBusy
     from vkml.benchmarks.timing import interleaved
 
     variants = [_parse(v) for v in (a.variant or DEFAULT)]
@@ -150,15 +153,17 @@ def main(argv=None) -> int:
                 s.run(None, feed)
                 build_s[label] = time.perf_counter() - t0
             sessions[label] = s
-        times = interleaved({label: (lambda s=s: s.run(None, feed)) for label, s in sessions.items()},
-                            a.rounds, a.runs)
+        with GpuBusy() as busy:  # (the SM clock the rounds ran at: NVIDIA's governor may hold it low)
+            times = interleaved({label: (lambda s=s: s.run(None, feed)) for label, s in sessions.items()},
+                                a.rounds, a.runs, a.warm)
         for label, sets in variants:
             row = {"probe": "knobs", "model": name, "variant": label,
                    "sets": {f"{m.__name__.removeprefix('vkml.kernels.').removeprefix('vkml.')}.{at}": repr(v)
                             for m, at, v in sets},
                    "host_median_us_per_round": [round(t * 1e6, 1) for t in times[label]],
                    "host_median_us": round(statistics.median(times[label]) * 1e6, 1),
-                   "runs": a.rounds * a.runs, "build_s": round(build_s[label], 3), "device": dev_name}
+                   "runs": a.rounds * a.runs, "build_s": round(build_s[label], 3), "device": dev_name,
+                   "sm_clock_mhz": busy.sm_clock, "sm_clock_min_mhz": busy.sm_clock_min}
             if a.profile_runs:
                 with _Applied(sets):
                     row.update(profile_fields(proto, feed, a.device, a.profile_runs, a.nodes))
