@@ -133,9 +133,10 @@ def _forced_tiling() -> Tiling | None:
 def choose_tiling(device, m: int, n: int, batch: int, k: int = 0, narrow: bool = True) -> Tiling:
     """64x64 blocks (split K gives them parallelism when there are few), 64x128 8x8 only for
     big GEMMs with a long K and for those of at least a block's rows with a very long K (`k`; 0
-    never takes them), 32x32 when M or N is at most 32 and a 64-wide block would be mostly empty, 32x64 where 64-row blocks would pad M much more
-    (NARROW_MIN_SAVING) unless `narrow` is off (convolutions: MobileNetV2's 96- and 144-channel
-    pointwise convolutions lost 3-5% on 32-row blocks, bench/results/narrow_ab-h200-2026-11-28.jsonl)."""
+    never takes them), 32x32 when M or N is at most 32 and a 64-wide block would be mostly
+    empty, 32x64 where 64-row blocks would pad M much more (NARROW_MIN_SAVING) unless `narrow`
+    is off (convolutions: MobileNetV2's 96- and 144-channel pointwise convolutions lost 3-5% on
+    32-row blocks, bench/results/narrow_ab-h200-2026-11-28.jsonl)."""
     forced = _forced_tiling()
     if forced is not None:
         forced.validate(device)
