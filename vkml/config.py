@@ -214,6 +214,18 @@ def cpu_split() -> bool:
     return parse_switch(_raw("VKML_CPU_SPLIT"), True)
 
 
+_setting("VKML_CPU_NATIVE", "1", "on/off", """
+    A CPU session whose GEMMs are all small runs each input signature, from its second run, as
+    one native program without the GIL (vkml/runtime/cpuprog.py): when every step is one the
+    program knows and every tensor float32. 0 keeps every run in Python. Read when a session is
+    made.""")
+
+
+def cpu_native() -> bool:
+    """Whether small CPU plans run as native programs (VKML_CPU_NATIVE)."""
+    return parse_switch(_raw("VKML_CPU_NATIVE"), True)
+
+
 _setting("VKML_CPU_RUNS", "auto", "auto/off/count", """
     How many run() calls of one CPU session execute at once; the others wait (without the GIL)
     until one ends. auto: 1 for a plan whose GEMMs are all small (blas.plan_is_big): such a run

@@ -153,12 +153,13 @@ def _seen_during_runs(monkeypatch, found, sess, k: int, threads: int) -> list[in
     return seen
 
 
-def test_runs_in_flight_cap_blas_threads(monkeypatch, real_blas):
+def test_runs_in_flight_cap_blas_threads(monkeypatch, vkml_env, real_blas):
     k = 4096  # 16M multiply-adds: a GEMM worth two threads
     sess = vkml.InferenceSession(matmul_model(k), devices=["cpu"], executor="sequential")
     assert _seen_during_runs(monkeypatch, real_blas, sess, k, 1) == [2]
     assert _seen_during_runs(monkeypatch, real_blas, sess, k, 2) == [1, 1]  # was [2, 2]: oversubscribed
     assert real_blas.get() == 2
+    vkml_env(VKML_CPU_NATIVE="0")  # (run_plan, watched here: a native program's runs skip it)
     small = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
     assert _seen_during_runs(monkeypatch, real_blas, small, 64, 1) == [1]
     assert real_blas.get() == 2
@@ -203,8 +204,9 @@ def _most_in_flight(monkeypatch, sess, k: int, threads: int) -> int:
 
 def test_small_gemm_runs_go_one_at_a_time(monkeypatch, vkml_env, real_blas):
     """A session of small GEMMs lets one run in at a time (VKML_CPU_RUNS=auto); big GEMMs overlap,
-    and VKML_CPU_RUNS=off lifts the gate."""
-    vkml_env(VKML_CPU_RUNS=None)
+    and VKML_CPU_RUNS=off lifts the gate. (The Python path's gate: native programs, which need
+    none, are off here; tests/unit/test_cpu_native.py has theirs.)"""
+    vkml_env(VKML_CPU_RUNS=None, VKML_CPU_NATIVE="0")
     small = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
     assert _most_in_flight(monkeypatch, small, 64, 4) == 1
     big = vkml.InferenceSession(matmul_model(4096), devices=["cpu"], executor="sequential")

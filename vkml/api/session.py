@@ -248,6 +248,10 @@ class InferenceSession:
             # Runs of this session that execute at once (VKML_CPU_RUNS); the rest wait without the GIL.
             self._cpu_runs = _cpu_runs(self._blas_big)
             self._gate = RunGate(self._cpu_runs) if self._cpu_runs else None
+            # A plan of small GEMMs runs each input signature in C from its second run
+            # (runtime/cpuprog.py): one GIL release per run, so its runs need no gate.
+            self._native = _native_programs(self._plan)
+            self._native_inputs = [n for n, _ in self._plan.input_slots]
 
     # ------------------------------------------------------------ description
     def get_inputs(self) -> list[NodeArg]:
@@ -451,20 +455,36 @@ class InferenceSession:
                     f"method (a CPU-only session works in a forked child)")
             outs = self._gpu.run(feeds, output_device, sig)
         else:
+            key = sig
             if any(isinstance(v, Tensor) for v in feeds.values()):
                 feeds = {k: v._host() if isinstance(v, Tensor) else v for k, v in feeds.items()}
+                key = None
             lim, width, big, split, gate = self._blas, self._blas_width, self._blas_big, self._blas_split, self._gate
-            if gate is not None:
-                gate.acquire()
-            try:
-                lim.enter(width, big, split)
+            native = self._native
+            if native is not None and key is None:  # (the checked feeds: C-contiguous host arrays)
+                key = signature(feeds)
+            prog = native.get(key) if native is not None and key is not None else None
+            if prog is not None:  # (its GEMMs are all small: one BLAS thread, no split)
+                lim.enter(1, False, False)
                 try:
-                    outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
+                    outs = prog.run([feeds[n] for n in self._native_inputs])
                 finally:
-                    lim.exit(width, big, split)
-            finally:
+                    lim.exit(1, False, False)
+            else:
                 if gate is not None:
-                    gate.release()
+                    gate.acquire()
+                try:
+                    lim.enter(width, big, split)
+                    try:
+                        if native is not None and key is not None and not native.known(key):
+                            outs = native.first(key, feeds)  # run_plan, noting shapes for the program
+                        else:
+                            outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
+                    finally:
+                        lim.exit(width, big, split)
+                finally:
+                    if gate is not None:
+                        gate.release()
             if output_device is not None:
                 outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]
@@ -624,6 +644,21 @@ def _cpu_runs(big: bool) -> int | None:
     if policy == "auto":
         return None if big else 1
     return policy
+
+
+def _native_programs(plan: Plan):
+    """The session's native programs (runtime/cpuprog.Programs), or None: for plans with no GEMM
+    known to be big (a big one is split over vkml's threads instead; those of symbolic size are
+    judged per input signature), under VKML_CPU_NATIVE, where NumPy's BLAS gives vkml its
+    cblas_sgemm."""
+    if not config.cpu_native() or not plan.steps or blas.plan_is_big(plan, unknown=False):
+        return None
+    from ..runtime import cpuprog
+
+    found = blas.find_blas()
+    if cpuprog._cpuprog is None or found is None or found.gemm is None:
+        return None
+    return cpuprog.Programs(plan, (found.gemm[0], found.gemm[2]))
 
 
 def _blas_width(parallel: ParallelPlan | None) -> int:

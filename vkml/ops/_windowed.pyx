@@ -21,11 +21,6 @@ ctypedef fused maxable:
     unsigned char
 
 
-cdef struct Geom:
-    Py_ssize_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl
-    Py_ssize_t j_lo, j_hi  # output columns whose every tap lies inside the plane
-
-
 cdef int _geom(Geom *g, Py_ssize_t h, Py_ssize_t w, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh,
                Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t pt,
                Py_ssize_t pl) except -1:
@@ -342,7 +337,7 @@ def columns(const real[:, :, ::1] src, real[:, ::1] cols, Py_ssize_t kh, Py_ssiz
 # NumPy's own OpenBLAS, called without the GIL: the runtime finds cblas_sgemm/dgemm in the
 # library NumPy loaded (vkml/runtime/blas.py) and hands their addresses over (ops/_parallel.py),
 # so a chunk of a split convolution is one call that holds the GIL only to start.
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int64_t
 
 ctypedef void (*sgemm32_t)(int, int, int, int, int, int, float, const float *, int, const float *, int,
                            float, float *, int) noexcept nogil
@@ -356,11 +351,6 @@ ctypedef void (*dgemm64_t)(int, int, int, int64_t, int64_t, int64_t, double, con
 cdef enum:
     ROW_MAJOR = 101
     NO_TRANS = 111
-
-
-cdef struct Gemm:
-    uintptr_t fn
-    bint ilp64
 
 
 cdef void _gemm(const Gemm *g, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const real *a, Py_ssize_t lda,
@@ -460,3 +450,23 @@ def conv_chunk(const real[:, :, ::1] src, const real[:, :, ::1] wm, real[:, :, :
                 _gemm(&g, mg, pc, kdim, &wm[gi, 0, 0], kdim, &scratch[0, 0], scratch.shape[1], c, npos)
                 if bias.shape[0]:
                     _add_bias(c, npos, mg, pc, &bias[gi * mg])
+
+
+# ------------------------------------------------------------------------------------ float32 entry points
+# Declared in _windowed.pxd for other extensions (a fused function cannot be cimported).
+cdef void columns_f32(const float *src, float *cols, const Geom *g, Py_ssize_t r0, Py_ssize_t r1,
+                      Py_ssize_t ld) noexcept nogil:
+    _columns_plane(src, cols, g, r0, r1, ld)
+
+
+cdef void max_plane_f32(const float *src, float *out, const Geom *g, float lowest) noexcept nogil:
+    _max_plane(src, out, g, lowest)
+
+
+cdef void dot_plane_f32(const float *src, const float *wt, float b, float *out, const Geom *g) noexcept nogil:
+    _dot_plane(src, wt, b, out, g)
+
+
+cdef void gemm_f32(const Gemm *g, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const float *a, Py_ssize_t lda,
+                   const float *b, Py_ssize_t ldb, float *c, Py_ssize_t ldc) noexcept nogil:
+    _gemm(g, m, n, k, a, lda, b, ldb, c, ldc)

@@ -200,18 +200,24 @@ class AveragePool(_SumPool):
             raise self.fail(f"AveragePool takes floating tensors, got {x.dtype}")
         w = self._window(x)
         acc = self._sum(x, w, None)
-        include = bool(getattr(self, "count_include_pad", 0))
-        count = np.ones((), np.float64)
-        for i, size in enumerate(x.shape[2:]):
-            count = np.multiply.outer(count, _tap_counts(size, w, i, include))
         # Windows wholly in padding give 0; one multiply by the reciprocal counts, or by a scalar
         # where every window counts the same.
-        inv = (1.0 / np.maximum(count, 1)).astype(acc.dtype)
+        inv = average_divisors(self, x.shape, w).astype(acc.dtype)
         if inv.size and np.all(inv == inv.flat[0]):
             acc *= inv.flat[0]
         else:
             acc *= inv
         return (narrow(acc, x.dtype),)
+
+
+def average_divisors(op: AveragePool, shape: tuple[int, ...], w: Window) -> np.ndarray:
+    """1 / (the taps each output window averages), over the output's spatial dims (float64);
+    also what the native CPU programs multiply by (vkml/runtime/cpuprog.py)."""
+    include = bool(getattr(op, "count_include_pad", 0))
+    count = np.ones((), np.float64)
+    for i, size in enumerate(shape[2:]):
+        count = np.multiply.outer(count, _tap_counts(size, w, i, include))
+    return 1.0 / np.maximum(count, 1)
 
 
 @register

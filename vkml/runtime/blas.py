@@ -135,19 +135,27 @@ def _gemm_macs(node, values: Any) -> float | None:
     return math.prod(out) * k
 
 
-def plan_is_big(plan: Any) -> bool:
-    """Whether a plan has a GEMM (Conv, MatMul, Gemm) of BIG_GEMM_MACS or more, or one whose
-    size is unknown before it runs (symbolic shapes): only those runs get more than one BLAS thread."""
+def plan_is_big(plan: Any, unknown: bool = True) -> bool:
+    """Whether a plan has a GEMM (Conv, MatMul, Gemm) of BIG_GEMM_MACS or more, or (`unknown`)
+    one whose size is unknown before it runs (symbolic shapes): only those runs get more than one
+    BLAS thread."""
     if plan.graph.subgraphs():
         return True  # If/Loop/Scan bodies are planned apart: assume the worst
-    values = plan.graph.values
     for st in plan.steps:
-        node = st.node
-        if "Conv" in node.op_type or node.op_type in _GEMM_OPS:
-            macs = _gemm_macs(node, values)
-            if macs is None or macs >= BIG_GEMM_MACS:
-                return True
+        macs = gemm_macs(st.node, plan.graph.values)
+        if macs is not None and macs >= BIG_GEMM_MACS or macs is None and unknown and is_gemm(st.node):
+            return True
     return False
+
+
+def is_gemm(node) -> bool:
+    return "Conv" in node.op_type or node.op_type in _GEMM_OPS
+
+
+def gemm_macs(node, values: Any) -> float | None:
+    """Multiply-adds of a GEMM-like node (Conv, MatMul, Gemm) from the static shapes in `values`
+    (TensorDescs, or anything with a shape); None for other nodes and unknown shapes."""
+    return _gemm_macs(node, values) if is_gemm(node) else None
 
 
 def plan_splits(plan: Any) -> bool:

@@ -1,0 +1,259 @@
+"""Native CPU programs (vkml/runtime/cpuprog.py, _cpuprog.pyx): a small float32 plan's runs in C.
+
+Every case checks that the program was made (a run that quietly stayed in Python would pass
+anything) and compares with onnxruntime, the oracle (onnx.reference's pools fail on some pads). Tolerance: rtol 1e-4, atol 1e-5 (float32;
+the columns and cblas_sgemm sum in another order than the reference's NumPy).
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import vkml
+from vkml.api.feeds import signature
+from vkml.runtime import blas, cpuprog
+
+RTOL, ATOL = 1e-4, 1e-5
+DIGITS = Path(vkml.__file__).parent / "data" / "digits_cnn.onnx"
+
+pytestmark = pytest.mark.skipif(cpuprog._cpuprog is None or blas.find_blas() is None
+                                or blas.find_blas().gemm is None,
+                                reason="needs the _cpuprog extension and NumPy's OpenBLAS")
+
+
+def _native(sess, feed) -> object:
+    native = sess._native
+    return None if native is None else native.get(signature(feed))
+
+
+def _check(model: onnx.ModelProto, feed: dict, native: bool = True) -> list[np.ndarray]:
+    """Two runs of a CPU session (the trace, then the program) against onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+    first = sess.run(None, feed)
+    assert (_native(sess, feed) is not None) == native
+    got = sess.run(None, feed)
+    for g, f, w in zip(got, first, want):
+        assert g.dtype == np.float32 and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
+        if native:  # the first run gives the program's bits too
+            np.testing.assert_array_equal(f, g)
+    return got
+
+
+def _model(nodes, inputs, outputs, inits, opset=17):
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in inputs],
+                     [h.make_tensor_value_info(n, T.FLOAT, None) for n in outputs],
+                     [nh.from_array(v, k) for k, v in inits.items()])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+
+
+def test_the_shipped_digits_model_runs_natively():
+    sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
+    arg = sess.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 2 for d in arg.shape]
+    x = {arg.name: np.random.default_rng(0).random(shape, dtype=np.float32)}
+    _check(onnx.load(str(DIGITS)), x)
+
+
+def _out(size, k, s, d, p0, p1, ceil=False):
+    span = (k - 1) * d + 1
+    n = size + p0 + p1 - span
+    return (-(-n // s) if ceil else n // s) + 1
+
+
+@st.composite
+def cnns(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+    n, c = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    hh, ww = draw(st.integers(3, 11)), draw(st.integers(1, 11))
+    group = draw(st.sampled_from([g for g in (1, 2, 3, 4) if c % g == 0]))
+    m = group * draw(st.integers(1, 3))
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pads = [draw(st.integers(0, 2)) for _ in range(4)]
+    oh, ow = _out(hh, kh, sh, dh, pads[0], pads[2]), _out(ww, kw, sw, dw, pads[1], pads[3])
+    assume(oh > 0 and ow > 0)
+    inits = {"w": (rng.standard_normal((m, c // group, kh, kw)) * 0.3).astype(np.float32)}
+    conv_in = ["x", "w"]
+    if draw(st.booleans()):
+        inits["cb"] = rng.standard_normal(m).astype(np.float32)
+        conv_in.append("cb")
+    nodes = [h.make_node("Conv", conv_in, ["c"], kernel_shape=[kh, kw], strides=[sh, sw], dilations=[dh, dw],
+                         pads=pads, group=group)]
+    v, shape = "c", (n, m, oh, ow)
+    # an elementwise op with a broadcast constant
+    op = draw(st.sampled_from(["Add", "Sub", "Mul", "Div", "Max", "Min"]))
+    kshape = draw(st.sampled_from([(m, 1, 1), (1, m, 1, 1), (), (1, 1, 1, ow), shape, (oh, 1)]))
+    k = rng.standard_normal(kshape).astype(np.float32)
+    if op == "Div":
+        k = np.sign(k) * (np.abs(k) + 0.5)
+    inits["k"] = k
+    ins = [v, "k"] if draw(st.booleans()) else ["k", v]
+    if op == "Div":
+        ins = [v, "k"]
+    nodes.append(h.make_node(op, ins, ["e"]))
+    v = "e"
+    act = draw(st.sampled_from(["Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", None]))
+    if act == "Clip":
+        inits["lo"], inits["hi"] = np.float32(-0.5), np.float32(draw(st.sampled_from([0.7, -1.0])))
+        nodes.append(h.make_node("Clip", [v, "lo", "hi"], ["a"]))
+        v = "a"
+    elif act:
+        attrs = {"alpha": 0.3} if act in ("LeakyRelu", "HardSigmoid") else {}
+        nodes.append(h.make_node(act, [v], ["a"], **attrs))
+        v = "a"
+    if draw(st.booleans()):
+        for name in ("s", "b", "mu"):
+            inits[name] = rng.standard_normal(m).astype(np.float32)
+        inits["var"] = (rng.random(m) + 0.1).astype(np.float32)
+        nodes.append(h.make_node("BatchNormalization", [v, "s", "b", "mu", "var"], ["bn"], epsilon=1e-3))
+        v = "bn"
+    pool = draw(st.sampled_from(["MaxPool", "AveragePool", "GlobalAveragePool", None]))
+    if pool == "GlobalAveragePool":
+        nodes.append(h.make_node(pool, [v], ["p"]))
+        v, shape = "p", (n, m, 1, 1)
+    elif pool:
+        pk = [draw(st.integers(1, min(3, oh))), draw(st.integers(1, min(3, ow)))]
+        ceil = draw(st.booleans())
+        # (no pads in ceil mode, and no window that starts past the input: the oracles differ there)
+        pp = [0] * 4 if ceil else [draw(st.integers(0, pk[0] - 1)), draw(st.integers(0, pk[1] - 1))] * 2
+        ps = [draw(st.integers(1, 2)), draw(st.integers(1, 2))]
+        po = (_out(oh, pk[0], ps[0], 1, pp[0], pp[2], ceil), _out(ow, pk[1], ps[1], 1, pp[1], pp[3], ceil))
+        assume((po[0] - 1) * ps[0] < oh and (po[1] - 1) * ps[1] < ow)  # (and none that starts past the input)
+        attrs = dict(kernel_shape=pk, pads=pp, strides=ps, ceil_mode=int(ceil))
+        if pool == "AveragePool":
+            attrs["count_include_pad"] = int(draw(st.booleans()))
+        nodes.append(h.make_node(pool, [v], ["p"], **attrs))
+        shape = (n, m) + po
+        v = "p"
+    feat = int(np.prod(shape[1:]))
+    nodes.append(h.make_node("Flatten", [v], ["f"]))
+    classes = draw(st.integers(1, 5))
+    if draw(st.booleans()):
+        trans = draw(st.booleans())
+        wm = rng.standard_normal((classes, feat) if trans else (feat, classes)).astype(np.float32)
+        inits["g"], inits["gb"] = wm, rng.standard_normal(draw(st.sampled_from([(classes,), (1, classes)]))).astype(np.float32)
+        nodes.append(h.make_node("Gemm", ["f", "g", "gb"], ["y0"], transB=int(trans),
+                                 alpha=draw(st.sampled_from([1.0, 0.5])), beta=draw(st.sampled_from([1.0, 2.0]))))
+    else:
+        inits["g"] = rng.standard_normal((feat, classes)).astype(np.float32)
+        nodes.append(h.make_node("MatMul", ["f", "g"], ["y0"]))
+    out = "y0"
+    if draw(st.booleans()):
+        nodes.append(h.make_node("Softmax", ["y0"], ["y"], axis=-1))
+        out = "y"
+    model = _model(nodes, [("x", [n, c, hh, ww])], [out], inits)
+    feed = {"x": rng.standard_normal((n, c, hh, ww)).astype(np.float32)}
+    return model, feed
+
+
+@settings(max_examples=int(__import__("os").environ.get("VKML_TEST_EXAMPLES", 40)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=cnns())
+def test_random_small_cnns_match_the_reference(case):
+    model, feed = case
+    _check(model, feed)
+
+
+def test_batched_matmul_and_outputs_that_share_storage():
+    """A batched MatMul by a batched input; outputs that are a view of another output, of an
+    input, and a value later steps read: each output is its own array with the right values."""
+    rng = np.random.default_rng(3)
+    nodes = [h.make_node("MatMul", ["a", "b"], ["m"]),
+             h.make_node("Relu", ["m"], ["r"]),
+             h.make_node("Reshape", ["r", "shape"], ["r2"]),
+             h.make_node("Identity", ["a"], ["ia"]),
+             h.make_node("Mul", ["r", "r"], ["sq"])]
+    model = _model(nodes, [("a", [2, 3, 4]), ("b", [2, 4, 5])], ["r", "r2", "ia", "sq", "m"],
+                   {"shape": np.array([2, 15], np.int64)})
+    feed = {"a": rng.standard_normal((2, 3, 4)).astype(np.float32),
+            "b": rng.standard_normal((2, 4, 5)).astype(np.float32)}
+    outs = _check(model, feed)
+    assert len({id(o) for o in outs}) == len(outs)
+    assert not np.shares_memory(outs[0], outs[1])
+    assert not np.shares_memory(outs[2], feed["a"])
+
+
+def test_plans_it_does_not_know_stay_in_python():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    transpose = _model([h.make_node("Transpose", ["x"], ["t"]), h.make_node("Relu", ["t"], ["y"])],
+                       [("x", [2, 3])], ["y"], {})
+    _check(transpose, {"x": x}, native=False)
+    # a Reshape whose shape is fed: the same signature could take another shape
+    fed_shape = h.make_model(h.make_graph(
+        [h.make_node("Reshape", ["x", "s"], ["r"]), h.make_node("Relu", ["r"], ["y"])], "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [2, 3]), h.make_tensor_value_info("s", T.INT64, [2])],
+        [h.make_tensor_value_info("y", T.FLOAT, None)]), opset_imports=[h.make_opsetid("", 17)])
+    sess = vkml.InferenceSession(fed_shape.SerializeToString(), devices=["cpu"])
+    for s in ([3, 2], [3, 2], [6, 1], [1, 6]):
+        feed = {"x": x, "s": np.array(s, np.int64)}
+        assert sess.run(None, feed)[0].shape == tuple(s)
+        assert _native(sess, feed) is None
+
+
+def test_bad_feeds_after_the_program_still_get_their_errors():
+    sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
+    arg = sess.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in arg.shape]
+    x = np.random.default_rng(5).random(shape, dtype=np.float32)
+    sess.run(None, {arg.name: x})
+    assert _native(sess, {arg.name: x}) is not None
+    want = sess.run(None, {arg.name: x})
+    with pytest.raises(ValueError, match=arg.name):
+        sess.run(None, {arg.name: x[..., :-1]})
+    with pytest.raises((TypeError, ValueError), match=arg.name):
+        sess.run(None, {arg.name: x.astype(np.float64)})
+    with pytest.raises(ValueError):
+        sess.run(None, {"nope": x})
+    np.testing.assert_array_equal(sess.run(None, {arg.name: x})[0], want[0])
+    wide = np.repeat(x, 2, axis=-1)[..., ::2]  # a strided view of the same values: copied, same bits
+    np.testing.assert_array_equal(sess.run(None, {arg.name: wide})[0], want[0])
+    tensor = vkml.Tensor.from_numpy(x, "cpu")
+    np.testing.assert_array_equal(sess.run(None, {arg.name: tensor})[0], want[0])
+
+
+def test_many_threads_share_one_native_session():
+    """16 threads, 25 runs each with inputs of their own, against one session: each output is
+    the one a lone run gives (the arenas are per run in flight)."""
+    sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
+    arg = sess.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in arg.shape]
+    rng = np.random.default_rng(6)
+    xs = [rng.random(shape, dtype=np.float32) for _ in range(16)]
+    sess.run(None, {arg.name: xs[0]})
+    assert _native(sess, {arg.name: xs[0]}) is not None
+    want = [sess.run(None, {arg.name: x}) for x in xs]
+    bad, barrier = [], threading.Barrier(16, timeout=60)
+
+    def worker(k: int) -> None:
+        barrier.wait()
+        for _ in range(25):
+            got = sess.run(None, {arg.name: xs[k]})
+            if any(not np.array_equal(g, w) for g, w in zip(got, want[k])):
+                bad.append(k)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+
+
+def test_the_switch_turns_it_off(vkml_env):
+    vkml_env(VKML_CPU_NATIVE="0")
+    sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
+    assert sess._native is None

@@ -1,0 +1,508 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""A whole CPU run in C: the steps of a small float32 plan as one list of instructions that runs
+without the GIL (vkml/runtime/cpuprog.py lowers a plan to it, once per input signature).
+
+Why: a small model's run on the CPU device is mostly Python between short NumPy calls (mnist:
+11 steps, ~9 µs each, of which ~2 µs is arithmetic). Such runs hold the GIL nearly all the time,
+so two threads got less done than one. Here a run takes the GIL to check its feeds and make its
+outputs, then runs every step in C: convolutions as columns and NumPy's own cblas_sgemm
+(vkml/ops/_windowed.pyx), the rest as plain loops.
+
+Tensors live at (base, byte offset): base 0 is the run's arena (intermediates and the column
+scratch), 1 an absolute address (constants the program keeps alive), then the inputs, then the
+outputs. Each run takes an arena from the program's free list (one per run in flight).
+"""
+import numpy as np
+
+cimport numpy as cnp
+from libc.math cimport expf, logf, sqrtf, tanhf
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+from vkml.ops._windowed cimport Gemm, Geom, _geom, columns_f32, dot_plane_f32, gemm_f32, max_plane_f32
+
+cnp.import_array()
+
+cdef enum:
+    N_REFS = 5
+    N_PARAMS = 20
+    MAX_RANK = 6
+    MAX_BASES = 66  # arena, absolute, 32 inputs, 32 outputs
+
+# Opcodes (cpuprog.py names them).
+cdef enum:
+    OP_CONV = 1       # r0 x, r1 w (G, Mg, K), r2 bias or none, r3 y, r4 column scratch
+    OP_GEMM = 2       # r0 a, r1 b, r3 y: batches of y (M, N) = alpha · a (M, K) @ b (K, N)
+    OP_BINARY = 3     # r0 a, r1 b, r3 y, broadcast by strides
+    OP_UNARY = 4      # r0 x, r3 y
+    OP_MAXPOOL = 5    # r0 x planes, r3 y planes
+    OP_AVGPOOL = 6    # r0 x planes, r1 divisors' reciprocals (OH·OW) or none, r2 ones (taps), r3 y
+    OP_MEAN = 7       # r0 x (P, L), r3 y (P): means of rows
+    OP_SOFTMAX = 8    # r0 x (R, L), r3 y (R, L)
+    OP_AFFINE = 9     # r0 x (N, C, L), r1 scale (C), r2 shift (C), r3 y
+    OP_COPY = 10      # r0 src, r3 dst: rows of bytes with strides
+    OP_CHAIN = 11     # r0 x, r1 (opcode, constant) rows of a FusedElementwise (ops/fused.py), r3 y
+
+cdef enum:
+    B_ADD = 1
+    B_SUB = 2
+    B_MUL = 3
+    B_DIV = 4
+    B_MAX = 5
+    B_MIN = 6
+
+cdef enum:
+    U_RELU = 1
+    U_LEAKY = 2
+    U_SIGMOID = 3
+    U_TANH = 4
+    U_CLIP = 5
+    U_HARDSIGMOID = 6
+
+OPS = {"conv": OP_CONV, "gemm": OP_GEMM, "binary": OP_BINARY, "unary": OP_UNARY, "maxpool": OP_MAXPOOL,
+       "avgpool": OP_AVGPOOL, "mean": OP_MEAN, "softmax": OP_SOFTMAX, "affine": OP_AFFINE, "copy": OP_COPY,
+       "chain": OP_CHAIN}
+BINARY = {"Add": B_ADD, "Sub": B_SUB, "Mul": B_MUL, "Div": B_DIV, "Max": B_MAX, "Min": B_MIN}
+UNARY = {"Relu": U_RELU, "LeakyRelu": U_LEAKY, "Sigmoid": U_SIGMOID, "Tanh": U_TANH, "Clip": U_CLIP,
+         "HardSigmoid": U_HARDSIGMOID}
+
+
+cdef struct Ref:
+    int base  # -1: absent
+    Py_ssize_t off
+
+
+cdef struct Ins:
+    int op, code
+    Ref r[N_REFS]
+    Py_ssize_t p[N_PARAMS]
+    float f[2]
+    Geom g
+
+
+cdef inline char *_at(char **bases, Ref r) noexcept nogil:
+    if r.base == 1:
+        return <char *>r.off
+    return bases[r.base] + r.off if r.base >= 0 else NULL
+
+
+cdef inline float _bin(int code, float a, float b) noexcept nogil:
+    if code == B_ADD:
+        return a + b
+    if code == B_SUB:
+        return a - b
+    if code == B_MUL:
+        return a * b
+    if code == B_DIV:
+        return a / b
+    if code == B_MAX:
+        return a if a >= b or b != b else b  # NaN propagates like np.maximum
+    return a if a <= b or b != b else b
+
+
+cdef void _binary_row(int code, const float *a, Py_ssize_t sa, const float *b, Py_ssize_t sb, float *y,
+                      Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef float s
+    if sa == 1 and sb == 1:
+        if code == B_ADD:
+            for j in range(n):
+                y[j] = a[j] + b[j]
+        elif code == B_MUL:
+            for j in range(n):
+                y[j] = a[j] * b[j]
+        else:
+            for j in range(n):
+                y[j] = _bin(code, a[j], b[j])
+    elif sa == 1 and sb == 0:
+        s = b[0]
+        if code == B_ADD:
+            for j in range(n):
+                y[j] = a[j] + s
+        elif code == B_MUL:
+            for j in range(n):
+                y[j] = a[j] * s
+        else:
+            for j in range(n):
+                y[j] = _bin(code, a[j], s)
+    elif sa == 0 and sb == 1:
+        s = a[0]
+        for j in range(n):
+            y[j] = _bin(code, s, b[j])
+    else:
+        for j in range(n):
+            y[j] = _bin(code, a[j * sa], b[j * sb])
+
+
+cdef void _binary(const Ins *t, const float *a, const float *b, float *y) noexcept nogil:
+    # p: rank, shape[6], a's strides[6], b's strides[6] (elements; 0 where broadcast)
+    cdef Py_ssize_t rank = t.p[0], d, inner, outer, o, oa, ob
+    cdef Py_ssize_t idx[MAX_RANK]
+    cdef const Py_ssize_t *shape = &t.p[1]
+    cdef const Py_ssize_t *sa = &t.p[1 + MAX_RANK]
+    cdef const Py_ssize_t *sb = &t.p[1 + 2 * MAX_RANK]
+    inner = shape[rank - 1]
+    outer = 1
+    for d in range(rank - 1):
+        outer *= shape[d]
+        idx[d] = 0
+    for o in range(outer):
+        oa = 0
+        ob = 0
+        for d in range(rank - 1):
+            oa += idx[d] * sa[d]
+            ob += idx[d] * sb[d]
+        _binary_row(t.code, a + oa, sa[rank - 1], b + ob, sb[rank - 1], y + o * inner, inner)
+        d = rank - 2
+        while d >= 0:
+            idx[d] += 1
+            if idx[d] < shape[d]:
+                break
+            idx[d] = 0
+            d -= 1
+
+
+cdef void _unary(const Ins *t, const float *x, float *y) noexcept nogil:
+    cdef Py_ssize_t j, n = t.p[0]
+    cdef float v, lo = t.f[0], hi = t.f[1]
+    if t.code == U_RELU:
+        for j in range(n):
+            v = x[j]
+            y[j] = v if v > 0 else (0.0 if v == v else v)
+    elif t.code == U_LEAKY:
+        for j in range(n):
+            v = x[j]
+            y[j] = v if v >= 0 else v * lo
+    elif t.code == U_SIGMOID:
+        for j in range(n):
+            v = x[j]
+            if v >= 0:
+                y[j] = 1.0 / (1.0 + expf(-v))
+            else:
+                v = expf(v)
+                y[j] = v / (1.0 + v)
+    elif t.code == U_TANH:
+        for j in range(n):
+            y[j] = tanhf(x[j])
+    elif t.code == U_CLIP:
+        for j in range(n):
+            v = x[j]
+            v = lo if v < lo else v
+            y[j] = hi if v > hi else v
+    elif t.code == U_HARDSIGMOID:
+        for j in range(n):
+            v = lo * x[j] + hi
+            y[j] = 0.0 if v < 0 else (1.0 if v > 1 else v)
+
+
+cdef void _conv(const Ins *t, const Gemm *gm, const float *x, const float *w, const float *bias, float *y,
+                float *scratch) noexcept nogil:
+    cdef Py_ssize_t nb = t.p[0], groups = t.p[1], cg = t.p[2], mg = t.p[3], h = t.p[4], wd = t.p[5]
+    cdef Py_ssize_t npos = t.p[6] * t.p[7], taps = t.p[8] * t.p[9], kdim = cg * taps
+    cdef bint pointwise = t.p[10], relu = t.p[11]
+    cdef Py_ssize_t b, gi, p0, i, j
+    cdef const float *src
+    cdef const float *cols
+    cdef float *c
+    cdef float v
+    for b in range(nb):
+        for gi in range(groups):
+            src = x + (b * groups + gi) * cg * h * wd
+            if pointwise:
+                cols = src
+            else:
+                for p0 in range(cg):
+                    columns_f32(src + p0 * h * wd, scratch + p0 * taps * npos, &t.g, 0, t.p[6], npos)
+                cols = scratch
+            c = y + (b * groups + gi) * mg * npos
+            gemm_f32(gm, mg, npos, kdim, w + gi * mg * kdim, kdim, cols, npos, c, npos)
+            if bias != NULL or relu:
+                for i in range(mg):
+                    v = bias[gi * mg + i] if bias != NULL else 0
+                    for j in range(npos):
+                        c[i * npos + j] += v
+                    if relu:
+                        for j in range(npos):
+                            if c[i * npos + j] < 0:
+                                c[i * npos + j] = 0
+
+
+cdef void _gemm_batches(const Ins *t, const Gemm *gm, const float *a, const float *b, float *y) noexcept nogil:
+    # p: batches, M, N, K, a's batch stride, b's, y's (elements)
+    cdef Py_ssize_t k, j, m = t.p[1], n = t.p[2], kd = t.p[3]
+    cdef float alpha = t.f[0]
+    for k in range(t.p[0]):
+        gemm_f32(gm, m, n, kd, a + k * t.p[4], kd, b + k * t.p[5], n, y + k * t.p[6], n)
+        if alpha != 1:
+            for j in range(m * n):
+                y[k * t.p[6] + j] *= alpha
+
+
+cdef void _avgpool(const Ins *t, const float *x, const float *inv, const float *ones, float *y) noexcept nogil:
+    cdef Py_ssize_t p, j, planes = t.p[0], hw = t.g.h * t.g.w, ohw = t.g.oh * t.g.ow
+    cdef float s = t.f[0]
+    cdef float *o
+    for p in range(planes):
+        o = y + p * ohw
+        if hw == 0:
+            memset(o, 0, ohw * sizeof(float))
+            continue
+        dot_plane_f32(x + p * hw, ones, 0, o, &t.g)
+        if inv != NULL:
+            for j in range(ohw):
+                o[j] *= inv[j]
+        else:
+            for j in range(ohw):
+                o[j] *= s
+
+
+cdef void _mean(const Ins *t, const float *x, float *y) noexcept nogil:
+    cdef Py_ssize_t p, j, n = t.p[1]
+    cdef double acc
+    for p in range(t.p[0]):
+        acc = 0
+        for j in range(n):
+            acc += x[p * n + j]
+        y[p] = <float>(acc / n)
+
+
+cdef void _softmax(const Ins *t, const float *x, float *y) noexcept nogil:
+    cdef Py_ssize_t r, j, n = t.p[1]
+    cdef float m, e
+    cdef double acc
+    cdef const float *row
+    cdef float *out
+    for r in range(t.p[0]):
+        row = x + r * n
+        out = y + r * n
+        m = row[0]
+        for j in range(1, n):
+            if row[j] > m:
+                m = row[j]
+        acc = 0
+        for j in range(n):
+            e = expf(row[j] - m)
+            out[j] = e
+            acc += e
+        e = <float>(1.0 / acc)
+        for j in range(n):
+            out[j] *= e
+
+
+cdef void _affine(const Ins *t, const float *x, const float *s, const float *h, float *y) noexcept nogil:
+    cdef Py_ssize_t b, c, j, chans = t.p[1], n = t.p[2]
+    cdef float sc, sh
+    for b in range(t.p[0]):
+        for c in range(chans):
+            sc = s[c]
+            sh = h[c]
+            for j in range(n):
+                y[(b * chans + c) * n + j] = x[(b * chans + c) * n + j] * sc + sh
+
+
+cdef void _chain(const Ins *t, const float *x, const float *rows, float *y) noexcept nogil:
+    # p: elements, steps. Each step over the whole tensor, in place after the first (rounded to
+    # float32 after every step, as the separate ops). Opcodes: shaders/fused.comp, ops/fused.py.
+    cdef Py_ssize_t j, k, n = t.p[0]
+    cdef int code
+    cdef float c, v
+    cdef const float *src = x
+    for k in range(t.p[1]):
+        code = <int>rows[2 * k]
+        c = rows[2 * k + 1]
+        if code == 0:
+            for j in range(n):
+                y[j] = src[j] + c
+        elif code == 1:
+            for j in range(n):
+                y[j] = src[j] - c
+        elif code == 2:
+            for j in range(n):
+                y[j] = c - src[j]
+        elif code == 3:
+            for j in range(n):
+                y[j] = src[j] * c
+        elif code == 4:
+            for j in range(n):
+                y[j] = src[j] / c
+        elif code == 5:
+            for j in range(n):
+                y[j] = c / src[j]
+        elif code == 6:
+            for j in range(n):
+                v = src[j]
+                y[j] = v if v > 0 else (0.0 if v == v else v)
+        elif code == 7:
+            for j in range(n):
+                y[j] = -src[j]
+        elif code == 8:
+            for j in range(n):
+                v = src[j]
+                y[j] = -v if v < 0 else (0.0 if v == 0 else v)
+        elif code == 9:
+            for j in range(n):
+                y[j] = expf(src[j])
+        elif code == 10:
+            for j in range(n):
+                y[j] = logf(src[j])
+        elif code == 11:
+            for j in range(n):
+                y[j] = sqrtf(src[j])
+        elif code == 12:
+            for j in range(n):
+                v = src[j]
+                if v >= 0:
+                    y[j] = 1.0 / (1.0 + expf(-v))
+                else:
+                    v = expf(v)
+                    y[j] = v / (1.0 + v)
+        elif code == 13:
+            for j in range(n):
+                y[j] = tanhf(src[j])
+        elif code == 14:
+            for j in range(n):
+                y[j] = 1.0 / src[j]
+        src = y
+
+
+cdef void _copy(const Ins *t, const char *src, char *dst) noexcept nogil:
+    # p: rows, bytes per row, source stride, destination stride (bytes)
+    cdef Py_ssize_t r
+    for r in range(t.p[0]):
+        memcpy(dst + r * t.p[3], src + r * t.p[2], t.p[1])
+
+
+cdef void _exec(const Ins *ins, Py_ssize_t n, char **bases, const Gemm *gm) noexcept nogil:
+    cdef Py_ssize_t k, p
+    cdef const Ins *t
+    for k in range(n):
+        t = &ins[k]
+        if t.op == OP_CONV:
+            _conv(t, gm, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[2]),
+                  <float *>_at(bases, t.r[3]), <float *>_at(bases, t.r[4]))
+        elif t.op == OP_GEMM:
+            _gemm_batches(t, gm, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]),
+                          <float *>_at(bases, t.r[3]))
+        elif t.op == OP_BINARY:
+            _binary(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[3]))
+        elif t.op == OP_UNARY:
+            _unary(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[3]))
+        elif t.op == OP_MAXPOOL:
+            for p in range(t.p[0]):
+                max_plane_f32(<float *>_at(bases, t.r[0]) + p * t.g.h * t.g.w,
+                              <float *>_at(bases, t.r[3]) + p * t.g.oh * t.g.ow, &t.g, t.f[0])
+        elif t.op == OP_AVGPOOL:
+            _avgpool(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[2]),
+                     <float *>_at(bases, t.r[3]))
+        elif t.op == OP_MEAN:
+            _mean(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[3]))
+        elif t.op == OP_SOFTMAX:
+            _softmax(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[3]))
+        elif t.op == OP_AFFINE:
+            _affine(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[2]),
+                    <float *>_at(bases, t.r[3]))
+        elif t.op == OP_COPY:
+            _copy(t, _at(bases, t.r[0]), _at(bases, t.r[3]))
+        elif t.op == OP_CHAIN:
+            _chain(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[3]))
+
+
+cdef class Program:
+    """One input signature's run of a plan, in C. Built by vkml/runtime/cpuprog.py from
+    instructions (opcode name, code, refs, int params, float params, window geometry or None)."""
+
+    cdef Ins *ins
+    cdef Py_ssize_t n_ins
+    cdef Py_ssize_t arena_bytes
+    cdef Gemm gemm
+    cdef int n_in, n_out
+    cdef readonly tuple in_shapes, out_shapes
+    cdef object keep    # the constants the instructions point at
+    cdef list arenas    # free arenas; a run pops one (list.pop/append are atomic under the GIL)
+
+    def __cinit__(self):
+        self.ins = NULL
+
+    def __init__(self, list instructions, Py_ssize_t arena_bytes, in_shapes, out_shapes, keep,
+                 uintptr_t gemm, bint ilp64):
+        cdef Py_ssize_t k, j
+        cdef Ins *t
+        if gemm == 0:
+            raise ValueError("no GEMM function")
+        if len(in_shapes) + len(out_shapes) + 2 > MAX_BASES:
+            raise ValueError(f"a native program takes at most {(MAX_BASES - 2) // 2} inputs and outputs")
+        self.n_in, self.n_out = len(in_shapes), len(out_shapes)
+        self.in_shapes = tuple(tuple(int(d) for d in s) for s in in_shapes)
+        self.out_shapes = tuple(tuple(int(d) for d in s) for s in out_shapes)
+        self.arena_bytes = arena_bytes
+        self.gemm.fn, self.gemm.ilp64 = gemm, ilp64
+        self.keep = keep
+        self.arenas = []
+        self.n_ins = len(instructions)
+        self.ins = <Ins *>malloc(max(1, self.n_ins) * sizeof(Ins))
+        if self.ins == NULL:
+            raise MemoryError()
+        memset(self.ins, 0, max(1, self.n_ins) * sizeof(Ins))
+        for k, (op, code, refs, params, floats, geom) in enumerate(instructions):
+            t = &self.ins[k]
+            t.op = OPS[op]
+            t.code = code
+            if len(refs) > N_REFS or len(params) > N_PARAMS or len(floats) > 2:
+                raise ValueError(f"instruction {k} ({op}) has too many operands")
+            for j in range(N_REFS):
+                t.r[j].base = -1
+            for j, ref in enumerate(refs):
+                if ref is not None:
+                    t.r[j].base, t.r[j].off = ref
+                    if not -1 <= t.r[j].base < 2 + self.n_in + self.n_out:
+                        raise ValueError(f"instruction {k} ({op}) refers to base {t.r[j].base}")
+            for j, v in enumerate(params):
+                t.p[j] = v
+            for j, v in enumerate(floats):
+                t.f[j] = v
+            if geom is not None:
+                if len(geom) != 12:
+                    raise ValueError(f"instruction {k} ({op}): a window has 12 numbers, not {len(geom)}")
+                _geom(&t.g, geom[0], geom[1], geom[2], geom[3], geom[4], geom[5], geom[6], geom[7], geom[8],
+                      geom[9], geom[10], geom[11])
+
+    def __dealloc__(self):
+        free(self.ins)
+
+    def run(self, list inputs) -> list:
+        """The outputs (new float32 arrays) for the inputs (C-contiguous float32 arrays of the
+        planned shapes, in the program's input order)."""
+        cdef char *bases[MAX_BASES]
+        cdef cnp.ndarray x
+        cdef Py_ssize_t k, d
+        cdef cnp.npy_intp *dims
+        cdef tuple shape
+        if len(inputs) != self.n_in:
+            raise ValueError(f"the program takes {self.n_in} inputs, not {len(inputs)}")
+        for k in range(self.n_in):
+            x = inputs[k]
+            shape = self.in_shapes[k]
+            if (cnp.PyArray_TYPE(x) != cnp.NPY_FLOAT32 or not cnp.PyArray_ISCARRAY_RO(x)
+                    or not cnp.PyArray_ISNOTSWAPPED(x) or cnp.PyArray_NDIM(x) != len(shape)):
+                raise ValueError(f"input {k} must be a C-contiguous float32 array of shape {shape}")
+            dims = cnp.PyArray_DIMS(x)
+            for d in range(len(shape)):
+                if dims[d] != <Py_ssize_t>shape[d]:
+                    raise ValueError(f"input {k} must have shape {shape}, not {(<object>x).shape}")
+            bases[2 + k] = <char *>cnp.PyArray_DATA(x)
+        outs = [np.empty(s, np.float32) for s in self.out_shapes]
+        for k in range(self.n_out):
+            x = outs[k]
+            bases[2 + self.n_in + k] = <char *>cnp.PyArray_DATA(x)
+        try:
+            arena = self.arenas.pop()
+        except IndexError:
+            arena = np.empty(self.arena_bytes + 64, np.uint8)
+        x = arena
+        bases[0] = <char *>((<uintptr_t>cnp.PyArray_DATA(x) + 63) & ~(<uintptr_t>63))
+        bases[1] = NULL
+        with nogil:
+            _exec(self.ins, self.n_ins, bases, &self.gemm)
+        self.arenas.append(arena)
+        return outs

@@ -1,0 +1,479 @@
+"""Lowering a small float32 CPU plan to one native program per input signature (_cpuprog.Program).
+
+A CPU session whose GEMMs are all small (blas.plan_is_big is false) spends its run in Python
+between short NumPy calls, holding the GIL. The first run of each input signature runs the plan
+in Python and notes every value's shape (a trace); if every step is one the program knows (Conv,
+Gemm, MatMul, elementwise arithmetic and activations, pools, Softmax on the last axis,
+BatchNormalization in inference, reshapes as views), with float32 tensors and every other input a
+constant, the steps become instructions over one arena, and later runs of that signature run in C
+without the GIL. The program is checked against the traced run's outputs before it is used; any
+other plan or signature keeps the Python path. VKML_CPU_NATIVE=0 turns it off.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..ops.fused import DOMAIN as FUSED_DOMAIN
+from ..ops.fused import OP_TYPE as FUSED
+from ..ops.fused import program_of
+from ..ops.pool import _lowest, average_divisors
+from . import blas
+from .executor import run_step
+from .plan import Plan
+
+log = logging.getLogger("vkml")
+
+try:
+    from . import _cpuprog
+except ImportError:  # pragma: no cover - only when the extension is not built
+    _cpuprog = None
+
+F32 = np.dtype(np.float32)
+ALIGN = 64
+MAX_ARENA = 64 << 20  # bytes of intermediates a program may have (it only serves small plans)
+_CHAIN_CODES = range(15)  # FusedElementwise opcodes _cpuprog's chain runs (all of ops/fused.py's)
+_ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
+
+
+class _Shaped:
+    """A traced value's shape, where blas.gemm_macs reads TensorDescs."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = tuple(int(d) for d in shape)
+
+
+class Unsupported(Exception):
+    """Why a plan does not lower (logged at debug level; the plan runs in Python)."""
+
+
+def trace(plan: Plan, feeds: Mapping[str, Any]) -> tuple[list[Any], dict[int, Any]]:
+    """Run the plan in Python as run_plan does, and note each slot's array (shape, dtype and
+    whether a step passed its input through): (outputs, {slot: (shape, dtype, same_as_input)})."""
+    vals = list(plan.template)
+    seen: dict[int, Any] = {}
+    for name, sl in plan.input_slots:
+        if name in feeds:
+            vals[sl] = feeds[name]
+    for sl, v in enumerate(vals):
+        if isinstance(v, np.ndarray):
+            seen[sl] = (v.shape, v.dtype, False)
+    for step in plan.steps:
+        ins = [vals[i] if i >= 0 else None for i in step.ins]
+        run_step(plan, step, vals, free=False)
+        for sl in step.outs:
+            v = vals[sl] if sl >= 0 else None
+            if isinstance(v, np.ndarray):
+                seen[sl] = (v.shape, v.dtype, any(v is x for x in ins))
+        for sl in step.frees:
+            vals[sl] = None
+    return [vals[s] for s in plan.out_slots], seen
+
+
+class _Builder:
+    """Storage and instructions while one plan lowers."""
+
+    def __init__(self, plan: Plan, seen: dict[int, Any]):
+        self.plan, self.seen = plan, seen
+        self.consts = {sl for sl, v in enumerate(plan.template) if v is not None}
+        self.inputs = [sl for _, sl in plan.input_slots]
+        self.where: dict[int, tuple[int, int]] = {}  # slot -> (base, byte offset)
+        self.produced: set[tuple[int, int]] = set()  # arena regions an instruction writes
+        self.keep: list[np.ndarray] = []
+        self.ins: list[tuple] = []
+        self.arena = 0
+        self.scratch = 0
+        for k, sl in enumerate(self.inputs):
+            self.where[sl] = (2 + k, 0)
+
+    def shape(self, sl: int) -> tuple[int, ...]:
+        if sl not in self.seen:
+            raise Unsupported(f"slot {sl} was never made")
+        return tuple(self.seen[sl][0])
+
+    def const(self, sl: int) -> np.ndarray:
+        if sl not in self.consts:
+            raise Unsupported(f"{self.name(sl)} must be a constant")
+        return np.asarray(self.plan.template[sl])
+
+    def name(self, sl: int) -> str:
+        return next((n for n, s in self.plan.slots.items() if s == sl), str(sl))
+
+    def array(self, a: np.ndarray) -> tuple[int, int]:
+        """A float32 constant the program keeps: its absolute address."""
+        a = np.ascontiguousarray(a, F32)
+        self.keep.append(a)
+        return (1, a.ctypes.data)
+
+    def ref(self, sl: int) -> tuple[int, int]:
+        """Where a float32 value the step reads lives."""
+        if sl < 0:
+            raise Unsupported("an omitted input")
+        if self.seen.get(sl, (None, None))[1] != F32:
+            raise Unsupported(f"{self.name(sl)} is not float32")
+        if sl in self.where:
+            return self.where[sl]
+        if sl in self.consts:
+            self.where[sl] = self.array(self.plan.template[sl])
+            return self.where[sl]
+        raise Unsupported(f"{self.name(sl)} has no storage")
+
+    def new(self, sl: int) -> tuple[int, int]:
+        """Fresh arena storage for a float32 value a step writes."""
+        shape, dtype, _ = self.seen.get(sl, (None, None, None))
+        if dtype != F32:
+            raise Unsupported(f"{self.name(sl)} is {dtype}, not float32")
+        size = math.prod(shape) * 4
+        if size == 0:
+            raise Unsupported(f"{self.name(sl)} is empty")
+        self.where[sl] = (0, self.arena)
+        self.produced.add(self.where[sl])
+        self.arena += -(-size // ALIGN) * ALIGN
+        return self.where[sl]
+
+    def emit(self, op: str, code: int = 0, refs=(), params=(), floats=(), geom=None) -> None:
+        self.ins.append((op, int(code), list(refs), [int(p) for p in params], [float(f) for f in floats],
+                         None if geom is None else tuple(int(g) for g in geom)))
+
+
+def _strides(shape: tuple[int, ...], full: tuple[int, ...]) -> list[int]:
+    """Element strides of a C-contiguous `shape` broadcast to `full` (0 where it stretches)."""
+    shape = (1,) * (len(full) - len(shape)) + tuple(shape)
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc if d != 1 else 0)
+        acc *= d
+    return out[::-1]
+
+
+def _collapse(full, sa, sb):
+    """Merge neighbouring dims whose strides continue each other (fewer, longer loops)."""
+    dims = [[full[0], sa[0], sb[0]]] if full else [[1, 0, 0]]
+    for n, a, b in zip(full[1:], sa[1:], sb[1:]):
+        last = dims[-1]
+        if n == 1:
+            continue
+        if last[0] == 1:
+            dims[-1] = [n, a, b]
+        elif last[1] == a * n and last[2] == b * n:
+            dims[-1] = [last[0] * n, a, b]
+        else:
+            dims.append([n, a, b])
+    return [d[0] for d in dims], [d[1] for d in dims], [d[2] for d in dims]
+
+
+def _window_of(op, shape: tuple[int, ...], kernel=None):
+    x = np.broadcast_to(np.zeros((), F32), shape)
+    w = op._window(x) if kernel is None else op._window(x, kernel)
+    if len(w.kernel) not in (1, 2) or any(b < 0 for b in w.pad_begin) or any(o == 0 for o in w.out):
+        raise Unsupported("a window the native loops do not take")
+    if len(w.kernel) == 1:
+        return w, (1, shape[2]), (1, w.out[0]), (1, w.kernel[0], 1, w.strides[0], 1, w.dilations[0], 0, w.pad_begin[0])
+    return w, shape[2:], w.out, (*w.kernel, *w.strides, *w.dilations, *w.pad_begin)
+
+
+def _lower_step(b: _Builder, step) -> None:
+    node, op = step.node, step.node.op
+    t = node.op_type
+    if node.domain not in ("", "ai.onnx", FUSED_DOMAIN) or op.needs_scope:
+        raise Unsupported(f"{t} from domain {node.domain!r}")
+    if any(o >= 0 for o in step.outs[1:]) and t not in ("MaxPool", "Dropout"):
+        raise Unsupported(f"{t} with more than one output")
+    ins = list(step.ins)
+    out = step.outs[0]
+    if node.domain == FUSED_DOMAIN:
+        if t != FUSED:
+            raise Unsupported(f"{t} from domain {node.domain!r}")
+        rows = program_of(node.attrs).reshape(-1, 2)
+        if any(int(c) not in _CHAIN_CODES for c in rows[:, 0]):
+            raise Unsupported("a fused chain with an opcode the program does not know")
+        x = b.ref(ins[0])
+        y = b.new(out)
+        b.emit("chain", 0, [x, b.array(rows), None, y], [math.prod(b.shape(out)), len(rows)])
+        return
+    if t in ("MaxPool", "Dropout") and any(o >= 0 and node.outputs[k] for k, o in enumerate(step.outs) if k):
+        raise Unsupported(f"{t}'s second output")
+
+    if t in _ALIASES or t == "Dropout":
+        for i in ins[1:]:
+            if i >= 0:
+                b.const(i)  # shapes, axes, ratios: constants only
+        if t == "Dropout" and not b.seen[out][2]:
+            raise Unsupported("a Dropout that does not pass its input through")
+        src = b.ref(ins[0])
+        if math.prod(b.shape(out)) != math.prod(b.shape(ins[0])):
+            raise Unsupported(f"{t} changes the element count")
+        b.where[out] = src
+        return
+
+    if t == "Conv":
+        xs, ws = b.shape(ins[0]), b.shape(ins[1])
+        bias = None
+        if len(ins) > 2 and ins[2] >= 0:
+            if b.shape(ins[2]) != (ws[0],):
+                raise Unsupported("a Conv bias that is not one value per output channel")
+            bias = b.ref(ins[2])
+        wt = b.const(ins[1])
+        if len(xs) not in (3, 4) or wt.dtype != F32:
+            raise Unsupported("Conv of rank other than 1-D/2-D, or not float32")
+        win, hw, ohw, geom = _window_of(op, xs, op._kernel(ws, len(xs)))
+        group = int(op.group)
+        n, c = xs[:2]
+        m = ws[0]
+        if c % group or m % group or ws[1] != c // group:
+            raise Unsupported("Conv channels do not fit its groups")
+        cg, mg = c // group, m // group
+        taps = math.prod(win.kernel)
+        pointwise = taps == 1 and all(s == 1 for s in win.strides) and not any(win.pad_begin) and not any(win.pad_end)
+        npos = ohw[0] * ohw[1]
+        b.scratch = max(b.scratch, 0 if pointwise else cg * taps * npos * 4)
+        w = b.array(wt.reshape(group, mg, cg * taps))
+        y = b.new(out)
+        b.emit("conv", 0, [b.ref(ins[0]), w, bias, y, "scratch"],
+               [n, group, cg, mg, hw[0], hw[1], ohw[0], ohw[1], geom[0], geom[1], pointwise, 0],
+               geom=(hw[0], hw[1], ohw[0], ohw[1]) + geom)
+        return
+
+    if t in ("Gemm", "MatMul"):
+        a_s, b_s, y_s = b.shape(ins[0]), b.shape(ins[1]), b.shape(out)
+        alpha = 1.0
+        if t == "Gemm":
+            if len(a_s) != 2 or len(b_s) != 2:
+                raise Unsupported("Gemm of non-matrices")
+            alpha, beta = float(op.alpha), float(op.beta)
+            a_ref = b.array(b.const(ins[0]).T) if op.transA else b.ref(ins[0])
+            if op.transA and b.seen[ins[0]][1] != F32:
+                raise Unsupported("Gemm's A is not float32")
+            bm = b.const(ins[1]) if op.transB else None
+            if bm is not None and bm.dtype != F32:
+                raise Unsupported("Gemm's B is not float32")
+            b_ref = b.array(bm.T) if op.transB else b.ref(ins[1])
+            m, k = y_s[0], (a_s[0] if op.transA else a_s[1])
+            nn = y_s[1]
+            y = b.new(out)
+            b.emit("gemm", 0, [a_ref, b_ref, None, y], [1, m, nn, k, 0, 0, 0], [alpha])
+            if len(ins) > 2 and ins[2] >= 0 and beta != 0.0:
+                cs = b.shape(ins[2])
+                if beta != 1.0:
+                    cc = b.const(ins[2])
+                    if cc.dtype != F32:
+                        raise Unsupported("Gemm's C is not float32")
+                    c_ref = b.array(cc * F32.type(beta))
+                else:
+                    c_ref = b.ref(ins[2])
+                _emit_binary(b, 1, y, y_s, c_ref, cs, y, y_s)
+            return
+        if len(a_s) < 2 or len(b_s) < 2:
+            raise Unsupported("MatMul of a vector")
+        k, nn = b_s[-2], b_s[-1]
+        if len(b_s) == 2:
+            batches, m, sb = 1, math.prod(a_s[:-1]), 0
+        elif a_s[:-2] == b_s[:-2]:
+            batches, m, sb = math.prod(a_s[:-2]), a_s[-2], k * nn
+        else:
+            raise Unsupported("MatMul whose batch dims broadcast")
+        y = b.new(out)
+        b.emit("gemm", 0, [b.ref(ins[0]), b.ref(ins[1]), None, y], [batches, m, nn, k, m * k, sb, m * nn], [1.0])
+        return
+
+    if t in _cpuprog.BINARY:
+        if len(ins) != 2:
+            raise Unsupported(f"{t} of {len(ins)} inputs")
+        y = b.new(out)
+        _emit_binary(b, _cpuprog.BINARY[t], b.ref(ins[0]), b.shape(ins[0]), b.ref(ins[1]), b.shape(ins[1]),
+                     y, b.shape(out))
+        return
+
+    if t in _cpuprog.UNARY:
+        x = b.ref(ins[0])
+        floats = ()
+        if t == "LeakyRelu":
+            floats = (float(op.alpha),)
+        elif t == "HardSigmoid":
+            floats = (float(op.alpha), float(op.beta))
+        elif t == "Clip":
+            if op.since >= 11:  # bounds as optional scalar inputs; min > max gives max everywhere
+                lo_i, hi_i = (ins + [-1, -1])[1:3]
+                lo = float(b.const(lo_i).reshape(())) if lo_i >= 0 else -math.inf
+                hi = float(b.const(hi_i).reshape(())) if hi_i >= 0 else math.inf
+            else:
+                lo, hi = float(op.min), float(op.max)
+            floats = (lo, hi)
+        y = b.new(out)
+        b.emit("unary", _cpuprog.UNARY[t], [x, None, None, y], [math.prod(b.shape(out))], floats)
+        return
+
+    if t in ("MaxPool", "AveragePool"):
+        xs = b.shape(ins[0])
+        win, hw, ohw, geom = _window_of(op, xs)
+        planes = xs[0] * xs[1]
+        x = b.ref(ins[0])
+        y = b.new(out)
+        g = (hw[0], hw[1], ohw[0], ohw[1]) + geom
+        if t == "MaxPool":
+            b.emit("maxpool", 0, [x, None, None, y], [planes], [float(_lowest(F32))], geom=g)
+            return
+        inv = average_divisors(op, xs, win).astype(F32)
+        uniform = bool(inv.size) and bool(np.all(inv == inv.flat[0]))
+        ones = b.array(np.ones(math.prod(win.kernel), F32))
+        b.emit("avgpool", 0, [x, None if uniform else b.array(inv.reshape(-1)), ones, y], [planes],
+               [float(inv.flat[0]) if uniform else 0.0], geom=g)
+        return
+
+    if t == "GlobalAveragePool":
+        xs = b.shape(ins[0])
+        if len(xs) < 3:
+            raise Unsupported("GlobalAveragePool of rank < 3")
+        x = b.ref(ins[0])
+        b.emit("mean", 0, [x, None, None, b.new(out)], [xs[0] * xs[1], math.prod(xs[2:])])
+        return
+
+    if t == "Softmax":
+        xs = b.shape(ins[0])
+        axis = int(op.axis)
+        if axis < 0:
+            axis += len(xs)
+        if axis != len(xs) - 1:
+            raise Unsupported("Softmax over an axis other than the last")
+        x = b.ref(ins[0])
+        b.emit("softmax", 0, [x, None, None, b.new(out)], [math.prod(xs[:-1]), xs[-1]])
+        return
+
+    if t == "BatchNormalization":
+        xs = b.shape(ins[0])
+        if op._training() or len(xs) < 2 or len(ins) != 5:
+            raise Unsupported("BatchNormalization in training mode")
+        s, bb, mean, var = (b.const(i).astype(np.float64) for i in ins[1:])
+        if any(p.shape != (xs[1],) for p in (s, bb, mean, var)):
+            raise Unsupported("BatchNormalization parameters that are not one per channel")
+        scale = s / np.sqrt(var + float(op.epsilon))
+        shift = bb - mean * scale
+        x = b.ref(ins[0])
+        b.emit("affine", 0, [x, b.array(scale), b.array(shift), b.new(out)],
+               [xs[0], xs[1], math.prod(xs[2:])])
+        return
+
+    raise Unsupported(f"{t} ({node.name!r}) has no native form")
+
+
+def _emit_binary(b: _Builder, code: int, a, a_shape, c, c_shape, y, y_shape) -> None:
+    full = tuple(y_shape)
+    if np.broadcast_shapes(tuple(a_shape), tuple(c_shape)) != full:
+        raise Unsupported("a broadcast that does not give the output's shape")
+    dims, sa, sb = _collapse(full, _strides(a_shape, full), _strides(c_shape, full))
+    if len(dims) > 6:
+        raise Unsupported("a broadcast over more than 6 dims")
+    pad = 6 - len(dims)
+    params = [len(dims)] + dims + [0] * pad + sa + [0] * pad + sb + [0] * pad
+    b.emit("binary", code, [a, c, None, y], params)
+
+
+def lower(plan: Plan, seen: dict[int, Any], gemm: tuple[int, bool]) -> "_cpuprog.Program":
+    """The plan's native program for the traced shapes; raises Unsupported."""
+    if _cpuprog is None:
+        raise Unsupported("the extension vkml.runtime._cpuprog is not built")
+    if plan.graph.subgraphs():
+        raise Unsupported("a plan with subgraphs")
+    b = _Builder(plan, seen)
+    for sl in b.inputs:
+        if sl not in seen:
+            raise Unsupported("an input that was not fed")
+        if seen[sl][1] != F32:
+            raise Unsupported(f"input {b.name(sl)} is {seen[sl][1]}, not float32")
+    shapes = {name: _Shaped(seen[sl][0]) for name, sl in plan.slots.items() if sl in seen}
+    for step in plan.steps:
+        macs = blas.gemm_macs(step.node, shapes)
+        if macs is not None and macs >= blas.BIG_GEMM_MACS:
+            raise Unsupported(f"{step.node.op_type} {step.node.name!r} of {macs:.0f} multiply-adds (runs split "
+                              f"over vkml's threads)")
+        _lower_step(b, step)
+    if b.arena + b.scratch > MAX_ARENA:
+        raise Unsupported(f"{b.arena + b.scratch} bytes of intermediates")
+    scratch = (0, b.arena)
+    ins = [(op, code, [scratch if r == "scratch" else r for r in refs], params, floats, geom)
+           for op, code, refs, params, floats, geom in b.ins]
+    # Outputs: the storage of a value an instruction wrote becomes the output array itself;
+    # anything else (an input, a constant, a second output on the same storage) is copied.
+    n_in = len(b.inputs)
+    claimed: dict[tuple[int, int], tuple[int, int]] = {}
+    copies = []
+    for j, sl in enumerate(plan.out_slots):
+        if sl < 0 or sl not in seen or seen[sl][1] != F32:
+            raise Unsupported("an output that is not a float32 tensor")
+        src = b.ref(sl)
+        dst = (2 + n_in + j, 0)
+        if src in b.produced and src not in claimed:
+            claimed[src] = dst
+        else:
+            nbytes = math.prod(seen[sl][0]) * 4
+            copies.append(("copy", 0, [src, None, None, dst], [1, nbytes, 0, 0], [], None))
+    ins = [(op, code, [claimed.get(r, r) if r is not None else None for r in refs], params, floats, geom)
+           for op, code, refs, params, floats, geom in ins + copies]
+    in_shapes = [seen[sl][0] for sl in b.inputs]
+    out_shapes = [seen[sl][0] for sl in plan.out_slots]
+    return _cpuprog.Program(ins, b.arena + b.scratch, in_shapes, out_shapes, b.keep, gemm[0], gemm[1])
+
+
+_NONE = object()  # a signature that does not lower
+
+
+class Programs:
+    """A session's native programs, one per input signature (feeds.signature), made on the
+    signature's first run (`first`) and used from its second (`get`)."""
+
+    MAX = 16  # signatures remembered; past that the oldest is forgotten
+
+    def __init__(self, plan: Plan, gemm: tuple[int, bool]):
+        self.plan = plan
+        self.gemm = gemm
+        self._progs: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, sig: tuple) -> Any:
+        """The program for this signature; None where it has none (yet or ever)."""
+        p = self._progs.get(sig)
+        return None if p is None or p is _NONE else p
+
+    def known(self, sig: tuple) -> bool:
+        return sig in self._progs
+
+    def first(self, sig: tuple, feeds: Mapping[str, Any]) -> list[Any]:
+        """Run the plan in Python, make this signature's program from it, and return the
+        program's outputs (so every run of a signature gives the same bits), or the plan's
+        where there is no program."""
+        outs, seen = trace(self.plan, feeds)
+        try:
+            missing = [n for n, _ in self.plan.input_slots if n not in feeds]
+            if missing:
+                raise Unsupported(f"inputs {missing} were not fed")
+            prog = lower(self.plan, seen, self.gemm)
+            got = prog.run([feeds[name] for name, _ in self.plan.input_slots])
+            for k, (mine, ref) in enumerate(zip(got, outs)):
+                ref = np.asarray(ref)
+                if mine.shape != ref.shape or not np.allclose(mine, ref, rtol=1e-3, atol=1e-4, equal_nan=True):
+                    err = np.nanmax(np.abs(mine - ref)) if mine.shape == ref.shape else "shape"
+                    log.warning("vkml: the native CPU program of %s disagrees with its plan on output %d "
+                                "(largest difference %s); runs of this input signature stay in Python",
+                                self.plan.graph.name, k, err)
+                    prog = _NONE
+                    break
+            else:
+                outs = got
+        except Unsupported as e:
+            log.debug("vkml: %s runs in Python on the CPU: %s", self.plan.graph.name, e)
+            prog = _NONE
+        except Exception:  # a lowering bug must not fail a run whose outputs are already right
+            log.warning("vkml: the native CPU program of %s could not be made; runs of this input "
+                        "signature stay in Python", self.plan.graph.name, exc_info=True)
+            prog = _NONE
+        with self._lock:
+            if len(self._progs) >= self.MAX:
+                self._progs.pop(next(iter(self._progs)))
+            self._progs[sig] = prog
+        return outs
