@@ -154,12 +154,13 @@ def _seen_during_runs(monkeypatch, found, sess, k: int, threads: int) -> list[in
 
 
 def test_runs_in_flight_cap_blas_threads(monkeypatch, vkml_env, real_blas):
+    # The Python path's runs (run_plan, watched here; native programs have their own tests)
+    vkml_env(VKML_CPU_NATIVE="0")
     k = 4096  # 16M multiply-adds: a GEMM worth two threads
     sess = vkml.InferenceSession(matmul_model(k), devices=["cpu"], executor="sequential")
     assert _seen_during_runs(monkeypatch, real_blas, sess, k, 1) == [2]
     assert _seen_during_runs(monkeypatch, real_blas, sess, k, 2) == [1, 1]  # was [2, 2]: oversubscribed
     assert real_blas.get() == 2
-    vkml_env(VKML_CPU_NATIVE="0")  # (run_plan, watched here: a native program's runs skip it)
     small = vkml.InferenceSession(matmul_model(64), devices=["cpu"], executor="sequential")
     assert _seen_during_runs(monkeypatch, real_blas, small, 64, 1) == [1]
     assert real_blas.get() == 2
@@ -299,10 +300,11 @@ def conv_model(c: int, hw: int):
 def test_a_cpu_session_splits_its_big_convolutions(monkeypatch, vkml_env, real_blas):
     """A plan with a big Conv runs in order with its convolution in chunks on the intra-op
     threads (BLAS at one thread meanwhile); its outputs from 4 threads equal a lone run's, and
-    VKML_CPU_SPLIT=0 gives the same within float32 rounding."""
+    VKML_CPU_SPLIT=0 gives the same within float32 rounding. (The Python path's split: native
+    programs split their own, tests/unit/test_cpu_native.py.)"""
     from vkml.ops import _parallel
 
-    vkml_env(VKML_CPU_SPLIT=None)
+    vkml_env(VKML_CPU_SPLIT=None, VKML_CPU_NATIVE="0")
     monkeypatch.setattr(blas, "usable_cores", lambda: 2)  # as on CI's VM, whatever runs this
     sess = vkml.InferenceSession(conv_model(64, 32), devices=["cpu"])
     assert sess._blas_split and sess._parallel is None
@@ -356,7 +358,7 @@ def test_split_runs_of_many_shapes_from_many_threads(monkeypatch, vkml_env, real
     from vkml.ops import conv as conv_op
     from vkml.ops._window import resolve
 
-    vkml_env(VKML_CPU_SPLIT=None)
+    vkml_env(VKML_CPU_SPLIT=None, VKML_CPU_NATIVE="0")  # (the Python path's split)
     monkeypatch.setattr(blas, "usable_cores", lambda: 8)  # several chunks per run, whatever runs this
     monkeypatch.setattr(_parallel, "SPLIT_MACS", 1 << 16)  # and chunks of these small shapes,
     monkeypatch.setattr(conv_op, "SPLIT_MIN_POSITIONS", 16)  # by rows

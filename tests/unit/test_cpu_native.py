@@ -6,6 +6,10 @@ the columns and cblas_sgemm sum in another order than the reference's NumPy).
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import signal
 import threading
 from pathlib import Path
 
@@ -159,12 +163,70 @@ def cnns(draw):
     return model, feed
 
 
-@settings(max_examples=int(__import__("os").environ.get("VKML_TEST_EXAMPLES", 40)), deadline=None,
+@settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", 40)), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(case=cnns())
 def test_random_small_cnns_match_the_reference(case):
     model, feed = case
     _check(model, feed)
+
+
+@contextlib.contextmanager
+def _small_chunks():
+    """Convolutions and elementwise ops of any size split (several chunks on the VM's 2 cores),
+    so generated shapes meet every chunk boundary."""
+    saved = (cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS)
+    cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS = 64, 4, 1
+    elementwise = cpuprog._cpuprog.set_min_split(2)
+    try:
+        yield
+    finally:
+        cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS = saved
+        cpuprog._cpuprog.set_min_split(elementwise)
+
+
+@settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", 40)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=cnns())
+def test_random_small_cnns_in_chunks_match_the_reference(case):
+    model, feed = case
+    with _small_chunks():
+        _check(model, feed)
+
+
+@pytest.mark.parametrize("hw, c, m, k", [(40, 8, 16, 3), (7, 64, 128, 3), (32, 32, 64, 1), (64, 3, 16, 5)])
+def test_split_convolutions_from_many_threads(hw, c, m, k):
+    """Convolutions big enough to split for real (rows, channels, positions), with a bias, a
+    residual and a Relu folded in, run from 8 threads at once: each output is a lone run's, and
+    the lone run is onnxruntime's."""
+    rng = np.random.default_rng(hw)
+    inits = {"w": (rng.standard_normal((m, c, k, k)) / (c * k)).astype(np.float32),
+             "b": rng.standard_normal(m).astype(np.float32)}
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[k // 2] * 4),
+             h.make_node("Add", ["c", "r"], ["s"]), h.make_node("Relu", ["s"], ["y"])]
+    model = _model(nodes, [("x", [2, c, hw, hw]), ("r", [2, m, hw, hw])], ["y"], inits)
+    mode, parts = cpuprog._conv_split(2 * m * hw * hw * c * k * k, k == 1, hw, hw * hw, m)
+    feeds = [{"x": rng.standard_normal((2, c, hw, hw)).astype(np.float32),
+              "r": rng.standard_normal((2, m, hw, hw)).astype(np.float32)} for _ in range(8)]
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+    _check(model, feeds[0])
+    want = [sess.run(None, f)[0] for f in feeds]
+    assert _native(sess, feeds[0]) is not None
+    bad = []
+
+    def worker(j: int) -> None:
+        for _ in range(5):
+            if not np.array_equal(sess.run(None, feeds[j])[0], want[j]):
+                bad.append(j)
+
+    ts = [threading.Thread(target=worker, args=(j,)) for j in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+    if cpuprog._cores() > 1:
+        assert parts > 1 and mode != cpuprog.CONV_WHOLE, (mode, parts)
 
 
 def test_batched_matmul_and_outputs_that_share_storage():
@@ -257,3 +319,36 @@ def test_the_switch_turns_it_off(vkml_env):
     vkml_env(VKML_CPU_NATIVE="0")
     sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
     assert sess._native is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_runs_split_programs():
+    """A child forked after the parent's runs started pool helpers has none of them: its runs
+    start their own and finish with the parent's answer (a hang fails after 60 s)."""
+    hw, c, m = 7, 64, 128
+    rng = np.random.default_rng(9)
+    model = _model([h.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 4)], [("x", [2, c, hw, hw])], ["y"],
+                   {"w": (rng.standard_normal((m, c, 3, 3)) / 24).astype(np.float32)})
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+    feed = {"x": rng.standard_normal((2, c, hw, hw)).astype(np.float32)}
+    sess.run(None, feed)
+    want = sess.run(None, feed)[0]
+    assert _native(sess, feed) is not None
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            got = [sess.run(None, feed)[0] for _ in range(3)]
+            code = 0 if all(np.array_equal(g, want) for g in got) else 2
+        finally:
+            os.write(w, bytes([code]))
+            os._exit(0)
+    os.close(w)
+    ready, _, _ = select.select([r], [], [], 60)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert ready, "the forked child hung"
+    assert os.read(r, 1) == b"\x00"
+    os.close(r)

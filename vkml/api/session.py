@@ -647,11 +647,9 @@ def _cpu_runs(big: bool) -> int | None:
 
 
 def _native_programs(plan: Plan):
-    """The session's native programs (runtime/cpuprog.Programs), or None: for plans with no GEMM
-    known to be big (a big one is split over vkml's threads instead; those of symbolic size are
-    judged per input signature), under VKML_CPU_NATIVE, where NumPy's BLAS gives vkml its
-    cblas_sgemm."""
-    if not config.cpu_native() or not plan.steps or blas.plan_is_big(plan, unknown=False):
+    """The session's native programs (runtime/cpuprog.Programs, one per input signature), or
+    None: under VKML_CPU_NATIVE, where NumPy's BLAS gives vkml its cblas_sgemm."""
+    if not config.cpu_native() or not plan.steps:
         return None
     from ..runtime import cpuprog
 

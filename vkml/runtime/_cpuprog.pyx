@@ -16,7 +16,7 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.math cimport expf, logf, sqrtf, tanhf
-from libc.stdint cimport uintptr_t
+from libc.stdint cimport int64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -24,15 +24,41 @@ from vkml.ops._windowed cimport Gemm, Geom, _geom, columns_f32, dot_plane_f32, g
 
 cnp.import_array()
 
+
+cdef extern from "cpu_pool.h" nogil:
+    ctypedef void (*pool_fn)(void *arg, int64_t i) noexcept nogil
+    void pool_for(int64_t n, pool_fn fn, void *arg, int width)
+    void pool_set_cores(int cores)
+    int pool_run_enter()
+    void pool_run_exit()
+
+
+def set_cores(int cores) -> None:
+    """The cores the programs' runs share (vkml/runtime/cpuprog.py sets the usable cores)."""
+    pool_set_cores(cores)
+
+
+# Elementwise and pooling work (outputs x taps) below this stays on one thread: a hand-off to a
+# helper costs a few microseconds.
+cdef Py_ssize_t min_split_elements = 1 << 16
+
+
+def set_min_split(Py_ssize_t n) -> int:
+    """Set the least work an elementwise op or pool splits at; returns the previous (tests)."""
+    global min_split_elements
+    old = min_split_elements
+    min_split_elements = max(1, n)
+    return old
+
 cdef enum:
-    N_REFS = 5
+    N_REFS = 6
     N_PARAMS = 20
     MAX_RANK = 6
     MAX_BASES = 66  # arena, absolute, 32 inputs, 32 outputs
 
 # Opcodes (cpuprog.py names them).
 cdef enum:
-    OP_CONV = 1       # r0 x, r1 w (G, Mg, K), r2 bias or none, r3 y, r4 column scratch
+    OP_CONV = 1       # r0 x, r1 w (G, Mg, K), r2 bias or none, r3 y, r4 column scratch, r5 residual or none
     OP_GEMM = 2       # r0 a, r1 b, r3 y: batches of y (M, N) = alpha · a (M, K) @ b (K, N)
     OP_BINARY = 3     # r0 a, r1 b, r3 y, broadcast by strides
     OP_UNARY = 4      # r0 x, r3 y
@@ -135,19 +161,23 @@ cdef void _binary_row(int code, const float *a, Py_ssize_t sa, const float *b, P
             y[j] = _bin(code, a[j * sa], b[j * sb])
 
 
-cdef void _binary(const Ins *t, const float *a, const float *b, float *y) noexcept nogil:
-    # p: rank, shape[6], a's strides[6], b's strides[6] (elements; 0 where broadcast)
-    cdef Py_ssize_t rank = t.p[0], d, inner, outer, o, oa, ob
+cdef void _binary(const Ins *t, const float *a, const float *b, float *y, Py_ssize_t o0,
+                  Py_ssize_t o1) noexcept nogil:
+    # p: rank, shape[6], a's strides[6], b's strides[6] (elements; 0 where broadcast); output rows
+    # (all dims but the last) o0..o1
+    cdef Py_ssize_t rank = t.p[0], d, inner, o, oa, ob, q
     cdef Py_ssize_t idx[MAX_RANK]
     cdef const Py_ssize_t *shape = &t.p[1]
     cdef const Py_ssize_t *sa = &t.p[1 + MAX_RANK]
     cdef const Py_ssize_t *sb = &t.p[1 + 2 * MAX_RANK]
     inner = shape[rank - 1]
-    outer = 1
-    for d in range(rank - 1):
-        outer *= shape[d]
-        idx[d] = 0
-    for o in range(outer):
+    q = o0
+    d = rank - 2
+    while d >= 0:
+        idx[d] = q % shape[d]
+        q //= shape[d]
+        d -= 1
+    for o in range(o0, o1):
         oa = 0
         ob = 0
         for d in range(rank - 1):
@@ -163,13 +193,17 @@ cdef void _binary(const Ins *t, const float *a, const float *b, float *y) noexce
             d -= 1
 
 
-cdef void _unary(const Ins *t, const float *x, float *y) noexcept nogil:
-    cdef Py_ssize_t j, n = t.p[0]
+cdef void _unary(const Ins *t, const float *x, float *y, Py_ssize_t first, Py_ssize_t n) noexcept nogil:
+    # elements first..n
+    cdef Py_ssize_t j
     cdef float v, lo = t.f[0], hi = t.f[1]
-    if t.code == U_RELU:
+    x += first
+    y += first
+    n -= first
+    if t.code == U_RELU:  # NaN passes, -0 becomes +0: as NumPy's maximum(x, 0)
         for j in range(n):
             v = x[j]
-            y[j] = v if v > 0 else (0.0 if v == v else v)
+            y[j] = v if (v > 0 or v != v) else 0
     elif t.code == U_LEAKY:
         for j in range(n):
             v = x[j]
@@ -196,36 +230,121 @@ cdef void _unary(const Ins *t, const float *x, float *y) noexcept nogil:
             y[j] = 0.0 if v < 0 else (1.0 if v > 1 else v)
 
 
-cdef void _conv(const Ins *t, const Gemm *gm, const float *x, const float *w, const float *bias, float *y,
-                float *scratch) noexcept nogil:
+cdef enum:
+    CONV_WHOLE = 0      # one call for the whole op
+    CONV_ROWS = 1       # chunks of output rows, each with its own columns
+    CONV_POSITIONS = 2  # a pointwise convolution in chunks of positions (no columns)
+    CONV_CHANNELS = 3   # all columns first (chunks of planes), then chunks of output channels
+
+
+cdef struct ConvJob:
+    const Ins *t
+    const Gemm *gm
+    const float *x
+    const float *w
+    const float *bias
+    const float *res
+    float *y
+    float *scratch
+
+
+cdef inline Py_ssize_t _part(Py_ssize_t n, Py_ssize_t parts, Py_ssize_t i) noexcept nogil:
+    return n * i // parts
+
+
+cdef void _epilogue(const Ins *t, const float *bias, const float *res, float *c, Py_ssize_t rows,
+                    Py_ssize_t cols, Py_ssize_t ld) noexcept nogil:
+    # c (rows, cols), leading dimension ld: + bias per row, + the residual at c's offsets, Relu;
+    # the order of the separate ops (Conv's bias, then Add, then Relu), so the same bits.
+    cdef Py_ssize_t i, j
+    cdef float v
+    cdef float *row
+    cdef const float *r
+    cdef bint relu = t.p[11]
+    if bias == NULL and res == NULL and not relu:
+        return
+    for i in range(rows):
+        row = c + i * ld
+        if bias != NULL:
+            v = bias[i]
+            for j in range(cols):
+                row[j] += v
+        if res != NULL:
+            r = res + i * ld
+            for j in range(cols):
+                row[j] += r[j]
+        if relu:  # (a select, not a branch: signs of data are a coin toss to the predictor)
+            for j in range(cols):
+                v = row[j]
+                row[j] = v if (v > 0 or v != v) else 0
+
+
+cdef void _conv_part(void *arg, int64_t part) noexcept nogil:
+    cdef ConvJob *job = <ConvJob *>arg
+    cdef const Ins *t = job.t
     cdef Py_ssize_t nb = t.p[0], groups = t.p[1], cg = t.p[2], mg = t.p[3], h = t.p[4], wd = t.p[5]
-    cdef Py_ssize_t npos = t.p[6] * t.p[7], taps = t.p[8] * t.p[9], kdim = cg * taps
-    cdef bint pointwise = t.p[10], relu = t.p[11]
-    cdef Py_ssize_t b, gi, p0, i, j
+    cdef Py_ssize_t oh = t.p[6], ow = t.p[7], npos = t.p[6] * t.p[7], taps = t.p[8] * t.p[9]
+    cdef Py_ssize_t kdim = cg * taps, mode = t.p[12], parts = t.p[13]
+    cdef Py_ssize_t b, gi, p0, lo = 0, hi = npos, m0 = 0, m1 = mg, pc, off
     cdef const float *src
     cdef const float *cols
     cdef float *c
-    cdef float v
+    cdef float *scratch
+    if mode == CONV_ROWS:
+        lo, hi = _part(oh, parts, part) * ow, _part(oh, parts, part + 1) * ow
+    elif mode == CONV_POSITIONS:
+        lo, hi = _part(npos, parts, part), _part(npos, parts, part + 1)
+    elif mode == CONV_CHANNELS:
+        m0, m1 = _part(mg, parts, part), _part(mg, parts, part + 1)
+    pc = hi - lo
+    if pc <= 0 or m1 <= m0:
+        return
+    scratch = job.scratch + lo * kdim  # (a row chunk's own columns: (K, pc) at its rows' share)
     for b in range(nb):
         for gi in range(groups):
-            src = x + (b * groups + gi) * cg * h * wd
-            if pointwise:
-                cols = src
+            src = job.x + (b * groups + gi) * cg * h * wd
+            if t.p[10]:  # pointwise: the input planes are the columns
+                cols = src + lo
+            elif mode == CONV_CHANNELS:
+                cols = job.scratch + (b * groups + gi) * kdim * npos
             else:
                 for p0 in range(cg):
-                    columns_f32(src + p0 * h * wd, scratch + p0 * taps * npos, &t.g, 0, t.p[6], npos)
+                    columns_f32(src + p0 * h * wd, scratch + p0 * taps * pc, &t.g, lo // ow, hi // ow, pc)
                 cols = scratch
-            c = y + (b * groups + gi) * mg * npos
-            gemm_f32(gm, mg, npos, kdim, w + gi * mg * kdim, kdim, cols, npos, c, npos)
-            if bias != NULL or relu:
-                for i in range(mg):
-                    v = bias[gi * mg + i] if bias != NULL else 0
-                    for j in range(npos):
-                        c[i * npos + j] += v
-                    if relu:
-                        for j in range(npos):
-                            if c[i * npos + j] < 0:
-                                c[i * npos + j] = 0
+            off = (b * groups + gi) * mg * npos + m0 * npos + lo
+            c = job.y + off
+            gemm_f32(job.gm, m1 - m0, pc, kdim, job.w + (gi * mg + m0) * kdim, kdim, cols,
+                     npos if t.p[10] or mode == CONV_CHANNELS else pc, c, npos)
+            _epilogue(t, job.bias + gi * mg + m0 if job.bias != NULL else NULL,
+                      job.res + off if job.res != NULL else NULL, c, m1 - m0, pc, npos)
+
+
+cdef void _conv_columns(void *arg, int64_t plane) noexcept nogil:
+    # CONV_CHANNELS' first pass: one input plane's kh·kw rows of the column matrix
+    cdef ConvJob *job = <ConvJob *>arg
+    cdef const Ins *t = job.t
+    cdef Py_ssize_t cg = t.p[2], npos = t.p[6] * t.p[7], taps = t.p[8] * t.p[9]
+    cdef Py_ssize_t bg = plane // cg, p0 = plane % cg
+    columns_f32(job.x + plane * t.p[4] * t.p[5], job.scratch + (bg * cg * taps + p0 * taps) * npos, &t.g, 0, t.p[6],
+                npos)
+
+
+cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width) noexcept nogil:
+    cdef ConvJob job
+    cdef Py_ssize_t parts = t.p[13] if t.p[12] != CONV_WHOLE else 1
+    job.t, job.gm = t, gm
+    job.x = <float *>_at(bases, t.r[0])
+    job.w = <float *>_at(bases, t.r[1])
+    job.bias = <float *>_at(bases, t.r[2])
+    job.y = <float *>_at(bases, t.r[3])
+    job.scratch = <float *>_at(bases, t.r[4])
+    job.res = <float *>_at(bases, t.r[5])
+    if t.p[12] == CONV_CHANNELS and not t.p[10]:
+        pool_for(t.p[0] * t.p[1] * t.p[2], _conv_columns, &job, width)
+    if parts == 1:
+        _conv_part(&job, 0)
+    else:
+        pool_for(parts, _conv_part, &job, width)
 
 
 cdef void _gemm_batches(const Ins *t, const Gemm *gm, const float *a, const float *b, float *y) noexcept nogil:
@@ -239,11 +358,12 @@ cdef void _gemm_batches(const Ins *t, const Gemm *gm, const float *a, const floa
                 y[k * t.p[6] + j] *= alpha
 
 
-cdef void _avgpool(const Ins *t, const float *x, const float *inv, const float *ones, float *y) noexcept nogil:
-    cdef Py_ssize_t p, j, planes = t.p[0], hw = t.g.h * t.g.w, ohw = t.g.oh * t.g.ow
+cdef void _avgpool(const Ins *t, const float *x, const float *inv, const float *ones, float *y, Py_ssize_t p0,
+                   Py_ssize_t p1) noexcept nogil:
+    cdef Py_ssize_t p, j, hw = t.g.h * t.g.w, ohw = t.g.oh * t.g.ow
     cdef float s = t.f[0]
     cdef float *o
-    for p in range(planes):
+    for p in range(p0, p1):
         o = y + p * ohw
         if hw == 0:
             memset(o, 0, ohw * sizeof(float))
@@ -257,23 +377,23 @@ cdef void _avgpool(const Ins *t, const float *x, const float *inv, const float *
                 o[j] *= s
 
 
-cdef void _mean(const Ins *t, const float *x, float *y) noexcept nogil:
+cdef void _mean(const Ins *t, const float *x, float *y, Py_ssize_t p0, Py_ssize_t p1) noexcept nogil:
     cdef Py_ssize_t p, j, n = t.p[1]
     cdef double acc
-    for p in range(t.p[0]):
+    for p in range(p0, p1):
         acc = 0
         for j in range(n):
             acc += x[p * n + j]
         y[p] = <float>(acc / n)
 
 
-cdef void _softmax(const Ins *t, const float *x, float *y) noexcept nogil:
+cdef void _softmax(const Ins *t, const float *x, float *y, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
     cdef Py_ssize_t r, j, n = t.p[1]
     cdef float m, e
     cdef double acc
     cdef const float *row
     cdef float *out
-    for r in range(t.p[0]):
+    for r in range(r0, r1):
         row = x + r * n
         out = y + r * n
         m = row[0]
@@ -290,24 +410,30 @@ cdef void _softmax(const Ins *t, const float *x, float *y) noexcept nogil:
             out[j] *= e
 
 
-cdef void _affine(const Ins *t, const float *x, const float *s, const float *h, float *y) noexcept nogil:
-    cdef Py_ssize_t b, c, j, chans = t.p[1], n = t.p[2]
+cdef void _affine(const Ins *t, const float *x, const float *s, const float *h, float *y, Py_ssize_t q0,
+                  Py_ssize_t q1) noexcept nogil:
+    # planes q0..q1 of (N·C, L), channel q % C
+    cdef Py_ssize_t q, j, chans = t.p[1], n = t.p[2]
     cdef float sc, sh
-    for b in range(t.p[0]):
-        for c in range(chans):
-            sc = s[c]
-            sh = h[c]
-            for j in range(n):
-                y[(b * chans + c) * n + j] = x[(b * chans + c) * n + j] * sc + sh
+    for q in range(q0, q1):
+        sc = s[q % chans]
+        sh = h[q % chans]
+        for j in range(n):
+            y[q * n + j] = x[q * n + j] * sc + sh
 
 
-cdef void _chain(const Ins *t, const float *x, const float *rows, float *y) noexcept nogil:
-    # p: elements, steps. Each step over the whole tensor, in place after the first (rounded to
-    # float32 after every step, as the separate ops). Opcodes: shaders/fused.comp, ops/fused.py.
-    cdef Py_ssize_t j, k, n = t.p[0]
+cdef void _chain(const Ins *t, const float *x, const float *rows, float *y, Py_ssize_t lo,
+                 Py_ssize_t n) noexcept nogil:
+    # p: elements, steps; elements lo..n. Each step over the range, in place after the first
+    # (rounded to float32 after every step, as the separate ops). Opcodes: shaders/fused.comp, ops/fused.py.
+    cdef Py_ssize_t j, k
     cdef int code
     cdef float c, v
-    cdef const float *src = x
+    cdef const float *src
+    x += lo
+    y += lo
+    n -= lo
+    src = x
     for k in range(t.p[1]):
         code = <int>rows[2 * k]
         c = rows[2 * k + 1]
@@ -332,7 +458,7 @@ cdef void _chain(const Ins *t, const float *x, const float *rows, float *y) noex
         elif code == 6:
             for j in range(n):
                 v = src[j]
-                y[j] = v if v > 0 else (0.0 if v == v else v)
+                y[j] = v if (v > 0 or v != v) else 0
         elif code == 7:
             for j in range(n):
                 y[j] = -src[j]
@@ -373,39 +499,89 @@ cdef void _copy(const Ins *t, const char *src, char *dst) noexcept nogil:
         memcpy(dst + r * t.p[3], src + r * t.p[2], t.p[1])
 
 
-cdef void _exec(const Ins *ins, Py_ssize_t n, char **bases, const Gemm *gm) noexcept nogil:
-    cdef Py_ssize_t k, p
+cdef struct RangeJob:
+    const Ins *t
+    char **bases
+    Py_ssize_t units, parts
+
+
+cdef void _range(const Ins *t, char **bases, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Units lo..hi of an op that splits evenly (elements, rows or planes; see _units)."""
+    cdef Py_ssize_t p
+    cdef float *x = <float *>_at(bases, t.r[0])
+    cdef float *y = <float *>_at(bases, t.r[3])
+    if t.op == OP_BINARY:
+        _binary(t, x, <float *>_at(bases, t.r[1]), y, lo, hi)
+    elif t.op == OP_UNARY:
+        _unary(t, x, y, lo, hi)
+    elif t.op == OP_CHAIN:
+        _chain(t, x, <float *>_at(bases, t.r[1]), y, lo, hi)
+    elif t.op == OP_MAXPOOL:
+        for p in range(lo, hi):
+            max_plane_f32(x + p * t.g.h * t.g.w, y + p * t.g.oh * t.g.ow, &t.g, t.f[0])
+    elif t.op == OP_AVGPOOL:
+        _avgpool(t, x, <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[2]), y, lo, hi)
+    elif t.op == OP_MEAN:
+        _mean(t, x, y, lo, hi)
+    elif t.op == OP_SOFTMAX:
+        _softmax(t, x, y, lo, hi)
+    elif t.op == OP_AFFINE:
+        _affine(t, x, <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[2]), y, lo, hi)
+
+
+cdef void _range_part(void *arg, int64_t part) noexcept nogil:
+    cdef RangeJob *job = <RangeJob *>arg
+    _range(job.t, job.bases, _part(job.units, job.parts, part), _part(job.units, job.parts, part + 1))
+
+
+cdef Py_ssize_t _units(const Ins *t, Py_ssize_t *work) noexcept nogil:
+    """How many units an op splits into, and (work) about how many element steps they take."""
+    cdef Py_ssize_t d, n = 1
+    if t.op == OP_BINARY:
+        for d in range(t.p[0] - 1):
+            n *= t.p[1 + d]
+        work[0] = n * t.p[t.p[0]]
+        return n
+    if t.op == OP_UNARY:
+        work[0] = t.p[0]
+        return t.p[0]
+    if t.op == OP_CHAIN:
+        work[0] = t.p[0] * t.p[1]
+        return t.p[0]
+    if t.op == OP_MAXPOOL or t.op == OP_AVGPOOL:
+        work[0] = t.p[0] * t.g.oh * t.g.ow * t.g.kh * t.g.kw
+        return t.p[0]
+    if t.op == OP_MEAN or t.op == OP_SOFTMAX:
+        work[0] = t.p[0] * t.p[1]
+        return t.p[0]
+    if t.op == OP_AFFINE:
+        work[0] = t.p[0] * t.p[1] * t.p[2]
+        return t.p[0] * t.p[1]
+    work[0] = 0
+    return 0
+
+
+cdef void _exec(const Ins *ins, Py_ssize_t n, char **bases, const Gemm *gm, int width) noexcept nogil:
+    cdef Py_ssize_t k, work = 0
     cdef const Ins *t
+    cdef RangeJob job
     for k in range(n):
         t = &ins[k]
         if t.op == OP_CONV:
-            _conv(t, gm, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[2]),
-                  <float *>_at(bases, t.r[3]), <float *>_at(bases, t.r[4]))
+            _conv(t, gm, bases, width)
         elif t.op == OP_GEMM:
             _gemm_batches(t, gm, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]),
                           <float *>_at(bases, t.r[3]))
-        elif t.op == OP_BINARY:
-            _binary(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[3]))
-        elif t.op == OP_UNARY:
-            _unary(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[3]))
-        elif t.op == OP_MAXPOOL:
-            for p in range(t.p[0]):
-                max_plane_f32(<float *>_at(bases, t.r[0]) + p * t.g.h * t.g.w,
-                              <float *>_at(bases, t.r[3]) + p * t.g.oh * t.g.ow, &t.g, t.f[0])
-        elif t.op == OP_AVGPOOL:
-            _avgpool(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[2]),
-                     <float *>_at(bases, t.r[3]))
-        elif t.op == OP_MEAN:
-            _mean(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[3]))
-        elif t.op == OP_SOFTMAX:
-            _softmax(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[3]))
-        elif t.op == OP_AFFINE:
-            _affine(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[2]),
-                    <float *>_at(bases, t.r[3]))
         elif t.op == OP_COPY:
             _copy(t, _at(bases, t.r[0]), _at(bases, t.r[3]))
-        elif t.op == OP_CHAIN:
-            _chain(t, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]), <float *>_at(bases, t.r[3]))
+        else:
+            job.t, job.bases = t, bases
+            job.units = _units(t, &work)
+            job.parts = min(<Py_ssize_t>width, work // min_split_elements, job.units)
+            if job.parts <= 1:
+                _range(t, bases, 0, job.units)
+            else:
+                pool_for(job.parts, _range_part, &job, width)
 
 
 cdef class Program:
@@ -478,6 +654,7 @@ cdef class Program:
         cdef Py_ssize_t k, d
         cdef cnp.npy_intp *dims
         cdef tuple shape
+        cdef int width
         if len(inputs) != self.n_in:
             raise ValueError(f"the program takes {self.n_in} inputs, not {len(inputs)}")
         for k in range(self.n_in):
@@ -503,6 +680,8 @@ cdef class Program:
         bases[0] = <char *>((<uintptr_t>cnp.PyArray_DATA(x) + 63) & ~(<uintptr_t>63))
         bases[1] = NULL
         with nogil:
-            _exec(self.ins, self.n_ins, bases, &self.gemm)
+            width = pool_run_enter()
+            _exec(self.ins, self.n_ins, bases, &self.gemm, width)
+            pool_run_exit()
         self.arenas.append(arena)
         return outs

@@ -87,8 +87,9 @@ class _Builder:
         self.produced: set[tuple[int, int]] = set()  # arena regions an instruction writes
         self.keep: list[np.ndarray] = []
         self.ins: list[tuple] = []
-        self.arena = 0
+        self.sizes: list[int] = []  # bytes of each virtual buffer
         self.scratch = 0
+        self.epilogues: dict[int, "Epilogue"] = {}
         for k, sl in enumerate(self.inputs):
             self.where[sl] = (2 + k, 0)
 
@@ -132,9 +133,10 @@ class _Builder:
         size = math.prod(shape) * 4
         if size == 0:
             raise Unsupported(f"{self.name(sl)} is empty")
-        self.where[sl] = (0, self.arena)
+        # A virtual buffer until every instruction is known (_place_arena gives it an offset).
+        self.where[sl] = ("v", len(self.sizes))
+        self.sizes.append(-(-size // ALIGN) * ALIGN)
         self.produced.add(self.where[sl])
-        self.arena += -(-size // ALIGN) * ALIGN
         return self.where[sl]
 
     def emit(self, op: str, code: int = 0, refs=(), params=(), floats=(), geom=None) -> None:
@@ -178,6 +180,108 @@ def _window_of(op, shape: tuple[int, ...], kernel=None):
     return w, shape[2:], w.out, (*w.kernel, *w.strides, *w.dilations, *w.pad_begin)
 
 
+# How a Conv splits over the pool's threads (_cpuprog's CONV_* modes).
+CONV_WHOLE, CONV_ROWS, CONV_POSITIONS, CONV_CHANNELS = 0, 1, 2, 3
+CHUNK_MACS = 1 << 20  # multiply-adds a chunk has at least (~20-30 µs on one core)
+# A chunk of output rows has this many positions at least: narrower GEMMs run slower a
+# multiply-add (resnet18's 7x7 layers in 4 chunks of rows took as long as one whole, 2-core VM).
+ROW_CHUNK_POSITIONS = 128
+MIN_CHUNK_CHANNELS = 16  # output channels a chunk of channels has at least
+
+
+def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tuple[int, int]:
+    """(mode, chunks) for a convolution: up to two chunks per core, each of CHUNK_MACS at least;
+    output rows where there are enough, else output channels (columns made first)."""
+    parts = min(macs // CHUNK_MACS, 2 * _cores())
+    if parts <= 1:
+        return CONV_WHOLE, 1
+    if pointwise:
+        return CONV_POSITIONS, max(1, min(parts, npos // 64))
+    if oh >= parts and npos // parts >= ROW_CHUNK_POSITIONS or mg < 2 * MIN_CHUNK_CHANNELS:
+        return CONV_ROWS, max(1, min(parts, oh))
+    return CONV_CHANNELS, max(1, min(parts, mg // MIN_CHUNK_CHANNELS))
+
+
+_CORES: list[int] = []
+
+
+def _cores() -> int:
+    if not _CORES:
+        _CORES.append(blas.usable_cores())
+        _cpuprog.set_cores(_CORES[0])
+    return _CORES[0]
+
+
+class Epilogue:
+    """What a Conv's own instruction also does: add a per-channel constant (where the Conv has
+    no bias) and a residual of its shape, then Relu, in that order (the ops it absorbs)."""
+
+    __slots__ = ("out", "bias", "residual", "relu")
+
+    def __init__(self, out: int):
+        self.out = out
+        self.bias: np.ndarray | None = None
+        self.residual: int | None = None
+        self.relu = 0
+
+
+def _fold_epilogues(b: "_Builder", plan: Plan) -> set[int]:
+    """Find each Conv's epilogue (b.epilogues, by the step's id) and return the ids of the steps
+    it absorbs: each absorbed value is read by the next op alone and is no output."""
+    readers: dict[int, list[int]] = {}
+    producer: dict[int, int] = {}
+    for k, st in enumerate(plan.steps):
+        for i in set(st.ins):
+            if i >= 0:
+                readers.setdefault(i, []).append(k)
+        for o in st.outs:
+            if o >= 0:
+                producer[o] = k
+    outputs = set(plan.out_slots)
+    absorbed: set[int] = set()
+    for k, st in enumerate(plan.steps):
+        node = st.node
+        if node.op_type != "Conv" or node.domain not in ("", "ai.onnx") or st.outs[0] < 0:
+            continue
+        has_bias = len(st.ins) > 2 and st.ins[2] >= 0
+        epi = Epilogue(st.outs[0])
+        shape = b.seen.get(epi.out, (None,))[0]
+        stage = 0  # 0: bias may come, 1: a residual may, 2: Relu may, 3: done
+        while stage < 3:
+            cur = epi.out
+            rs = readers.get(cur, [])
+            if len(rs) != 1 or cur in outputs:
+                break
+            nxt = plan.steps[rs[0]]
+            o = nxt.outs[0] if nxt.outs else -1
+            if o < 0 or any(x >= 0 for x in nxt.outs[1:]) or nxt.node.domain not in ("", "ai.onnx") \
+                    or b.seen.get(o, (None,))[0] != shape:
+                break
+            t = nxt.node.op_type
+            if t == "Relu" and nxt.ins == (cur,):
+                epi.relu, stage = 1, 3
+            elif t == "Add" and len(nxt.ins) == 2 and cur in nxt.ins and nxt.ins[0] != nxt.ins[1]:
+                other = nxt.ins[1] if nxt.ins[0] == cur else nxt.ins[0]
+                if other in b.consts and stage == 0 and not has_bias:
+                    v = np.asarray(plan.template[other])
+                    padded = (1,) * (len(shape) - v.ndim) + v.shape
+                    if v.dtype != F32 or padded != (1, shape[1]) + (1,) * (len(shape) - 2):
+                        break  # (not one value per channel)
+                    epi.bias, stage = v.reshape(-1), 1
+                elif other not in b.consts and stage <= 1 and b.seen.get(other, (None, None))[:2] == (shape, F32) \
+                        and producer.get(other, -1) < k:
+                    epi.residual, stage = other, 2
+                else:
+                    break
+            else:
+                break
+            absorbed.add(id(nxt))
+            epi.out = o
+        if epi.out != st.outs[0]:
+            b.epilogues[id(st)] = epi
+    return absorbed
+
+
 def _lower_step(b: _Builder, step) -> None:
     node, op = step.node, step.node.op
     t = node.op_type
@@ -214,11 +318,14 @@ def _lower_step(b: _Builder, step) -> None:
 
     if t == "Conv":
         xs, ws = b.shape(ins[0]), b.shape(ins[1])
+        epi = b.epilogues.get(id(step), Epilogue(out))
         bias = None
         if len(ins) > 2 and ins[2] >= 0:
             if b.shape(ins[2]) != (ws[0],):
                 raise Unsupported("a Conv bias that is not one value per output channel")
             bias = b.ref(ins[2])
+        elif epi.bias is not None:
+            bias = b.array(epi.bias)
         wt = b.const(ins[1])
         if len(xs) not in (3, 4) or wt.dtype != F32:
             raise Unsupported("Conv of rank other than 1-D/2-D, or not float32")
@@ -232,11 +339,14 @@ def _lower_step(b: _Builder, step) -> None:
         taps = math.prod(win.kernel)
         pointwise = taps == 1 and all(s == 1 for s in win.strides) and not any(win.pad_begin) and not any(win.pad_end)
         npos = ohw[0] * ohw[1]
-        b.scratch = max(b.scratch, 0 if pointwise else cg * taps * npos * 4)
+        mode, parts = _conv_split(n * m * npos * cg * taps, pointwise, ohw[0], npos, mg)
+        cols = 0 if pointwise else cg * taps * npos * (n * group if mode == CONV_CHANNELS else 1)
+        b.scratch = max(b.scratch, cols * 4)
         w = b.array(wt.reshape(group, mg, cg * taps))
-        y = b.new(out)
-        b.emit("conv", 0, [b.ref(ins[0]), w, bias, y, "scratch"],
-               [n, group, cg, mg, hw[0], hw[1], ohw[0], ohw[1], geom[0], geom[1], pointwise, 0],
+        res = b.ref(epi.residual) if epi.residual is not None else None
+        y = b.new(epi.out)
+        b.emit("conv", 0, [b.ref(ins[0]), w, bias, y, "scratch", res],
+               [n, group, cg, mg, hw[0], hw[1], ohw[0], ohw[1], geom[0], geom[1], pointwise, epi.relu, mode, parts],
                geom=(hw[0], hw[1], ohw[0], ohw[1]) + geom)
         return
 
@@ -387,17 +497,16 @@ def lower(plan: Plan, seen: dict[int, Any], gemm: tuple[int, bool]) -> "_cpuprog
         if seen[sl][1] != F32:
             raise Unsupported(f"input {b.name(sl)} is {seen[sl][1]}, not float32")
     shapes = {name: _Shaped(seen[sl][0]) for name, sl in plan.slots.items() if sl in seen}
+    absorbed = _fold_epilogues(b, plan)
     for step in plan.steps:
+        if id(step) in absorbed:
+            continue
         macs = blas.gemm_macs(step.node, shapes)
-        if macs is not None and macs >= blas.BIG_GEMM_MACS:
-            raise Unsupported(f"{step.node.op_type} {step.node.name!r} of {macs:.0f} multiply-adds (runs split "
-                              f"over vkml's threads)")
+        if macs is not None and macs >= blas.BIG_GEMM_MACS and step.node.op_type != "Conv":
+            raise Unsupported(f"{step.node.op_type} {step.node.name!r} of {macs:.0f} multiply-adds (split over "
+                              f"vkml's threads on the Python path)")
         _lower_step(b, step)
-    if b.arena + b.scratch > MAX_ARENA:
-        raise Unsupported(f"{b.arena + b.scratch} bytes of intermediates")
-    scratch = (0, b.arena)
-    ins = [(op, code, [scratch if r == "scratch" else r for r in refs], params, floats, geom)
-           for op, code, refs, params, floats, geom in b.ins]
+    ins = b.ins
     # Outputs: the storage of a value an instruction wrote becomes the output array itself;
     # anything else (an input, a constant, a second output on the same storage) is copied.
     n_in = len(b.inputs)
@@ -415,9 +524,49 @@ def lower(plan: Plan, seen: dict[int, Any], gemm: tuple[int, bool]) -> "_cpuprog
             copies.append(("copy", 0, [src, None, None, dst], [1, nbytes, 0, 0], [], None))
     ins = [(op, code, [claimed.get(r, r) if r is not None else None for r in refs], params, floats, geom)
            for op, code, refs, params, floats, geom in ins + copies]
+    ins, size = _place_arena(ins, b.sizes, b.scratch)
+    if size > MAX_ARENA:
+        raise Unsupported(f"{size} bytes of intermediates")
     in_shapes = [seen[sl][0] for sl in b.inputs]
     out_shapes = [seen[sl][0] for sl in plan.out_slots]
-    return _cpuprog.Program(ins, b.arena + b.scratch, in_shapes, out_shapes, b.keep, gemm[0], gemm[1])
+    return _cpuprog.Program(ins, size, in_shapes, out_shapes, b.keep, gemm[0], gemm[1])
+
+
+def _place_arena(ins: list, sizes: list[int], scratch: int) -> tuple[list, int]:
+    """Offsets in the arena for the virtual buffers ("v", k) the instructions name: a buffer lives
+    from the first instruction that names it to the last, and buffers whose lives overlap get
+    disjoint bytes (first fit), so later layers reuse memory the cache still holds. The column
+    scratch comes after them. Returns the instructions with real refs and the arena's size."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for k, (_, _, refs, _, _, _) in enumerate(ins):
+        for r in refs:
+            if isinstance(r, tuple) and r[0] == "v":
+                first.setdefault(r[1], k)
+                last[r[1]] = k
+    placed: list[tuple[int, int, int, int]] = []  # (offset, size, first, last)
+    offset: dict[int, int] = {}
+    for v in sorted(first, key=lambda v: (first[v], -sizes[v])):
+        live = sorted((o, n) for o, n, a, z in placed if a <= last[v] and first[v] <= z)
+        at = 0
+        for o, n in live:
+            if at + sizes[v] <= o:
+                break
+            at = max(at, o + n)
+        offset[v] = at
+        placed.append((at, sizes[v], first[v], last[v]))
+    end = max((o + n for o, n, _, _ in placed), default=0)
+    end = -(-end // ALIGN) * ALIGN
+
+    def real(r):
+        if r == "scratch":
+            return (0, end)
+        if isinstance(r, tuple) and r[0] == "v":
+            return (0, offset[r[1]])
+        return r
+
+    return [(op, code, [real(r) for r in refs], params, floats, geom)
+            for op, code, refs, params, floats, geom in ins], end + scratch
 
 
 _NONE = object()  # a signature that does not lower

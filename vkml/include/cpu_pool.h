@@ -1,0 +1,181 @@
+/* A parallel-for over a small pool of native threads, for the CPU device's native programs
+ * (vkml/runtime/_cpuprog.pyx): one op's chunks run on the calling thread and up to width - 1
+ * helpers, with no GIL and no Python objects, so several runs in flight each split their ops.
+ *
+ * pool_for(n, fn, arg, width) calls fn(arg, i) once for each i in [0, n) and returns when all
+ * calls have returned. The caller takes chunks too; helpers are started on first need (at most
+ * pool_set_cores's count less one) and sleep on a condition variable between jobs. A job lives on its
+ * caller's stack: it leaves the open list before the caller waits, and the caller returns only
+ * once no helper is inside it. After fork() the child has no helpers; its first job starts new
+ * ones (pthread_atfork resets the state).
+ */
+#ifndef VKML_CPU_POOL_H
+#define VKML_CPU_POOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "sched_park.h"
+
+typedef void (*pool_fn)(void *arg, int64_t i);
+
+typedef struct pool_job {
+    pool_fn fn;
+    void *arg;
+    int64_t n;
+    atomic_llong next;     /* the next chunk to claim */
+    atomic_llong done;     /* chunks finished */
+    atomic_uint finished;  /* 1 once done == n: the caller's futex word */
+    int helpers;           /* helpers that may still join (under pool_mu) */
+    atomic_int inside;     /* helpers working on it now */
+} pool_job;
+
+#define POOL_MAX_JOBS 256
+#define POOL_MAX_THREADS 256
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static pool_job *pool_open[POOL_MAX_JOBS];
+static int pool_nopen = 0;
+static int pool_started = 0;
+static int pool_max = 0;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_fork_prepare(void) { pthread_mutex_lock(&pool_mu); }
+static void pool_fork_parent(void) { pthread_mutex_unlock(&pool_mu); }
+static void pool_fork_child(void)
+{
+    pthread_mutex_init(&pool_mu, NULL);
+    pthread_cond_init(&pool_cv, NULL);
+    pool_nopen = 0;
+    pool_started = 0;
+}
+static void pool_init_once(void) { pthread_atfork(pool_fork_prepare, pool_fork_parent, pool_fork_child); }
+
+static int pool_cores = 1;
+static atomic_int pool_runs;
+
+/* The cores runs may use: the pool starts at most cores - 1 helpers. */
+static void pool_set_cores(int cores)
+{
+    pthread_once(&pool_once, pool_init_once);
+    pthread_mutex_lock(&pool_mu);
+    pool_cores = cores < 1 ? 1 : cores;
+    pool_max = pool_cores - 1 > POOL_MAX_THREADS ? POOL_MAX_THREADS : pool_cores - 1;
+    pthread_mutex_unlock(&pool_mu);
+}
+
+/* A run starts: the width its ops may split to, the cores shared by the runs in flight. */
+static int pool_run_enter(void)
+{
+    int n = atomic_fetch_add_explicit(&pool_runs, 1, memory_order_relaxed) + 1;
+    int w = pool_cores / n;
+    return w < 1 ? 1 : w;
+}
+
+static void pool_run_exit(void) { atomic_fetch_sub_explicit(&pool_runs, 1, memory_order_relaxed); }
+
+static void pool_work(pool_job *job)
+{
+    for (;;) {
+        int64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (i >= job->n)
+            return;
+        job->fn(job->arg, i);
+        if (atomic_fetch_add_explicit(&job->done, 1, memory_order_acq_rel) + 1 == job->n) {
+            atomic_store_explicit(&job->finished, 1, memory_order_release);
+            sched_park_wake(&job->finished, 1);
+        }
+    }
+}
+
+static void *pool_main(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&pool_mu);
+    for (;;) {
+        pool_job *job = NULL;
+        for (int k = 0; k < pool_nopen; k++) {
+            pool_job *j = pool_open[k];
+            if (j->helpers > 0 && atomic_load_explicit(&j->next, memory_order_relaxed) < j->n) {
+                job = j;
+                break;
+            }
+        }
+        if (job == NULL) {
+            pthread_cond_wait(&pool_cv, &pool_mu);
+            continue;
+        }
+        job->helpers--;
+        atomic_fetch_add_explicit(&job->inside, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&pool_mu);
+        pool_work(job);
+        atomic_fetch_sub_explicit(&job->inside, 1, memory_order_release);
+        pthread_mutex_lock(&pool_mu);
+    }
+    return NULL;
+}
+
+static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
+{
+    if (n <= 0)
+        return;
+    int helpers = width - 1;
+    if (helpers > n - 1)
+        helpers = (int)(n - 1);
+    pool_job job;
+    job.fn = fn;
+    job.arg = arg;
+    job.n = n;
+    atomic_init(&job.next, 0);
+    atomic_init(&job.done, 0);
+    atomic_init(&job.finished, 0);
+    atomic_init(&job.inside, 0);
+    job.helpers = 0;
+    int listed = 0;
+    if (helpers > 0) {
+        pthread_once(&pool_once, pool_init_once);
+        pthread_mutex_lock(&pool_mu);
+        if (helpers > pool_max)
+            helpers = pool_max;
+        while (pool_started < helpers) {
+            pthread_t t;
+            pthread_attr_t attr;
+            pthread_attr_init(&attr);
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            int rc = pthread_create(&t, &attr, pool_main, NULL);
+            pthread_attr_destroy(&attr);
+            if (rc != 0)
+                break; /* fewer helpers: the caller does the rest */
+            pool_started++;
+        }
+        if (helpers > pool_started)
+            helpers = pool_started;
+        if (helpers > 0 && pool_nopen < POOL_MAX_JOBS) {
+            job.helpers = helpers;
+            pool_open[pool_nopen++] = &job;
+            listed = 1;
+            for (int k = 0; k < helpers; k++)
+                pthread_cond_signal(&pool_cv);
+        }
+        pthread_mutex_unlock(&pool_mu);
+    }
+    pool_work(&job);
+    if (listed) {
+        pthread_mutex_lock(&pool_mu);
+        for (int k = 0; k < pool_nopen; k++) {
+            if (pool_open[k] == &job) {
+                pool_open[k] = pool_open[--pool_nopen];
+                break;
+            }
+        }
+        pthread_mutex_unlock(&pool_mu);
+    }
+    while (atomic_load_explicit(&job.finished, memory_order_acquire) == 0)
+        sched_park_wait(&job.finished, 0, -1);
+    while (atomic_load_explicit(&job.inside, memory_order_acquire) != 0)
+        ; /* a helper between its last claim and leaving: a few instructions */
+}
+
+#endif
