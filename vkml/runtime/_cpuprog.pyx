@@ -31,6 +31,9 @@ cdef extern from "cpu_pool.h" nogil:
     void pool_set_cores(int cores)
     int pool_run_enter()
     void pool_run_exit()
+    bint pool_gate_try()
+    void pool_gate_wait()
+    void pool_gate_exit()
 
 
 def set_cores(int cores) -> None:
@@ -596,12 +599,13 @@ cdef class Program:
     cdef readonly tuple in_shapes, out_shapes
     cdef object keep    # the constants the instructions point at
     cdef list arenas    # free arenas; a run pops one (list.pop/append are atomic under the GIL)
+    cdef readonly bint gated  # whether runs take a turn at the cores' gate (big programs)
 
     def __cinit__(self):
         self.ins = NULL
 
     def __init__(self, list instructions, Py_ssize_t arena_bytes, in_shapes, out_shapes, keep,
-                 uintptr_t gemm, bint ilp64):
+                 uintptr_t gemm, bint ilp64, bint gated=False):
         cdef Py_ssize_t k, j
         cdef Ins *t
         if gemm == 0:
@@ -615,6 +619,7 @@ cdef class Program:
         self.gemm.fn, self.gemm.ilp64 = gemm, ilp64
         self.keep = keep
         self.arenas = []
+        self.gated = gated
         self.n_ins = len(instructions)
         self.ins = <Ins *>malloc(max(1, self.n_ins) * sizeof(Ins))
         if self.ins == NULL:
@@ -672,16 +677,25 @@ cdef class Program:
         for k in range(self.n_out):
             x = outs[k]
             bases[2 + self.n_in + k] = <char *>cnp.PyArray_DATA(x)
+        # A turn first, then an arena: at most `cores` arenas in use. Small programs pass no
+        # gate: the futex hand-offs would cost more than their runs share.
+        if self.gated and not pool_gate_try():
+            with nogil:
+                pool_gate_wait()
         try:
-            arena = self.arenas.pop()
-        except IndexError:
-            arena = np.empty(self.arena_bytes + 64, np.uint8)
-        x = arena
-        bases[0] = <char *>((<uintptr_t>cnp.PyArray_DATA(x) + 63) & ~(<uintptr_t>63))
-        bases[1] = NULL
-        with nogil:
-            width = pool_run_enter()
-            _exec(self.ins, self.n_ins, bases, &self.gemm, width)
-            pool_run_exit()
-        self.arenas.append(arena)
+            try:
+                arena = self.arenas.pop()
+            except IndexError:
+                arena = np.empty(self.arena_bytes + 64, np.uint8)
+            x = arena
+            bases[0] = <char *>((<uintptr_t>cnp.PyArray_DATA(x) + 63) & ~(<uintptr_t>63))
+            bases[1] = NULL
+            with nogil:
+                width = pool_run_enter()
+                _exec(self.ins, self.n_ins, bases, &self.gemm, width)
+                pool_run_exit()
+            self.arenas.append(arena)
+        finally:
+            if self.gated:
+                pool_gate_exit()
         return outs

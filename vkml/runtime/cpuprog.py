@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - only when the extension is not built
 
 F32 = np.dtype(np.float32)
 ALIGN = 64
-MAX_ARENA = 64 << 20  # bytes of intermediates a program may have (it only serves small plans)
+MAX_ARENA = 2 << 30  # bytes of intermediates a program may have (one arena per run in flight)
 _CHAIN_CODES = range(15)  # FusedElementwise opcodes _cpuprog's chain runs (all of ops/fused.py's)
 _ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
 
@@ -187,6 +187,11 @@ CHUNK_MACS = 1 << 20  # multiply-adds a chunk has at least (~20-30 µs on one co
 # multiply-add (resnet18's 7x7 layers in 4 chunks of rows took as long as one whole, 2-core VM).
 ROW_CHUNK_POSITIONS = 128
 MIN_CHUNK_CHANNELS = 16  # output channels a chunk of channels has at least
+# Programs of this many multiply-adds or more let at most one run per core execute at once
+# (_cpuprog's gate): more would share the caches (resnet18, 2-core VM: 16 threads made 33 runs/s
+# against 38 from one). Smaller ones run as many as call: mnist made 34k runs/s from 2 threads
+# and 33k from 4 without the gate, 17k from 4 with it.
+GATED_MACS = 1 << 24
 
 
 def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tuple[int, int]:
@@ -202,13 +207,12 @@ def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tupl
     return CONV_CHANNELS, max(1, min(parts, mg // MIN_CHUNK_CHANNELS))
 
 
-_CORES: list[int] = []
+_CORES = [blas.usable_cores()]  # the programs' runs share these (_cpuprog's pool and gate)
+if _cpuprog is not None:
+    _cpuprog.set_cores(_CORES[0])
 
 
 def _cores() -> int:
-    if not _CORES:
-        _CORES.append(blas.usable_cores())
-        _cpuprog.set_cores(_CORES[0])
     return _CORES[0]
 
 
@@ -498,10 +502,12 @@ def lower(plan: Plan, seen: dict[int, Any], gemm: tuple[int, bool]) -> "_cpuprog
             raise Unsupported(f"input {b.name(sl)} is {seen[sl][1]}, not float32")
     shapes = {name: _Shaped(seen[sl][0]) for name, sl in plan.slots.items() if sl in seen}
     absorbed = _fold_epilogues(b, plan)
+    total = 0.0
     for step in plan.steps:
         if id(step) in absorbed:
             continue
         macs = blas.gemm_macs(step.node, shapes)
+        total += macs or 0
         if macs is not None and macs >= blas.BIG_GEMM_MACS and step.node.op_type != "Conv":
             raise Unsupported(f"{step.node.op_type} {step.node.name!r} of {macs:.0f} multiply-adds (split over "
                               f"vkml's threads on the Python path)")
@@ -529,7 +535,8 @@ def lower(plan: Plan, seen: dict[int, Any], gemm: tuple[int, bool]) -> "_cpuprog
         raise Unsupported(f"{size} bytes of intermediates")
     in_shapes = [seen[sl][0] for sl in b.inputs]
     out_shapes = [seen[sl][0] for sl in plan.out_slots]
-    return _cpuprog.Program(ins, size, in_shapes, out_shapes, b.keep, gemm[0], gemm[1])
+    return _cpuprog.Program(ins, size, in_shapes, out_shapes, b.keep, gemm[0], gemm[1],
+                            gated=total >= GATED_MACS)
 
 
 def _place_arena(ins: list, sizes: list[int], scratch: int) -> tuple[list, int]:
