@@ -62,7 +62,7 @@ def _model(nodes, inputs, outputs, inits, opset=17):
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in inputs],
                      [h.make_tensor_value_info(n, T.FLOAT, None) for n in outputs],
                      [nh.from_array(v, k) for k, v in inits.items()])
-    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=8)  # (older onnxruntimes)
 
 
 def test_the_shipped_digits_model_runs_natively():

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "sched_park.h"
 
@@ -44,6 +45,9 @@ static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
 static void pool_fork_prepare(void) { pthread_mutex_lock(&pool_mu); }
 static void pool_fork_parent(void) { pthread_mutex_unlock(&pool_mu); }
+static atomic_int pool_sleeping;      /* helpers asleep on pool_cv */
+static atomic_uint pool_opened;       /* jobs opened so far: spinning helpers watch it */
+static int64_t pool_spin_ns = 100000; /* how long an idle helper watches for the next job */
 static int pool_cores = 1;
 static atomic_int pool_runs;
 static atomic_uint pool_gate_free = 1;   /* turns left: runs beyond the cores wait */
@@ -55,6 +59,7 @@ static void pool_fork_child(void)
     pthread_cond_init(&pool_cv, NULL);
     pool_nopen = 0;
     pool_started = 0;
+    atomic_store(&pool_sleeping, 0);
     /* the parent's other threads, and their runs, are not in the child */
     atomic_store(&pool_runs, 0);
     atomic_store(&pool_gate_free, (unsigned)pool_cores);
@@ -115,6 +120,8 @@ static int pool_run_enter(void)
 
 static void pool_run_exit(void) { atomic_fetch_sub_explicit(&pool_runs, 1, memory_order_relaxed); }
 
+static void pool_set_spin_ns(int64_t ns) { pool_spin_ns = ns < 0 ? 0 : ns; }
+
 static void pool_work(pool_job *job)
 {
     for (;;) {
@@ -127,6 +134,14 @@ static void pool_work(pool_job *job)
             sched_park_wake(&job->finished, 1);
         }
     }
+}
+
+
+static int64_t pool_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void *pool_main(void *unused)
@@ -143,7 +158,24 @@ static void *pool_main(void *unused)
             }
         }
         if (job == NULL) {
+            /* A run's ops follow each other within microseconds: watch for the next job a while
+             * (no lock held) before sleeping, so it needs no wake-up. */
+            unsigned seen = atomic_load(&pool_opened);
+            pthread_mutex_unlock(&pool_mu);
+            int64_t until = pool_spin_ns > 0 ? pool_now_ns() + pool_spin_ns : 0;
+            int opened = 0;
+            while (pool_spin_ns > 0) {
+                for (int k = 0; k < 64 && !(opened = atomic_load(&pool_opened) != seen); k++)
+                    __asm__ __volatile__("" ::: "memory");
+                if (opened || pool_now_ns() > until)
+                    break;
+            }
+            pthread_mutex_lock(&pool_mu);
+            if (opened || atomic_load(&pool_opened) != seen)
+                continue;
+            atomic_fetch_add(&pool_sleeping, 1);
             pthread_cond_wait(&pool_cv, &pool_mu);
+            atomic_fetch_sub(&pool_sleeping, 1);
             continue;
         }
         job->helpers--;
@@ -195,7 +227,10 @@ static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
             job.helpers = helpers;
             pool_open[pool_nopen++] = &job;
             listed = 1;
-            for (int k = 0; k < helpers; k++)
+            atomic_fetch_add(&pool_opened, 1);
+            /* spinning helpers see pool_opened; wake only as many sleepers as still needed */
+            int wake = helpers < atomic_load(&pool_sleeping) ? helpers : atomic_load(&pool_sleeping);
+            for (int k = 0; k < wake; k++)
                 pthread_cond_signal(&pool_cv);
         }
         pthread_mutex_unlock(&pool_mu);

@@ -34,6 +34,12 @@ cdef extern from "cpu_pool.h" nogil:
     bint pool_gate_try()
     void pool_gate_wait()
     void pool_gate_exit()
+    void pool_set_spin_ns(int64_t ns)
+
+
+def set_spin_us(double us) -> None:
+    """How long an idle pool helper watches for the next job before it sleeps (probes)."""
+    pool_set_spin_ns(<int64_t>(us * 1000))
 
 
 def set_cores(int cores) -> None:

@@ -183,10 +183,13 @@ def _window_of(op, shape: tuple[int, ...], kernel=None):
 # How a Conv splits over the pool's threads (_cpuprog's CONV_* modes).
 CONV_WHOLE, CONV_ROWS, CONV_POSITIONS, CONV_CHANNELS = 0, 1, 2, 3
 CHUNK_MACS = 1 << 20  # multiply-adds a chunk has at least (~20-30 µs on one core)
-# A chunk of output rows has this many positions at least: narrower GEMMs run slower a
-# multiply-add (resnet18's 7x7 layers in 4 chunks of rows took as long as one whole, 2-core VM).
-ROW_CHUNK_POSITIONS = 128
-MIN_CHUNK_CHANNELS = 16  # output channels a chunk of channels has at least
+# A chunk of output rows (or positions) has this many positions at least, a chunk of output
+# channels this many channels: narrower GEMMs run slower a multiply-add (resnet18's 7x7 layers in
+# 4 chunks of rows took as long as one whole on the 2-core VM). Between the two, the one that
+# makes more chunks: on the H200 host's 16 cores, 56x56 planes of 64 channels split into 4 chunks
+# of channels and a lone resnet18 run took 18.7 ms.
+ROW_CHUNK_POSITIONS = 64
+MIN_CHUNK_CHANNELS = 8
 # Programs of this many multiply-adds or more let at most one run per core execute at once
 # (_cpuprog's gate): more would share the caches (resnet18, 2-core VM: 16 threads made 33 runs/s
 # against 38 from one). Smaller ones run as many as call: mnist made 34k runs/s from 2 threads
@@ -201,10 +204,13 @@ def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tupl
     if parts <= 1:
         return CONV_WHOLE, 1
     if pointwise:
-        return CONV_POSITIONS, max(1, min(parts, npos // 64))
-    if oh >= parts and npos // parts >= ROW_CHUNK_POSITIONS or mg < 2 * MIN_CHUNK_CHANNELS:
-        return CONV_ROWS, max(1, min(parts, oh))
-    return CONV_CHANNELS, max(1, min(parts, mg // MIN_CHUNK_CHANNELS))
+        return CONV_POSITIONS, max(1, min(parts, npos // ROW_CHUNK_POSITIONS))
+    # whichever gives more chunks of a useful size (rows where they tie: no separate columns pass)
+    rows = min(parts, oh, max(1, npos // ROW_CHUNK_POSITIONS))
+    channels = min(parts, mg // MIN_CHUNK_CHANNELS)
+    if rows >= channels:
+        return CONV_ROWS, max(1, rows)
+    return CONV_CHANNELS, channels
 
 
 _CORES = [blas.usable_cores()]  # the programs' runs share these (_cpuprog's pool and gate)

@@ -1,0 +1,104 @@
+"""Native CPU programs (vkml/runtime/cpuprog.py) under threads: one CPU session shared by N
+threads, runs/s and p50 per row, for variants of the pool's knobs set in this process and
+interleaved in rounds (A B A B), with the Python path (VKML_CPU_NATIVE=0, a second session) as
+a row too. A lone run's median comes first in each variant.
+
+    python bench/probe_cpu_native.py [--models resnet18,mnist] [--threads 1,2,4,8,16]
+        [--seconds 1.5] [--rounds 2] [--variant NAME:spin_us=V,chunk_macs=V,...]... [--out F.jsonl]
+
+Variant keys: spin_us (an idle helper watches for the next job this long, _cpuprog.set_spin_us),
+chunk_macs (cpuprog.CHUNK_MACS), row_positions (cpuprog.ROW_CHUNK_POSITIONS), python=1 (the
+Python path). Programs are made per variant (a fresh session), so split choices apply.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import threading
+import time
+
+import numpy as np
+
+
+def _rate(sess, feed, n: int, seconds: float) -> tuple[float, float]:
+    lat: list[float] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(n)
+    stop = [0.0]
+
+    def worker() -> None:
+        mine = []
+        barrier.wait()
+        while time.perf_counter() < stop[0]:
+            t = time.perf_counter()
+            sess.run(None, feed)
+            mine.append(time.perf_counter() - t)
+        with lock:
+            lat.extend(mine)
+
+    stop[0] = time.perf_counter() + seconds + 0.05
+    ts = [threading.Thread(target=worker) for _ in range(n)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return len(lat) / (time.perf_counter() - t0), statistics.median(lat) if lat else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="resnet18,mnist")
+    ap.add_argument("--threads", default="1,2,4,8,16")
+    ap.add_argument("--seconds", type=float, default=1.5)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--variant", action="append", default=[])
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    import vkml
+    from vkml.benchmarks import models
+    from vkml.runtime import _cpuprog, cpuprog
+
+    variants = [("default", {})]
+    for v in args.variant:
+        name, _, body = v.partition(":")
+        variants.append((name, {k: float(x) for k, x in (kv.split("=") for kv in body.split(",") if kv)}))
+    defaults = dict(spin_us=100.0, chunk_macs=cpuprog.CHUNK_MACS, row_positions=cpuprog.ROW_CHUNK_POSITIONS)
+    out = open(args.out, "a") if args.out else None
+    for rnd in range(args.rounds):
+        for mname in args.models.split(","):
+            bm = getattr(models, mname)(1)
+            for vname, knobs in variants:
+                k = dict(defaults, **knobs)
+                _cpuprog.set_spin_us(k["spin_us"])
+                cpuprog.CHUNK_MACS = int(k["chunk_macs"])
+                cpuprog.ROW_CHUNK_POSITIONS = int(k["row_positions"])
+                if knobs.get("python"):
+                    os.environ["VKML_CPU_NATIVE"] = "0"
+                sess = vkml.InferenceSession(bm.bytes(), devices=["cpu"])
+                os.environ.pop("VKML_CPU_NATIVE", None)
+                for _ in range(5):
+                    sess.run(None, bm.feed)
+                lone = []
+                for _ in range(30):
+                    t = time.perf_counter()
+                    sess.run(None, bm.feed)
+                    lone.append(time.perf_counter() - t)
+                row = {"round": rnd, "model": mname, "variant": vname, "knobs": k,
+                       "lone_p50_ms": round(statistics.median(lone) * 1e3, 3), "lone_runs": 30}
+                for n in (int(x) for x in args.threads.split(",")):
+                    r, p50 = _rate(sess, bm.feed, n, args.seconds)
+                    row[f"t{n}"] = round(r, 1)
+                    row[f"t{n}_p50_ms"] = round(p50 * 1e3, 3)
+                print(json.dumps(row), flush=True)
+                if out:
+                    out.write(json.dumps(row) + "\n")
+                    out.flush()
+                del sess
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
