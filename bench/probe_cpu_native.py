@@ -4,9 +4,9 @@ interleaved in rounds (A B A B), with the Python path (VKML_CPU_NATIVE=0, a seco
 a row too. A lone run's median comes first in each variant.
 
     python bench/probe_cpu_native.py [--models resnet18,mnist] [--threads 1,2,4,8,16]
-        [--seconds 1.5] [--rounds 2] [--variant NAME:spin_us=V,chunk_macs=V,...]... [--out F.jsonl]
+        [--seconds 1.5] [--rounds 2] [--variant NAME:adaptive=0,chunk_macs=V,...]... [--out F.jsonl]
 
-Variant keys: spin_us (an idle helper watches for the next job this long, _cpuprog.set_spin_us),
+Variant keys: adaptive (0: every run takes a conv's planned chunks, whatever else is in flight),
 chunk_macs (cpuprog.CHUNK_MACS), row_positions (cpuprog.ROW_CHUNK_POSITIONS), python=1 (the
 Python path). Programs are made per variant (a fresh session), so split choices apply.
 """
@@ -65,14 +65,14 @@ def main() -> None:
     for v in args.variant:
         name, _, body = v.partition(":")
         variants.append((name, {k: float(x) for k, x in (kv.split("=") for kv in body.split(",") if kv)}))
-    defaults = dict(spin_us=100.0, chunk_macs=cpuprog.CHUNK_MACS, row_positions=cpuprog.ROW_CHUNK_POSITIONS)
+    defaults = dict(adaptive=1, chunk_macs=cpuprog.CHUNK_MACS, row_positions=cpuprog.ROW_CHUNK_POSITIONS)
     out = open(args.out, "a") if args.out else None
     for rnd in range(args.rounds):
         for mname in args.models.split(","):
             bm = getattr(models, mname)(1)
             for vname, knobs in variants:
                 k = dict(defaults, **knobs)
-                _cpuprog.set_spin_us(k["spin_us"])
+                _cpuprog.set_adaptive_parts(bool(k["adaptive"]))
                 cpuprog.CHUNK_MACS = int(k["chunk_macs"])
                 cpuprog.ROW_CHUNK_POSITIONS = int(k["row_positions"])
                 if knobs.get("python"):

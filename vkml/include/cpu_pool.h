@@ -15,7 +15,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "sched_park.h"
 
@@ -46,8 +45,6 @@ static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static void pool_fork_prepare(void) { pthread_mutex_lock(&pool_mu); }
 static void pool_fork_parent(void) { pthread_mutex_unlock(&pool_mu); }
 static atomic_int pool_sleeping;      /* helpers asleep on pool_cv */
-static atomic_uint pool_opened;       /* jobs opened so far: spinning helpers watch it */
-static int64_t pool_spin_ns = 100000; /* how long an idle helper watches for the next job */
 static int pool_cores = 1;
 static atomic_int pool_runs;
 static atomic_uint pool_gate_free = 1;   /* turns left: runs beyond the cores wait */
@@ -120,8 +117,6 @@ static int pool_run_enter(void)
 
 static void pool_run_exit(void) { atomic_fetch_sub_explicit(&pool_runs, 1, memory_order_relaxed); }
 
-static void pool_set_spin_ns(int64_t ns) { pool_spin_ns = ns < 0 ? 0 : ns; }
-
 static void pool_work(pool_job *job)
 {
     for (;;) {
@@ -134,14 +129,6 @@ static void pool_work(pool_job *job)
             sched_park_wake(&job->finished, 1);
         }
     }
-}
-
-
-static int64_t pool_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void *pool_main(void *unused)
@@ -158,21 +145,6 @@ static void *pool_main(void *unused)
             }
         }
         if (job == NULL) {
-            /* A run's ops follow each other within microseconds: watch for the next job a while
-             * (no lock held) before sleeping, so it needs no wake-up. */
-            unsigned seen = atomic_load(&pool_opened);
-            pthread_mutex_unlock(&pool_mu);
-            int64_t until = pool_spin_ns > 0 ? pool_now_ns() + pool_spin_ns : 0;
-            int opened = 0;
-            while (pool_spin_ns > 0) {
-                for (int k = 0; k < 64 && !(opened = atomic_load(&pool_opened) != seen); k++)
-                    __asm__ __volatile__("" ::: "memory");
-                if (opened || pool_now_ns() > until)
-                    break;
-            }
-            pthread_mutex_lock(&pool_mu);
-            if (opened || atomic_load(&pool_opened) != seen)
-                continue;
             atomic_fetch_add(&pool_sleeping, 1);
             pthread_cond_wait(&pool_cv, &pool_mu);
             atomic_fetch_sub(&pool_sleeping, 1);
@@ -227,8 +199,7 @@ static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
             job.helpers = helpers;
             pool_open[pool_nopen++] = &job;
             listed = 1;
-            atomic_fetch_add(&pool_opened, 1);
-            /* spinning helpers see pool_opened; wake only as many sleepers as still needed */
+            /* wake only as many sleepers as the job takes (helpers between jobs find it) */
             int wake = helpers < atomic_load(&pool_sleeping) ? helpers : atomic_load(&pool_sleeping);
             for (int k = 0; k < wake; k++)
                 pthread_cond_signal(&pool_cv);

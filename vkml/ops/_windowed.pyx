@@ -10,6 +10,8 @@ tap is checked. Outputs are preallocated (P', OH, OW).
 """
 import numpy as np
 
+from libc.string cimport memcpy
+
 ctypedef fused real:
     float
     double
@@ -297,9 +299,8 @@ cdef void _columns_plane(const real *src, real *cols, const Geom *g, Py_ssize_t 
                     for j in range(a):
                         dst[j] = 0
                     row = src + y * g.w + x0 + a * g.sw  # input column of output column a
-                    if g.sw == 1:
-                        for j in range(b - a):
-                            dst[a + j] = row[j]
+                    if g.sw == 1:  # (memcpy: the compiler cannot rule out that dst and row overlap)
+                        memcpy(dst + a, row, (b - a) * sizeof(real))
                     else:
                         for j in range(b - a):
                             dst[a + j] = row[j * g.sw]

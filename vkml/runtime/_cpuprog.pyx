@@ -15,7 +15,7 @@ outputs. Each run takes an arena from the program's free list (one per run in fl
 import numpy as np
 
 cimport numpy as cnp
-from libc.math cimport expf, logf, sqrtf, tanhf
+from libc.math cimport expf, fabsf, logf, sqrtf, tanhf
 from libc.stdint cimport int64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -34,12 +34,15 @@ cdef extern from "cpu_pool.h" nogil:
     bint pool_gate_try()
     void pool_gate_wait()
     void pool_gate_exit()
-    void pool_set_spin_ns(int64_t ns)
 
 
-def set_spin_us(double us) -> None:
-    """How long an idle pool helper watches for the next job before it sleeps (probes)."""
-    pool_set_spin_ns(<int64_t>(us * 1000))
+cdef bint adaptive_parts = True
+
+
+def set_adaptive_parts(bint on) -> None:
+    """Whether a convolution takes fewer, bigger chunks while other runs are in flight (probes)."""
+    global adaptive_parts
+    adaptive_parts = on
 
 
 def set_cores(int cores) -> None:
@@ -94,13 +97,20 @@ cdef enum:
     U_TANH = 4
     U_CLIP = 5
     U_HARDSIGMOID = 6
+    U_NEG = 7
+    U_ABS = 8
+    U_EXP = 9
+    U_LOG = 10
+    U_SQRT = 11
+    U_RECIPROCAL = 12
 
 OPS = {"conv": OP_CONV, "gemm": OP_GEMM, "binary": OP_BINARY, "unary": OP_UNARY, "maxpool": OP_MAXPOOL,
        "avgpool": OP_AVGPOOL, "mean": OP_MEAN, "softmax": OP_SOFTMAX, "affine": OP_AFFINE, "copy": OP_COPY,
        "chain": OP_CHAIN}
 BINARY = {"Add": B_ADD, "Sub": B_SUB, "Mul": B_MUL, "Div": B_DIV, "Max": B_MAX, "Min": B_MIN}
 UNARY = {"Relu": U_RELU, "LeakyRelu": U_LEAKY, "Sigmoid": U_SIGMOID, "Tanh": U_TANH, "Clip": U_CLIP,
-         "HardSigmoid": U_HARDSIGMOID}
+         "HardSigmoid": U_HARDSIGMOID, "Neg": U_NEG, "Abs": U_ABS, "Exp": U_EXP, "Log": U_LOG, "Sqrt": U_SQRT,
+         "Reciprocal": U_RECIPROCAL}
 
 
 cdef struct Ref:
@@ -217,17 +227,6 @@ cdef void _unary(const Ins *t, const float *x, float *y, Py_ssize_t first, Py_ss
         for j in range(n):
             v = x[j]
             y[j] = v if v >= 0 else v * lo
-    elif t.code == U_SIGMOID:
-        for j in range(n):
-            v = x[j]
-            if v >= 0:
-                y[j] = 1.0 / (1.0 + expf(-v))
-            else:
-                v = expf(v)
-                y[j] = v / (1.0 + v)
-    elif t.code == U_TANH:
-        for j in range(n):
-            y[j] = tanhf(x[j])
     elif t.code == U_CLIP:
         for j in range(n):
             v = x[j]
@@ -237,6 +236,46 @@ cdef void _unary(const Ins *t, const float *x, float *y, Py_ssize_t first, Py_ss
         for j in range(n):
             v = lo * x[j] + hi
             y[j] = 0.0 if v < 0 else (1.0 if v > 1 else v)
+    else:  # the functions a fused chain also has: the same formulas, so the same bits
+        _function(t.code, x, y, n)
+
+
+cdef int _CHAIN_FN[8]
+_CHAIN_FN[:] = [U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIGMOID, U_TANH, U_RECIPROCAL]
+
+
+cdef void _function(int code, const float *x, float *y, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef float v
+    if code == U_NEG:
+        for j in range(n):
+            y[j] = -x[j]
+    elif code == U_ABS:
+        for j in range(n):
+            y[j] = fabsf(x[j])
+    elif code == U_EXP:
+        for j in range(n):
+            y[j] = expf(x[j])
+    elif code == U_LOG:
+        for j in range(n):
+            y[j] = logf(x[j])
+    elif code == U_SQRT:
+        for j in range(n):
+            y[j] = sqrtf(x[j])
+    elif code == U_RECIPROCAL:
+        for j in range(n):
+            y[j] = 1.0 / x[j]
+    elif code == U_SIGMOID:
+        for j in range(n):
+            v = x[j]
+            if v >= 0:
+                y[j] = 1.0 / (1.0 + expf(-v))
+            else:
+                v = expf(v)
+                y[j] = v / (1.0 + v)
+    elif code == U_TANH:
+        for j in range(n):
+            y[j] = tanhf(x[j])
 
 
 cdef enum:
@@ -255,6 +294,7 @@ cdef struct ConvJob:
     const float *res
     float *y
     float *scratch
+    Py_ssize_t parts
 
 
 cdef inline Py_ssize_t _part(Py_ssize_t n, Py_ssize_t parts, Py_ssize_t i) noexcept nogil:
@@ -293,7 +333,7 @@ cdef void _conv_part(void *arg, int64_t part) noexcept nogil:
     cdef const Ins *t = job.t
     cdef Py_ssize_t nb = t.p[0], groups = t.p[1], cg = t.p[2], mg = t.p[3], h = t.p[4], wd = t.p[5]
     cdef Py_ssize_t oh = t.p[6], ow = t.p[7], npos = t.p[6] * t.p[7], taps = t.p[8] * t.p[9]
-    cdef Py_ssize_t kdim = cg * taps, mode = t.p[12], parts = t.p[13]
+    cdef Py_ssize_t kdim = cg * taps, mode = t.p[12], parts = job.parts
     cdef Py_ssize_t b, gi, p0, lo = 0, hi = npos, m0 = 0, m1 = mg, pc, off
     cdef const float *src
     cdef const float *cols
@@ -340,8 +380,15 @@ cdef void _conv_columns(void *arg, int64_t plane) noexcept nogil:
 
 cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width) noexcept nogil:
     cdef ConvJob job
+    # At most two chunks per thread this run may use: alone, all the planned chunks; with other
+    # runs in flight, fewer and bigger ones (GEMMs of more columns run faster a multiply-add):
+    # resnet18 on the H200 host from 4 / 16 threads 128-134 / 228-247 runs/s against 104-108 /
+    # 140-142 with the planned chunks always (bench/results/checks/h200-2026-12-03-cpu-native-probe.jsonl).
+    # The price: a run beside others may differ from a lone run in the last bits.
     cdef Py_ssize_t parts = t.p[13] if t.p[12] != CONV_WHOLE else 1
-    job.t, job.gm = t, gm
+    if adaptive_parts:
+        parts = min(parts, 2 * width)
+    job.t, job.gm, job.parts = t, gm, max(1, parts)
     job.x = <float *>_at(bases, t.r[0])
     job.w = <float *>_at(bases, t.r[1])
     job.bias = <float *>_at(bases, t.r[2])
@@ -350,10 +397,10 @@ cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width) noexcept 
     job.res = <float *>_at(bases, t.r[5])
     if t.p[12] == CONV_CHANNELS and not t.p[10]:
         pool_for(t.p[0] * t.p[1] * t.p[2], _conv_columns, &job, width)
-    if parts == 1:
+    if job.parts == 1:
         _conv_part(&job, 0)
     else:
-        pool_for(parts, _conv_part, &job, width)
+        pool_for(job.parts, _conv_part, &job, width)
 
 
 cdef void _gemm_batches(const Ins *t, const Gemm *gm, const float *a, const float *b, float *y) noexcept nogil:
@@ -468,36 +515,8 @@ cdef void _chain(const Ins *t, const float *x, const float *rows, float *y, Py_s
             for j in range(n):
                 v = src[j]
                 y[j] = v if (v > 0 or v != v) else 0
-        elif code == 7:
-            for j in range(n):
-                y[j] = -src[j]
-        elif code == 8:
-            for j in range(n):
-                v = src[j]
-                y[j] = -v if v < 0 else (0.0 if v == 0 else v)
-        elif code == 9:
-            for j in range(n):
-                y[j] = expf(src[j])
-        elif code == 10:
-            for j in range(n):
-                y[j] = logf(src[j])
-        elif code == 11:
-            for j in range(n):
-                y[j] = sqrtf(src[j])
-        elif code == 12:
-            for j in range(n):
-                v = src[j]
-                if v >= 0:
-                    y[j] = 1.0 / (1.0 + expf(-v))
-                else:
-                    v = expf(v)
-                    y[j] = v / (1.0 + v)
-        elif code == 13:
-            for j in range(n):
-                y[j] = tanhf(src[j])
-        elif code == 14:
-            for j in range(n):
-                y[j] = 1.0 / src[j]
+        elif 7 <= code <= 14:  # ops/fused.py's unary opcodes: Neg Abs Exp Log Sqrt Sigmoid Tanh Reciprocal
+            _function(_CHAIN_FN[code - 7], src, y, n)
         src = y
 
 
