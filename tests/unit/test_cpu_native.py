@@ -356,3 +356,23 @@ def test_a_forked_child_runs_split_programs():
     assert ready, "the forked child hung"
     assert os.read(r, 1) == b"\x00"
     os.close(r)
+
+
+def test_output_names_on_the_direct_path():
+    """Once a signature has its program, Session.run goes straight to it: output names pick and
+    order the outputs there too, and bad names get the usual errors."""
+    sess = vkml.InferenceSession(str(DIGITS), devices=["cpu"])
+    arg = sess.get_inputs()[0]
+    names = [o.name for o in sess.get_outputs()]
+    shape = [d if isinstance(d, int) else 2 for d in arg.shape]
+    feed = {arg.name: np.random.default_rng(8).random(shape, dtype=np.float32)}
+    both = sess.run(None, feed)
+    assert _native(sess, feed) is not None
+    got = sess.run(names[::-1], feed)
+    for g, w in zip(got, both[::-1]):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(sess.run([names[1]], feed)[0], both[1])
+    with pytest.raises(ValueError, match="unknown output name"):
+        sess.run(["nope"], feed)
+    with pytest.raises(TypeError, match="list of names"):
+        sess.run(names[0], feed)

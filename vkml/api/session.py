@@ -226,6 +226,7 @@ class InferenceSession:
             self._fork_gen = vulkan.FORK_GENERATION
             self._pid = os.getpid()
             self._parallel = None
+            self._native = None  # (native programs are the CPU plan's)
             if warmup or (warmup is None and self._static_shapes() is not None):
                 self.warmup()
         else:
@@ -376,6 +377,15 @@ class InferenceSession:
                 outs = cut.run(output_names, input_feed)
                 if outs is not None:
                     return outs
+            native = self._native
+            if native is not None and (output_names is None or type(output_names) is list):
+                # A CPU signature with a program: it was checked when the program was made
+                # (runtime/cpuprog.py), so straight to it; anything else goes on below.
+                prog = native.get(signature(input_feed))
+                index = self._out_index
+                if prog is not None and (output_names is None or all(n in index for n in output_names)):
+                    outs = self._run_native(prog, input_feed)
+                    return outs if output_names is None else [outs[index[n]] for n in output_names]
         if output_names is None:
             picks = range(len(self._out_index))
         else:
@@ -464,12 +474,8 @@ class InferenceSession:
             if native is not None and key is None:  # (the checked feeds: C-contiguous host arrays)
                 key = signature(feeds)
             prog = native.get(key) if native is not None and key is not None else None
-            if prog is not None:  # (its GEMMs are all small: one BLAS thread, no split)
-                lim.enter(1, False, False)
-                try:
-                    outs = prog.run([feeds[n] for n in self._native_inputs])
-                finally:
-                    lim.exit(1, False, False)
+            if prog is not None:
+                outs = self._run_native(prog, feeds)
             else:
                 if gate is not None:
                     gate.acquire()
@@ -488,6 +494,16 @@ class InferenceSession:
             if output_device is not None:
                 outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]
+
+    def _run_native(self, prog: Any, feeds: Mapping[str, Any]) -> list[Any]:
+        """A native CPU program's run (runtime/cpuprog.py); BLAS at one thread meanwhile (the
+        program splits its own work)."""
+        lim = self._blas
+        lim.enter(1, False, False)
+        try:
+            return prog.run([feeds[n] for n in self._native_inputs])
+        finally:
+            lim.exit(1, False, False)
 
     def __reduce__(self):
         """A session pickles as its model and options; the receiving process builds a new
