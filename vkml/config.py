@@ -215,14 +215,14 @@ def cpu_split() -> bool:
 
 
 _setting("VKML_CPU_NATIVE", "1", "on/off", """
-    A CPU session whose GEMMs are all small runs each input signature, from its second run, as
-    one native program without the GIL (vkml/runtime/cpuprog.py): when every step is one the
-    program knows and every tensor float32. 0 keeps every run in Python. Read when a session is
-    made.""")
+    A CPU session runs each input signature, from its first run, as one native program without
+    the GIL (vkml/runtime/cpuprog.py): when every step is one the program knows, every tensor
+    float32, and no Gemm/MatMul big enough to split on the Python path. 0 keeps every run in
+    Python. Read when a session is made.""")
 
 
 def cpu_native() -> bool:
-    """Whether small CPU plans run as native programs (VKML_CPU_NATIVE)."""
+    """Whether CPU plans run as native programs where they lower (VKML_CPU_NATIVE)."""
     return parse_switch(_raw("VKML_CPU_NATIVE"), True)
 
 

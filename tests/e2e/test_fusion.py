@@ -78,9 +78,11 @@ def test_chain_breaks_at_outputs_shared_values_and_forced_nodes(gpu, vkml_env):
 def test_fused_node_on_the_cpu_replays_the_ops(gpu, vkml_env):
     steps = [("Add", np.float32(0.5), False), ("Exp", None, False), ("Mul", np.float32(3), True)]
     x = np.linspace(-2, 2, 7, dtype=np.float32)
-    vkml_env(VKML_CPU_NATIVE="0")  # (the NumPy ops a GPU session's CPU units run; native programs
+    # The reference is the NumPy ops a GPU session's CPU units run: a native program computes
+    # Exp with libm's, whose last bits may differ.
+    vkml_env(VKML_CPU_NATIVE="0")
     want, = vkml.InferenceSession(chain_model(steps, (7,)), devices=["cpu"]).run(None, {"x": x})
-    vkml_env(VKML_CPU_NATIVE=None)  # compute Exp and Log with libm's: the last bits may differ)
+    vkml_env(VKML_CPU_NATIVE=None)
     # No room on the GPU: the fused node goes to the CPU and must still be right.
     s = vkml.InferenceSession(chain_model(steps, (7,)), devices=[gpu], memory_caps={gpu: 0})
     got, = s.run(None, {"x": x})

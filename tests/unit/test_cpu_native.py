@@ -58,6 +58,15 @@ def _check(model: onnx.ModelProto, feed: dict, native: bool = True) -> list[np.n
     return got
 
 
+def _in_threads(worker, n: int) -> None:
+    """worker(0) .. worker(n - 1), each on a thread of its own, all joined."""
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def _model(nodes, inputs, outputs, inits, opset=17):
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in inputs],
                      [h.make_tensor_value_info(n, T.FLOAT, None) for n in outputs],
@@ -223,13 +232,9 @@ def test_split_convolutions_from_many_threads(hw, c, m, k):
             if not np.allclose(sess.run(None, feeds[j])[0], want[j], rtol=1e-5, atol=1e-6):
                 bad.append(j)
 
-    ts = [threading.Thread(target=worker, args=(j,)) for j in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    _in_threads(worker, 8)
     assert not bad
-    if cpuprog._cores() > 1:
+    if cpuprog.CORES > 1:
         assert parts > 1 and mode != cpuprog.CONV_WHOLE, (mode, parts)
 
 
@@ -311,11 +316,7 @@ def test_many_threads_share_one_native_session():
             if any(not np.array_equal(g, w) for g, w in zip(got, want[k])):
                 bad.append(k)
 
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    _in_threads(worker, 16)
     assert not bad
 
 

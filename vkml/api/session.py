@@ -249,7 +249,7 @@ class InferenceSession:
             # Runs of this session that execute at once (VKML_CPU_RUNS); the rest wait without the GIL.
             self._cpu_runs = _cpu_runs(self._blas_big)
             self._gate = RunGate(self._cpu_runs) if self._cpu_runs else None
-            # A plan of small GEMMs runs each input signature in C from its second run
+            # Each input signature whose steps lower runs in C from its first run
             # (runtime/cpuprog.py): one GIL release per run, so its runs need no gate.
             self._native = _native_programs(self._plan)
             self._native_inputs = [n for n, _ in self._plan.input_slots]

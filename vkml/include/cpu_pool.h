@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "run_handoff.h"
 #include "sched_park.h"
 
 typedef void (*pool_fn)(void *arg, int64_t i);
@@ -47,8 +48,10 @@ static void pool_fork_parent(void) { pthread_mutex_unlock(&pool_mu); }
 static atomic_int pool_sleeping;      /* helpers asleep on pool_cv */
 static int pool_cores = 1;
 static atomic_int pool_runs;
-static atomic_uint pool_gate_free = 1;   /* turns left: runs beyond the cores wait */
-static atomic_uint pool_gate_waiters;
+/* A run's turn (run_handoff.h's gate, no spinning): at most `cores` big runs execute at once,
+ * since more would only share the cores' caches (resnet18 on the 2-core VM: 16 threads made 33
+ * runs/s against 38 from one). */
+static vkml_gate pool_gate = {0, 1, 0, 0};
 
 static void pool_fork_child(void)
 {
@@ -59,51 +62,20 @@ static void pool_fork_child(void)
     atomic_store(&pool_sleeping, 0);
     /* the parent's other threads, and their runs, are not in the child */
     atomic_store(&pool_runs, 0);
-    atomic_store(&pool_gate_free, (unsigned)pool_cores);
-    atomic_store(&pool_gate_waiters, 0);
+    vkml_gate_init(&pool_gate, (unsigned)pool_cores);
 }
 static void pool_init_once(void) { pthread_atfork(pool_fork_prepare, pool_fork_parent, pool_fork_child); }
 
-/* The cores runs may use: the pool starts at most cores - 1 helpers, and at most `cores` runs
- * execute at once. Set once, before the first run. */
+/* The cores runs may use: the pool starts at most cores - 1 helpers, and the gate lets `cores`
+ * runs through. Set once, before the first run. */
 static void pool_set_cores(int cores)
 {
     pthread_once(&pool_once, pool_init_once);
     pthread_mutex_lock(&pool_mu);
-    int was = pool_cores;
     pool_cores = cores < 1 ? 1 : cores;
     pool_max = pool_cores - 1 > POOL_MAX_THREADS ? POOL_MAX_THREADS : pool_cores - 1;
-    atomic_fetch_add(&pool_gate_free, (unsigned)(pool_cores - was));
+    pool_gate.width = (unsigned)pool_cores;
     pthread_mutex_unlock(&pool_mu);
-}
-
-/* A run's turn: at most `cores` runs execute at once, since more would only share the cores'
- * caches (resnet18 on the 2-core VM: 16 threads made 33 runs/s against 38 from one).
- * pool_gate_try takes a free turn if there is one (no waiting: callable with the GIL held);
- * pool_gate_wait sleeps until it gets one; pool_gate_exit hands it back. */
-static int pool_gate_try(void)
-{
-    unsigned v = atomic_load(&pool_gate_free);
-    while (v > 0)
-        if (atomic_compare_exchange_weak(&pool_gate_free, &v, v - 1))
-            return 1;
-    return 0;
-}
-
-static void pool_gate_wait(void)
-{
-    while (!pool_gate_try()) {
-        atomic_fetch_add(&pool_gate_waiters, 1);
-        sched_park_wait(&pool_gate_free, 0, -1);
-        atomic_fetch_sub(&pool_gate_waiters, 1);
-    }
-}
-
-static void pool_gate_exit(void)
-{
-    atomic_fetch_add(&pool_gate_free, 1);
-    if (atomic_load(&pool_gate_waiters))
-        sched_park_wake(&pool_gate_free, 1);
 }
 
 /* A run with its turn starts: the width its ops may split to, the cores shared by the runs in

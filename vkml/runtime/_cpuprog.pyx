@@ -25,15 +25,26 @@ from vkml.ops._windowed cimport Gemm, Geom, _geom, columns_f32, dot_plane_f32, g
 cnp.import_array()
 
 
+cdef extern from "run_handoff.h" nogil:
+    ctypedef struct vkml_gate:
+        pass
+    ctypedef struct vkml_gate_wait:
+        unsigned long long since
+        int starved
+    int vkml_gate_may(vkml_gate *g, vkml_gate_wait *w)
+    int vkml_gate_try(vkml_gate *g)
+    int vkml_gate_acquire(vkml_gate *g, unsigned long long spin_ns, unsigned long long timeout_ns,
+                          vkml_gate_wait *w)
+    void vkml_gate_release(vkml_gate *g)
+
+
 cdef extern from "cpu_pool.h" nogil:
+    vkml_gate pool_gate
     ctypedef void (*pool_fn)(void *arg, int64_t i) noexcept nogil
     void pool_for(int64_t n, pool_fn fn, void *arg, int width)
     void pool_set_cores(int cores)
     int pool_run_enter()
     void pool_run_exit()
-    bint pool_gate_try()
-    void pool_gate_wait()
-    void pool_gate_exit()
 
 
 cdef bint adaptive_parts = True
@@ -685,6 +696,7 @@ cdef class Program:
         cdef cnp.npy_intp *dims
         cdef tuple shape
         cdef int width
+        cdef vkml_gate_wait turn
         if len(inputs) != self.n_in:
             raise ValueError(f"the program takes {self.n_in} inputs, not {len(inputs)}")
         for k in range(self.n_in):
@@ -704,9 +716,11 @@ cdef class Program:
             bases[2 + self.n_in + k] = <char *>cnp.PyArray_DATA(x)
         # A turn first, then an arena: at most `cores` arenas in use. Small programs pass no
         # gate: the futex hand-offs would cost more than their runs share.
-        if self.gated and not pool_gate_try():
+        turn.since, turn.starved = 0, 0
+        if self.gated and not (vkml_gate_may(&pool_gate, &turn) and vkml_gate_try(&pool_gate)):
             with nogil:
-                pool_gate_wait()
+                while not vkml_gate_acquire(&pool_gate, 0, 1000000000, &turn):
+                    pass
         try:
             try:
                 arena = self.arenas.pop()
@@ -722,5 +736,5 @@ cdef class Program:
             self.arenas.append(arena)
         finally:
             if self.gated:
-                pool_gate_exit()
+                vkml_gate_release(&pool_gate)
         return outs

@@ -135,16 +135,16 @@ def _gemm_macs(node, values: Any) -> float | None:
     return math.prod(out) * k
 
 
-def plan_is_big(plan: Any, unknown: bool = True) -> bool:
-    """Whether a plan has a GEMM (Conv, MatMul, Gemm) of BIG_GEMM_MACS or more, or (`unknown`)
-    one whose size is unknown before it runs (symbolic shapes): only those runs get more than one
-    BLAS thread."""
+def plan_is_big(plan: Any) -> bool:
+    """Whether a plan has a GEMM (Conv, MatMul, Gemm) of BIG_GEMM_MACS or more, or one whose
+    size is unknown before it runs (symbolic shapes): only those runs get more than one BLAS thread."""
     if plan.graph.subgraphs():
         return True  # If/Loop/Scan bodies are planned apart: assume the worst
     for st in plan.steps:
-        macs = gemm_macs(st.node, plan.graph.values)
-        if macs is not None and macs >= BIG_GEMM_MACS or macs is None and unknown and is_gemm(st.node):
-            return True
+        if is_gemm(st.node):
+            macs = _gemm_macs(st.node, plan.graph.values)
+            if macs is None or macs >= BIG_GEMM_MACS:
+                return True
     return False
 
 

@@ -202,7 +202,7 @@ GATED_MACS = 1 << 24
 def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tuple[int, int]:
     """(mode, chunks) for a convolution: up to two chunks per core, each of CHUNK_MACS at least;
     output rows where there are enough, else output channels (columns made first)."""
-    parts = min(macs // CHUNK_MACS, 2 * _cores())
+    parts = min(macs // CHUNK_MACS, 2 * CORES)
     if parts <= 1:
         return CONV_WHOLE, 1
     if pointwise:
@@ -215,13 +215,9 @@ def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tupl
     return CONV_CHANNELS, channels
 
 
-_CORES = [blas.usable_cores()]  # the programs' runs share these (_cpuprog's pool and gate)
+CORES = blas.usable_cores()  # the programs' runs share these (_cpuprog's pool and gate)
 if _cpuprog is not None:
-    _cpuprog.set_cores(_CORES[0])
-
-
-def _cores() -> int:
-    return _CORES[0]
+    _cpuprog.set_cores(CORES)
 
 
 class Epilogue:
@@ -299,7 +295,7 @@ def _lower_step(b: _Builder, step) -> None:
     t = node.op_type
     if node.domain not in ("", "ai.onnx", FUSED_DOMAIN) or op.needs_scope:
         raise Unsupported(f"{t} from domain {node.domain!r}")
-    if any(o >= 0 for o in step.outs[1:]) and t not in ("MaxPool", "Dropout"):
+    if any(o >= 0 for o in step.outs[1:]):  # (MaxPool's indices, Dropout's mask, ...)
         raise Unsupported(f"{t} with more than one output")
     ins = list(step.ins)
     out = step.outs[0]
@@ -313,8 +309,6 @@ def _lower_step(b: _Builder, step) -> None:
         y = b.new(out)
         b.emit("chain", 0, [x, b.array(rows), None, y], [math.prod(b.shape(out)), len(rows)])
         return
-    if t in ("MaxPool", "Dropout") and any(o >= 0 and node.outputs[k] for k, o in enumerate(step.outs) if k):
-        raise Unsupported(f"{t}'s second output")
 
     if t in _ALIASES or t == "Dropout":
         for i in ins[1:]:
@@ -609,8 +603,8 @@ class Programs:
 
     def first(self, sig: tuple, feeds: Mapping[str, Any]) -> list[Any]:
         """Run the plan in Python, make this signature's program from it, and return the
-        program's outputs (so every run of a signature gives the same bits), or the plan's
-        where there is no program."""
+        program's outputs (the bits its later lone runs give), or the plan's where there is no
+        program."""
         outs, seen = trace(self.plan, feeds)
         try:
             missing = [n for n, _ in self.plan.input_slots if n not in feeds]
