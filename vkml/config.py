@@ -226,6 +226,29 @@ def cpu_native() -> bool:
     return parse_switch(_raw("VKML_CPU_NATIVE"), True)
 
 
+_setting("VKML_CPU_GEMM", "auto", "one of the words listed", """
+    auto, avx512, avx2 or blas: the GEMM kernel of the native programs' convolutions
+    (vkml/include/cpu_gemm.h). auto takes
+    the best the CPU has (AVX-512F, else AVX2+FMA; elsewhere NumPy's cblas_sgemm); avx2 stays
+    below AVX-512 where the CPU has it; blas keeps NumPy's cblas_sgemm (the weights then are not
+    packed). Read when a program is made.""")
+
+_GEMM_KERNELS = {"auto": -1, "avx512": 2, "avx2": 1, "blas": 0}
+
+
+def cpu_gemm() -> str:
+    """The native programs' convolution GEMM (VKML_CPU_GEMM): auto, avx512, avx2 or blas."""
+    v = (_raw("VKML_CPU_GEMM") or "auto").strip().lower()
+    if v not in _GEMM_KERNELS:
+        raise ValueError(f"VKML_CPU_GEMM={v!r}: expected one of {', '.join(_GEMM_KERNELS)}")
+    return v
+
+
+def cpu_gemm_kernel() -> int:
+    """VKML_CPU_GEMM as _cpuprog's kernel-set number: -1 (auto), 2 (AVX-512), 1 (AVX2), 0 (blas)."""
+    return _GEMM_KERNELS[cpu_gemm()]
+
+
 _setting("VKML_CPU_RUNS", "auto", "auto/off/count", """
     How many run() calls of one CPU session execute at once; the others wait (without the GIL)
     until one ends. auto: 1 for a plan whose GEMMs are all small (blas.plan_is_big): such a run
@@ -680,6 +703,8 @@ RULES = {
     "four or five integers": "comma-separated, such as `128,256,32,256` or `128,128,32,128,4`",
     "comma list": "names separated by commas",
     "auto, map or staging": "one of those words",
+    "one of the words listed": "one of the words the setting lists, case and blanks ignored; "
+                               "anything else is an error",
     "path": "a file or folder",
 }
 

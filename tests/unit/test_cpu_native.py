@@ -89,12 +89,13 @@ def _out(size, k, s, d, p0, p1, ceil=False):
 
 
 @st.composite
-def cnns(draw):
+def cnns(draw, wide=False):
+    """A small CNN and its feed; wide: 5-26 output channels a group (the own GEMM's panels)."""
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
     n, c = draw(st.integers(1, 3)), draw(st.integers(1, 4))
     hh, ww = draw(st.integers(3, 11)), draw(st.integers(1, 11))
     group = draw(st.sampled_from([g for g in (1, 2, 3, 4) if c % g == 0]))
-    m = group * draw(st.integers(1, 3))
+    m = group * draw(st.integers(5, 26) if wide else st.integers(1, 3))
     kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 2))
     dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
@@ -203,6 +204,20 @@ def _small_chunks():
 def test_random_small_cnns_in_chunks_match_the_reference(case):
     model, feed = case
     with _small_chunks():
+        _check(model, feed)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "avx2", "blas"])
+@settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", 40)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                 HealthCheck.function_scoped_fixture])
+@given(case=cnns(wide=True), chunks=st.booleans())
+def test_wide_cnns_on_each_gemm_kernel(vkml_env, kernel, case, chunks):
+    """Convolutions of enough channels for the own GEMM (include/cpu_gemm.h; VKML_CPU_GEMM picks
+    the kernel set, blas is NumPy's), whole and in chunks of every mode."""
+    vkml_env(VKML_CPU_GEMM=kernel)
+    model, feed = case
+    with _small_chunks() if chunks else contextlib.nullcontext():
         _check(model, feed)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.math cimport expf, fabsf, logf, sqrtf, tanhf
 from libc.stdint cimport int64_t, uintptr_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -40,6 +41,7 @@ cdef extern from "run_handoff.h" nogil:
 
 cdef extern from "cpu_pool.h" nogil:
     vkml_gate pool_gate
+    int64_t pool_spin_ns
     ctypedef void (*pool_fn)(void *arg, int64_t i) noexcept nogil
     void pool_for(int64_t n, pool_fn fn, void *arg, int width)
     void pool_set_cores(int cores)
@@ -47,7 +49,48 @@ cdef extern from "cpu_pool.h" nogil:
     void pool_run_exit()
 
 
+cdef extern from "cpu_gemm.h" nogil:
+    int vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_forced, vkml_gemm_mr512, vkml_gemm_pf
+    int vkml_gemm_isa()
+    int vkml_gemm_mr(int isa)
+    int vkml_gemm_nr(int isa)
+    int64_t vkml_gemm_npad(int64_t n, int nr)
+    void vkml_gemm_pack_a(const float *a, int64_t lda, int64_t m, int64_t k, int mr, float *ap)
+    void vkml_gemm_place_row(const float *row, int64_t kk, int64_t k, int64_t n, int nr, int kc, float *bpk)
+    int vkml_sgemm(int isa, int mr, int64_t m, int64_t n, int64_t k, const float *ap, const float *b, int64_t ldb,
+                   float *c, int64_t ldc, const float *bias, const float *res, int relu)
+    int vkml_sgemm_packed(int isa, int mr, int kc, int64_t m, int64_t n, int64_t k, const float *ap,
+                          const float *bpk, int64_t npad, int64_t j0, float *c, int64_t ldc, const float *bias,
+                          const float *res, int relu)
+
+
+cdef extern from *:
+    """
+    #define vkml_add64(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+    """
+    void vkml_add64(int64_t *p, int64_t v) nogil
+
+
+cdef inline int64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
 cdef bint adaptive_parts = True
+cdef int parts_per_thread = 2
+
+
+def set_pool(double spin_us=-1, int parts=0) -> tuple:
+    """The pool's spin before a sleep (us; -1 keeps it) and a convolution's chunks per thread of
+    its run (0 keeps it); returns the previous (spin_us, parts) (probes)."""
+    global pool_spin_ns, parts_per_thread
+    old = (pool_spin_ns / 1000.0, parts_per_thread)
+    if spin_us >= 0:
+        pool_spin_ns = <int64_t>(spin_us * 1000)
+    if parts > 0:
+        parts_per_thread = parts
+    return old
 
 
 def set_adaptive_parts(bint on) -> None:
@@ -59,6 +102,93 @@ def set_adaptive_parts(bint on) -> None:
 def set_cores(int cores) -> None:
     """The cores the programs' runs share (vkml/runtime/cpuprog.py sets the usable cores)."""
     pool_set_cores(cores)
+
+
+def gemm_info() -> tuple:
+    """(kernel set, MR, NR) of vkml's own GEMM (include/cpu_gemm.h): 2 AVX-512, 1 AVX2, 0 none
+    (convolutions then keep NumPy's cblas_sgemm)."""
+    cdef int isa = vkml_gemm_isa()
+    return isa, vkml_gemm_mr(isa), vkml_gemm_nr(isa)
+
+
+def set_gemm(int isa=-1, int kc=0, int nc=0, int mr512=0, int pf=-1) -> tuple:
+    """Force a kernel set (-1: the best the CPU has), the blocking, AVX-512's rows a tile (0: keep
+    each) and its prefetch distance in k steps (-1: keep); returns the previous (forced, kc, nc,
+    mr512, pf). Programs made before keep the kernel and rows they were packed for, and take kc
+    when a convolution starts."""
+    global vkml_gemm_forced, vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_mr512, vkml_gemm_pf
+    old = (vkml_gemm_forced, vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_mr512, vkml_gemm_pf)
+    if pf >= 0:
+        vkml_gemm_pf = pf
+    vkml_gemm_forced = isa
+    if kc > 0:
+        vkml_gemm_kc = kc
+    if nc > 0:
+        vkml_gemm_nc = nc
+    if mr512 in (8, 12, 14):
+        vkml_gemm_mr512 = mr512
+    return old
+
+
+def pack_weights(w, int isa, int mr=0) -> np.ndarray:
+    """A (groups, rows, K) float32 weight array as panels of mr rows (0: the kernel set's), group
+    after group: what a conv instruction of that kernel set reads."""
+    cdef cnp.ndarray[cnp.float32_t, ndim=3, mode="c"] a = np.ascontiguousarray(w, np.float32)
+    if mr == 0:
+        mr = vkml_gemm_mr(isa)
+    if mr == 0:
+        raise ValueError(f"no GEMM kernel set {isa}")
+    cdef Py_ssize_t g, groups = a.shape[0], m = a.shape[1], k = a.shape[2]
+    cdef Py_ssize_t panels = (m + mr - 1) // mr
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] out = np.empty(groups * panels * mr * k, np.float32)
+    if out.shape[0]:
+        for g in range(groups):
+            vkml_gemm_pack_a(&a[g, 0, 0], k, m, k, mr, &out[g * panels * mr * k])
+    return out
+
+
+def gemm(a, b, bias=None, res=None, bint relu=False, int isa=-1, bint packed_b=False, Py_ssize_t j0=0,
+         ap=None) -> np.ndarray:
+    """relu(a @ b[:, j0:] + bias[:, None] + res) through the own kernel: B packed per call, or
+    (packed_b) whole first, as a convolution's shared columns are; ap: a already packed (timing
+    the kernel alone). Tests check it against NumPy."""
+    if isa < 0:
+        isa = vkml_gemm_isa()
+    cdef int mr = vkml_gemm_mr(isa), nr = vkml_gemm_nr(isa), kc = vkml_gemm_kc
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] aa = np.ascontiguousarray(a, np.float32)
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] apk = pack_weights(aa[None], isa) if ap is None else ap
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] bb = np.ascontiguousarray(b, np.float32)
+    cdef Py_ssize_t m = aa.shape[0], k = aa.shape[1], nall = bb.shape[1], n = nall - j0, kk
+    if bb.shape[0] != k or not 0 <= j0 <= nall or (packed_b and j0 % nr):
+        raise ValueError(f"a is {(<object>aa).shape}, b {(<object>bb).shape}, j0 {j0}")
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] c = np.empty((m, n), np.float32)
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] bv
+    cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] rv
+    cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] bpk
+    cdef const float *biasp = NULL
+    cdef const float *resp = NULL
+    cdef int64_t npad = vkml_gemm_npad(nall, nr) if nr else 0
+    if bias is not None:
+        bv = np.ascontiguousarray(bias, np.float32).reshape(m)
+        biasp = &bv[0] if m else NULL
+    if res is not None:
+        rv = np.ascontiguousarray(np.broadcast_to(res, (m, n)), np.float32)
+        resp = &rv[0, 0] if m * n else NULL
+    cdef int rc
+    cdef const float *app = &apk[0] if apk.shape[0] else NULL
+    cdef float *cp = &c[0, 0] if m * n else NULL
+    if packed_b:
+        bpk = np.empty(max(1, k * npad), np.float32)
+        for kk in range(k):
+            vkml_gemm_place_row(&bb[kk, 0], kk, k, nall, nr, kc, &bpk[0])
+        with nogil:
+            rc = vkml_sgemm_packed(isa, mr, kc, m, n, k, app, &bpk[0], npad, j0, cp, n, biasp, resp, relu)
+    else:
+        with nogil:
+            rc = vkml_sgemm(isa, mr, m, n, k, app, &bb[0, j0] if k * n else NULL, nall, cp, n, biasp, resp, relu)
+    if rc != 0:
+        raise MemoryError("no kernel or no memory for the GEMM's panels")
+    return c
 
 
 # Elementwise and pooling work (outputs x taps) below this stays on one thread: a hand-off to a
@@ -305,7 +435,10 @@ cdef struct ConvJob:
     const float *res
     float *y
     float *scratch
+    float *packed  # (own kernel, CONV_CHANNELS) the columns as packed B panels, after them
+    int kc         # the own kernel's K block, read once a convolution
     Py_ssize_t parts
+    int64_t *busy  # the instruction's busy-time counter while profiling, else NULL
 
 
 cdef inline Py_ssize_t _part(Py_ssize_t n, Py_ssize_t parts, Py_ssize_t i) noexcept nogil:
@@ -341,28 +474,75 @@ cdef void _epilogue(const Ins *t, const float *bias, const float *res, float *c,
 
 cdef void _conv_part(void *arg, int64_t part) noexcept nogil:
     cdef ConvJob *job = <ConvJob *>arg
+    cdef int64_t t0
+    if job.busy != NULL:
+        t0 = _now_ns()
+        _conv_span(job, part)
+        vkml_add64(job.busy, _now_ns() - t0)
+    else:
+        _conv_span(job, part)
+
+
+cdef void _conv_span(ConvJob *job, int64_t part) noexcept nogil:
     cdef const Ins *t = job.t
     cdef Py_ssize_t nb = t.p[0], groups = t.p[1], cg = t.p[2], mg = t.p[3], h = t.p[4], wd = t.p[5]
     cdef Py_ssize_t oh = t.p[6], ow = t.p[7], npos = t.p[6] * t.p[7], taps = t.p[8] * t.p[9]
     cdef Py_ssize_t kdim = cg * taps, mode = t.p[12], parts = job.parts
-    cdef Py_ssize_t b, gi, p0, lo = 0, hi = npos, m0 = 0, m1 = mg, pc, off
+    cdef Py_ssize_t b, gi, p0, q, lo = 0, hi = npos, m0 = 0, m1 = mg, pc, off, ldb, npad
+    cdef int isa = <int>t.p[14], mr = <int>t.p[15] if t.p[14] else 1, nr = vkml_gemm_nr(isa)
+    cdef Py_ssize_t panels = (mg + mr - 1) // mr  # (own kernel: the weights' panels of mr rows a group)
+    cdef const float *wg
     cdef const float *src
     cdef const float *cols
+    cdef const float *bias
+    cdef const float *res
     cdef float *c
     cdef float *scratch
+    cdef float *tmp
     if mode == CONV_ROWS:
         lo, hi = _part(oh, parts, part) * ow, _part(oh, parts, part + 1) * ow
     elif mode == CONV_POSITIONS:
         lo, hi = _part(npos, parts, part), _part(npos, parts, part + 1)
-    elif mode == CONV_CHANNELS:
-        m0, m1 = _part(mg, parts, part), _part(mg, parts, part + 1)
+    elif mode == CONV_CHANNELS:  # (whole panels a part)
+        m0, m1 = _part(panels, parts, part) * mr, min(mg, _part(panels, parts, part + 1) * mr)
     pc = hi - lo
     if pc <= 0 or m1 <= m0:
         return
-    scratch = job.scratch + lo * kdim  # (a row chunk's own columns: (K, pc) at its rows' share)
+    if isa and not t.p[10] and mode != CONV_CHANNELS:
+        # own kernel, a chunk of rows (or all): the chunk's columns made plane by plane in its
+        # region's tail and placed straight into packed panels at its head
+        npad = vkml_gemm_npad((oh + parts - 1) // parts * ow, nr)
+        scratch = job.scratch + part * (kdim * npad + taps * npad)
+        tmp = scratch + kdim * npad
+    else:
+        scratch = job.scratch + lo * kdim  # (a row chunk's own columns: (K, pc) at its rows' share)
     for b in range(nb):
         for gi in range(groups):
             src = job.x + (b * groups + gi) * cg * h * wd
+            off = (b * groups + gi) * mg * npos + m0 * npos + lo
+            c = job.y + off
+            bias = job.bias + gi * mg + m0 if job.bias != NULL else NULL
+            res = job.res + off if job.res != NULL else NULL
+            if isa:  # vkml's own kernel on the packed weights, the epilogue in its tiles
+                wg = job.w + gi * panels * mr * kdim + m0 * kdim
+                if t.p[10]:  # pointwise: the input planes are B (packed per block by the kernel)
+                    if vkml_sgemm(isa, mr, m1 - m0, pc, kdim, wg, src + lo, npos, c, npos, bias, res,
+                                  <int>t.p[11]) != 0:
+                        _gemm_packed(mr, m1 - m0, pc, kdim, wg, src + lo, npos, c, npos)
+                        _epilogue(t, bias, res, c, m1 - m0, pc, npos)
+                elif mode == CONV_CHANNELS:  # B packed whole by the columns pass, shared by the parts
+                    npad = vkml_gemm_npad(npos, nr)
+                    vkml_sgemm_packed(isa, mr, job.kc, m1 - m0, pc, kdim, wg,
+                                      job.packed + (b * groups + gi) * kdim * npad, npad, 0, c, npos, bias, res,
+                                      <int>t.p[11])
+                else:
+                    for p0 in range(cg):
+                        columns_f32(src + p0 * h * wd, tmp, &t.g, lo // ow, hi // ow, pc)
+                        for q in range(taps):
+                            vkml_gemm_place_row(tmp + q * pc, p0 * taps + q, kdim, pc, nr, job.kc, scratch)
+                    vkml_sgemm_packed(isa, mr, job.kc, m1 - m0, pc, kdim, wg, scratch, vkml_gemm_npad(pc, nr), 0,
+                                      c, npos, bias, res, <int>t.p[11])
+                continue
             if t.p[10]:  # pointwise: the input planes are the columns
                 cols = src + lo
             elif mode == CONV_CHANNELS:
@@ -371,12 +551,23 @@ cdef void _conv_part(void *arg, int64_t part) noexcept nogil:
                 for p0 in range(cg):
                     columns_f32(src + p0 * h * wd, scratch + p0 * taps * pc, &t.g, lo // ow, hi // ow, pc)
                 cols = scratch
-            off = (b * groups + gi) * mg * npos + m0 * npos + lo
-            c = job.y + off
-            gemm_f32(job.gm, m1 - m0, pc, kdim, job.w + (gi * mg + m0) * kdim, kdim, cols,
-                     npos if t.p[10] or mode == CONV_CHANNELS else pc, c, npos)
-            _epilogue(t, job.bias + gi * mg + m0 if job.bias != NULL else NULL,
-                      job.res + off if job.res != NULL else NULL, c, m1 - m0, pc, npos)
+            ldb = npos if t.p[10] or mode == CONV_CHANNELS else pc
+            gemm_f32(job.gm, m1 - m0, pc, kdim, job.w + (gi * mg + m0) * kdim, kdim, cols, ldb, c, npos)
+            _epilogue(t, bias, res, c, m1 - m0, pc, npos)
+
+
+cdef void _gemm_packed(int mr, Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, const float *ap, const float *b,
+                       Py_ssize_t ldb, float *c, Py_ssize_t ldc) noexcept nogil:
+    # c = a @ b from packed panels, plainly: where the kernel found no memory for its B panels
+    cdef Py_ssize_t i, j, kk
+    cdef const float *a
+    for i in range(m):
+        for j in range(n):
+            c[i * ldc + j] = 0
+        a = ap + (i // mr) * k * mr + i % mr
+        for kk in range(k):
+            for j in range(n):
+                c[i * ldc + j] += a[kk * mr] * b[kk * ldb + j]
 
 
 cdef void _conv_columns(void *arg, int64_t plane) noexcept nogil:
@@ -384,13 +575,20 @@ cdef void _conv_columns(void *arg, int64_t plane) noexcept nogil:
     cdef ConvJob *job = <ConvJob *>arg
     cdef const Ins *t = job.t
     cdef Py_ssize_t cg = t.p[2], npos = t.p[6] * t.p[7], taps = t.p[8] * t.p[9]
-    cdef Py_ssize_t bg = plane // cg, p0 = plane % cg
-    columns_f32(job.x + plane * t.p[4] * t.p[5], job.scratch + (bg * cg * taps + p0 * taps) * npos, &t.g, 0, t.p[6],
-                npos)
+    cdef Py_ssize_t bg = plane // cg, p0 = plane % cg, q, kdim = cg * taps
+    cdef float *rows = job.scratch + (bg * cg * taps + p0 * taps) * npos
+    cdef int nr
+    columns_f32(job.x + plane * t.p[4] * t.p[5], rows, &t.g, 0, t.p[6], npos)
+    if t.p[14]:  # the own kernel's packed B, shared by the parts: these rows placed while in cache
+        nr = vkml_gemm_nr(<int>t.p[14])
+        for q in range(taps):
+            vkml_gemm_place_row(rows + q * npos, p0 * taps + q, kdim, npos, nr, job.kc,
+                                job.packed + bg * kdim * vkml_gemm_npad(npos, nr))
 
 
-cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width) noexcept nogil:
+cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width, int64_t *busy) noexcept nogil:
     cdef ConvJob job
+    job.busy = busy
     # At most two chunks per thread this run may use: alone, all the planned chunks; with other
     # runs in flight, fewer and bigger ones (GEMMs of more columns run faster a multiply-add):
     # resnet18 on the H200 host from 4 / 16 threads 128-134 / 228-247 runs/s against 104-108 /
@@ -398,13 +596,19 @@ cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width) noexcept 
     # The price: a run beside others may differ from a lone run in the last bits.
     cdef Py_ssize_t parts = t.p[13] if t.p[12] != CONV_WHOLE else 1
     if adaptive_parts:
-        parts = min(parts, 2 * width)
+        parts = min(parts, parts_per_thread * width)
+    if t.p[12] == CONV_CHANNELS and t.p[14]:  # whole weight panels a part
+        parts = min(parts, (t.p[3] + t.p[15] - 1) // t.p[15])
     job.t, job.gm, job.parts = t, gm, max(1, parts)
+    if busy != NULL:
+        vkml_add64(busy + 1, job.parts)
     job.x = <float *>_at(bases, t.r[0])
     job.w = <float *>_at(bases, t.r[1])
     job.bias = <float *>_at(bases, t.r[2])
     job.y = <float *>_at(bases, t.r[3])
     job.scratch = <float *>_at(bases, t.r[4])
+    job.kc = vkml_gemm_kc
+    job.packed = job.scratch + t.p[0] * t.p[1] * t.p[2] * t.p[8] * t.p[9] * t.p[6] * t.p[7]
     job.res = <float *>_at(bases, t.r[5])
     if t.p[12] == CONV_CHANNELS and not t.p[10]:
         pool_for(t.p[0] * t.p[1] * t.p[2], _conv_columns, &job, width)
@@ -542,6 +746,7 @@ cdef struct RangeJob:
     const Ins *t
     char **bases
     Py_ssize_t units, parts
+    int64_t *busy
 
 
 cdef void _range(const Ins *t, char **bases, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
@@ -570,7 +775,10 @@ cdef void _range(const Ins *t, char **bases, Py_ssize_t lo, Py_ssize_t hi) noexc
 
 cdef void _range_part(void *arg, int64_t part) noexcept nogil:
     cdef RangeJob *job = <RangeJob *>arg
+    cdef int64_t t0 = _now_ns() if job.busy != NULL else 0
     _range(job.t, job.bases, _part(job.units, job.parts, part), _part(job.units, job.parts, part + 1))
+    if job.busy != NULL:
+        vkml_add64(job.busy, _now_ns() - t0)
 
 
 cdef Py_ssize_t _units(const Ins *t, Py_ssize_t *work) noexcept nogil:
@@ -600,27 +808,43 @@ cdef Py_ssize_t _units(const Ins *t, Py_ssize_t *work) noexcept nogil:
     return 0
 
 
-cdef void _exec(const Ins *ins, Py_ssize_t n, char **bases, const Gemm *gm, int width) noexcept nogil:
+cdef void _exec(const Ins *ins, Py_ssize_t n, char **bases, const Gemm *gm, int width, int64_t *prof) noexcept nogil:
+    # prof: NULL, or per instruction (calls, wall ns, busy ns summed over its chunks, chunks)
     cdef Py_ssize_t k, work = 0
     cdef const Ins *t
     cdef RangeJob job
+    cdef int64_t t0 = 0
+    cdef int64_t *busy = NULL
     for k in range(n):
         t = &ins[k]
+        if prof != NULL:
+            busy = &prof[4 * k + 2]
+            t0 = _now_ns()
         if t.op == OP_CONV:
-            _conv(t, gm, bases, width)
+            _conv(t, gm, bases, width, busy)
         elif t.op == OP_GEMM:
             _gemm_batches(t, gm, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]),
                           <float *>_at(bases, t.r[3]))
         elif t.op == OP_COPY:
             _copy(t, _at(bases, t.r[0]), _at(bases, t.r[3]))
         else:
-            job.t, job.bases = t, bases
+            job.t, job.bases, job.busy = t, bases, busy
             job.units = _units(t, &work)
             job.parts = min(<Py_ssize_t>width, work // min_split_elements, job.units)
             if job.parts <= 1:
-                _range(t, bases, 0, job.units)
+                job.parts = 1
+            if busy != NULL:
+                vkml_add64(busy + 1, job.parts)
+            if job.parts == 1:
+                _range_part(&job, 0)
             else:
                 pool_for(job.parts, _range_part, &job, width)
+        if prof != NULL:
+            t0 = _now_ns() - t0
+            vkml_add64(&prof[4 * k], 1)
+            vkml_add64(&prof[4 * k + 1], t0)
+            if t.op == OP_GEMM or t.op == OP_COPY:
+                vkml_add64(&prof[4 * k + 2], t0)
 
 
 cdef class Program:
@@ -636,9 +860,14 @@ cdef class Program:
     cdef object keep    # the constants the instructions point at
     cdef list arenas    # free arenas; a run pops one (list.pop/append are atomic under the GIL)
     cdef readonly bint gated  # whether runs take a turn at the cores' gate (big programs)
+    cdef int64_t *prof        # per instruction: calls, wall ns, busy ns, chunks (profile on)
+    cdef bint profiling
+    cdef list names
 
     def __cinit__(self):
         self.ins = NULL
+        self.prof = NULL
+        self.profiling = False
 
     def __init__(self, list instructions, Py_ssize_t arena_bytes, in_shapes, out_shapes, keep,
                  uintptr_t gemm, bint ilp64, bint gated=False):
@@ -657,6 +886,7 @@ cdef class Program:
         self.arenas = []
         self.gated = gated
         self.n_ins = len(instructions)
+        self.names = [ins[0] for ins in instructions]
         self.ins = <Ins *>malloc(max(1, self.n_ins) * sizeof(Ins))
         if self.ins == NULL:
             raise MemoryError()
@@ -686,6 +916,26 @@ cdef class Program:
 
     def __dealloc__(self):
         free(self.ins)
+        free(self.prof)
+
+    def set_profile(self, bint on) -> None:
+        """Count each instruction's calls, wall time, busy time over its chunks and chunks, from
+        now (on: the counters start at zero; probes and `vkml profile`-style reports)."""
+        if on:
+            if self.prof == NULL:
+                self.prof = <int64_t *>malloc(max(1, 4 * self.n_ins) * sizeof(int64_t))
+                if self.prof == NULL:
+                    raise MemoryError()
+            memset(self.prof, 0, max(1, 4 * self.n_ins) * sizeof(int64_t))
+        self.profiling = on and self.prof != NULL
+
+    def profile(self) -> list:
+        """Per instruction: (op, its int params, calls, wall ns, busy ns, chunks)."""
+        cdef Py_ssize_t k
+        if self.prof == NULL:
+            return []
+        return [(self.names[k], tuple(self.ins[k].p[j] for j in range(N_PARAMS)), self.prof[4 * k],
+                 self.prof[4 * k + 1], self.prof[4 * k + 2], self.prof[4 * k + 3]) for k in range(self.n_ins)]
 
     def run(self, list inputs) -> list:
         """The outputs (new float32 arrays) for the inputs (C-contiguous float32 arrays of the
@@ -731,7 +981,7 @@ cdef class Program:
             bases[1] = NULL
             with nogil:
                 width = pool_run_enter()
-                _exec(self.ins, self.n_ins, bases, &self.gemm, width)
+                _exec(self.ins, self.n_ins, bases, &self.gemm, width, self.prof if self.profiling else NULL)
                 pool_run_exit()
             self.arenas.append(arena)
         finally:

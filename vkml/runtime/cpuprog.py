@@ -24,6 +24,7 @@ from ..ops.fused import DOMAIN as FUSED_DOMAIN
 from ..ops.fused import OP_TYPE as FUSED
 from ..ops.fused import program_of
 from ..ops.pool import _lowest, average_divisors
+from .. import config
 from . import blas
 from .executor import run_step
 from .plan import Plan
@@ -215,6 +216,27 @@ def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tupl
     return CONV_CHANNELS, channels
 
 
+def _conv_kernel(rows: int) -> int:
+    """The kernel set of vkml's own GEMM a Conv of this many output channels a group takes
+    (include/cpu_gemm.h), or 0 for NumPy's cblas_sgemm: where the CPU has none, where
+    VKML_CPU_GEMM says blas, or where padding the channels to the kernel's panels would waste
+    more than a fifth of its work (depthwise and other narrow groups)."""
+    want = config.cpu_gemm_kernel()
+    if _cpuprog is None or want == 0:
+        return 0
+    _cpuprog.set_gemm(want)
+    isa, mr, _ = _cpuprog.gemm_info()
+    if isa == 0 or -(-rows // mr) * mr * 4 > rows * 5:
+        return 0
+    return isa
+
+
+def _npad(n: int) -> int:
+    """n columns rounded up to whole panels of the own kernel's NR."""
+    nr = _cpuprog.gemm_info()[2]
+    return -(-n // nr) * nr
+
+
 CORES = blas.usable_cores()  # the programs' runs share these (_cpuprog's pool and gate)
 if _cpuprog is not None:
     _cpuprog.set_cores(CORES)
@@ -346,13 +368,27 @@ def _lower_step(b: _Builder, step) -> None:
         pointwise = taps == 1 and all(s == 1 for s in win.strides) and not any(win.pad_begin) and not any(win.pad_end)
         npos = ohw[0] * ohw[1]
         mode, parts = _conv_split(n * m * npos * cg * taps, pointwise, ohw[0], npos, mg)
-        cols = 0 if pointwise else cg * taps * npos * (n * group if mode == CONV_CHANNELS else 1)
+        isa = _conv_kernel(mg)
+        kdim = cg * taps
+        if pointwise:
+            cols = 0
+        elif mode == CONV_CHANNELS:  # the columns, then (own kernel) the same as packed panels
+            cols = n * group * kdim * (npos + (_npad(npos) if isa else 0))
+        elif isa:  # each chunk's packed panels and one plane's columns, for any chunk count up to parts
+            cols = (kdim + taps) * ((ohw[0] + parts) * ohw[1] + parts * _cpuprog.gemm_info()[2])
+        else:
+            cols = kdim * npos
         b.scratch = max(b.scratch, cols * 4)
-        w = b.array(wt.reshape(group, mg, cg * taps))
+        mr = _cpuprog.gemm_info()[1] if isa else 0
+        if isa:
+            w = b.array(_cpuprog.pack_weights(wt.reshape(group, mg, kdim), isa, mr))
+        else:
+            w = b.array(wt.reshape(group, mg, kdim))
         res = b.ref(epi.residual) if epi.residual is not None else None
         y = b.new(epi.out)
         b.emit("conv", 0, [b.ref(ins[0]), w, bias, y, "scratch", res],
-               [n, group, cg, mg, hw[0], hw[1], ohw[0], ohw[1], geom[0], geom[1], pointwise, epi.relu, mode, parts],
+               [n, group, cg, mg, hw[0], hw[1], ohw[0], ohw[1], geom[0], geom[1], pointwise, epi.relu, mode, parts,
+                isa, mr],
                geom=(hw[0], hw[1], ohw[0], ohw[1]) + geom)
         return
 
