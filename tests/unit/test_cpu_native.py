@@ -187,14 +187,14 @@ def test_random_small_cnns_match_the_reference(case):
 @contextlib.contextmanager
 def _small_chunks():
     """Convolutions and elementwise ops of any size split (several chunks on the VM's 2 cores),
-    so generated shapes meet every chunk boundary."""
-    saved = (cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS)
-    cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS = 64, 4, 1
+    so generated shapes meet every chunk boundary (split K too, on the own GEMM)."""
+    saved = (cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS, cpuprog.KSPLIT_MIN_K)
+    cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS, cpuprog.KSPLIT_MIN_K = 64, 4, 1, 1
     elementwise = cpuprog._cpuprog.set_min_split(2)
     try:
         yield
     finally:
-        cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS = saved
+        cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS, cpuprog.KSPLIT_MIN_K = saved
         cpuprog._cpuprog.set_min_split(elementwise)
 
 
@@ -219,6 +219,43 @@ def test_wide_cnns_on_each_gemm_kernel(vkml_env, kernel, case, chunks):
     model, feed = case
     with _small_chunks() if chunks else contextlib.nullcontext():
         _check(model, feed)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "avx2"])
+def test_split_k_convolutions_from_many_threads(vkml_env, kernel):
+    """A late-layer convolution (7x7 positions, K = 2304) splits by K on the own GEMM: partial
+    sums, then a reduce with the bias, residual and Relu; from 8 threads, each output is a lone
+    run's within float32 rounding (the chunk count, so the sum's order, follows the runs in flight),
+    and the lone run is onnxruntime's."""
+    vkml_env(VKML_CPU_GEMM=kernel)
+    if cpuprog._conv_kernel(128) == 0:
+        pytest.skip("no kernel set of the own GEMM on this CPU")
+    rng = np.random.default_rng(7)
+    inits = {"w": (rng.standard_normal((128, 256, 3, 3)) / 48).astype(np.float32),
+             "b": rng.standard_normal(128).astype(np.float32)}
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * 4),
+             h.make_node("Add", ["c", "r"], ["s"]), h.make_node("Relu", ["s"], ["y"])]
+    model = _model(nodes, [("x", [1, 256, 7, 7]), ("r", [1, 128, 7, 7])], ["y"], inits)
+    feeds = [{"x": rng.standard_normal((1, 256, 7, 7)).astype(np.float32),
+              "r": rng.standard_normal((1, 128, 7, 7)).astype(np.float32)} for _ in range(8)]
+    _check(model, feeds[0])
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+    want = [sess.run(None, f)[0] for f in feeds]
+    prog = _native(sess, feeds[0])
+    prog.set_profile(True)
+    sess.run(None, feeds[0])
+    modes = [p[12] for op, p, *_ in prog.profile() if op == "conv"]
+    if cpuprog.CORES > 1:
+        assert modes == [cpuprog.CONV_KSPLIT], modes
+    bad = []
+
+    def worker(j: int) -> None:
+        for _ in range(5):
+            if not np.allclose(sess.run(None, feeds[j])[0], want[j], rtol=1e-5, atol=1e-5):
+                bad.append(j)
+
+    _in_threads(worker, 8)
+    assert not bad
 
 
 @pytest.mark.parametrize("hw, c, m, k", [(40, 8, 16, 3), (7, 64, 128, 3), (32, 32, 64, 1), (64, 3, 16, 5)])

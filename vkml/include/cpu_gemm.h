@@ -380,4 +380,22 @@ static int vkml_sgemm_packed(int isa, int mr, int kc, int64_t m, int64_t n, int6
 #endif
 }
 
+/* One K block of a B packed whole (rows pc .. pc + kc of K): C (m x n, ldc) = A[:, block] ·
+ * B[block, :], nothing added (a split-K part's partial sum; its reduce applies the epilogue). */
+static int vkml_sgemm_kblock(int isa, int mr, int kc, int64_t m, int64_t n, int64_t k, const float *ap,
+                             const float *bpk, int64_t npad, int64_t pc, float *c, int64_t ldc)
+{
+    int early = vkml_gemm_trivial(isa, mr, m, n, k - pc, c, ldc, NULL, NULL, 0);
+    if (early != 1)
+        return early;
+#if VKML_GEMM_X86
+    int64_t kcb = k - pc < kc ? k - pc : kc;
+    vkml_gemm_block(isa, mr, m, n, kcb, k, ap + pc * mr, bpk + pc * npad, c, ldc, 0, 0, NULL, NULL, 0);
+    return 0;
+#else
+    (void)kc; (void)ap; (void)bpk; (void)npad; (void)c; (void)ldc;
+    return -1;
+#endif
+}
+
 #endif

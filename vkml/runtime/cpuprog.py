@@ -184,7 +184,7 @@ def _window_of(op, shape: tuple[int, ...], kernel=None):
 
 
 # How a Conv splits over the pool's threads (_cpuprog's CONV_* modes).
-CONV_WHOLE, CONV_ROWS, CONV_POSITIONS, CONV_CHANNELS = 0, 1, 2, 3
+CONV_WHOLE, CONV_ROWS, CONV_POSITIONS, CONV_CHANNELS, CONV_KSPLIT = 0, 1, 2, 3, 4
 CHUNK_MACS = 1 << 20  # multiply-adds a chunk has at least (~20-30 µs on one core)
 # A chunk of output rows (or positions) has this many positions at least, a chunk of output
 # channels this many channels: narrower GEMMs run slower a multiply-add (resnet18's 7x7 layers in
@@ -198,6 +198,11 @@ MIN_CHUNK_CHANNELS = 8
 # against 38 from one). Smaller ones run as many as call: mnist made 34k runs/s from 2 threads
 # and 33k from 4 without the gate, 17k from 4 with it.
 GATED_MACS = 1 << 24
+# A convolution that splits by channels on the own GEMM splits by K instead (partial sums, then a
+# reduce) where its rows are this short and K at least KSPLIT_MIN_K: each chunk of channels would
+# read all of the packed columns, chunks of K read their share (one image and group only).
+KSPLIT_POSITIONS = 256
+KSPLIT_MIN_K = 512
 
 
 def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tuple[int, int]:
@@ -370,10 +375,15 @@ def _lower_step(b: _Builder, step) -> None:
         mode, parts = _conv_split(n * m * npos * cg * taps, pointwise, ohw[0], npos, mg)
         isa = _conv_kernel(mg)
         kdim = cg * taps
+        if (isa and mode == CONV_CHANNELS and n * group == 1 and npos <= KSPLIT_POSITIONS
+                and kdim >= KSPLIT_MIN_K):
+            mode = CONV_KSPLIT
         if pointwise:
             cols = 0
         elif mode == CONV_CHANNELS:  # the columns, then (own kernel) the same as packed panels
             cols = n * group * kdim * (npos + (_npad(npos) if isa else 0))
+        elif mode == CONV_KSPLIT:  # the columns, their packed panels, a partial sum a chunk of K
+            cols = kdim * (npos + _npad(npos)) + parts * mg * npos
         elif isa:  # each chunk's packed panels and one plane's columns, for any chunk count up to parts
             cols = (kdim + taps) * ((ohw[0] + parts) * ohw[1] + parts * _cpuprog.gemm_info()[2])
         else:
