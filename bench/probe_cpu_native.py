@@ -7,7 +7,7 @@ a row too. A lone run's median comes first in each variant.
         [--seconds 1.5] [--rounds 2] [--variant NAME:adaptive=0,chunk_macs=V,...]... [--out F.jsonl]
 
 Variant keys: adaptive (0: every run takes a conv's planned chunks, whatever else is in flight),
-spin_us (the pool's spin before a sleep), parts (a conv's chunks per thread of its run), gemm (-1
+parts (a conv's or GEMM's chunks per thread of its run), gemm (-1
 auto, 0 NumPy's sgemm, 1 AVX2, 2 AVX-512: VKML_CPU_GEMM), ksplit (cpuprog.KSPLIT_POSITIONS; 0: no
 split K),
 chunk_macs (cpuprog.CHUNK_MACS), row_positions (cpuprog.ROW_CHUNK_POSITIONS), python=1 (the
@@ -69,7 +69,7 @@ def main() -> None:
         name, _, body = v.partition(":")
         variants.append((name, {k: float(x) for k, x in (kv.split("=") for kv in body.split(",") if kv)}))
     defaults = dict(adaptive=1, chunk_macs=cpuprog.CHUNK_MACS, row_positions=cpuprog.ROW_CHUNK_POSITIONS,
-                    spin_us=_cpuprog.set_pool()[0], parts=_cpuprog.set_pool()[1], gemm=-1,
+                    parts=_cpuprog.set_parts_per_thread(0), gemm=-1,
                     ksplit=cpuprog.KSPLIT_POSITIONS)
     out = open(args.out, "a") if args.out else None
     for rnd in range(args.rounds):
@@ -80,7 +80,7 @@ def main() -> None:
                 _cpuprog.set_adaptive_parts(bool(k["adaptive"]))
                 cpuprog.CHUNK_MACS = int(k["chunk_macs"])
                 cpuprog.ROW_CHUNK_POSITIONS = int(k["row_positions"])
-                _cpuprog.set_pool(k["spin_us"], int(k["parts"]))
+                _cpuprog.set_parts_per_thread(int(k["parts"]))
                 cpuprog.KSPLIT_POSITIONS = int(k["ksplit"])
                 os.environ["VKML_CPU_GEMM"] = {-1: "auto", 0: "blas", 1: "avx2", 2: "avx512"}[int(k["gemm"])]
                 if knobs.get("python"):

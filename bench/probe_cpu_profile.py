@@ -8,7 +8,7 @@ a while, then per instruction the wall time a run spends in it, the busy time it
 
 --gemm first times the kernels alone at one thread on resnet18's GEMM shapes (multiply-adds per
 ns, NumPy's OpenBLAS in the same process): the own kernel's weights packed once, as a program's,
-its B packed per call, for each --gemm-variants kernel set / MR / KC / prefetch distance.
+its B packed per call, for each --gemm-variants kernel set / MR / KC.
 """
 from __future__ import annotations
 
@@ -39,9 +39,8 @@ def _best(f, seconds: float = 0.05, reps: int = 5) -> float:
     return best
 
 
-def gemm_rows(out, variants: list[tuple[int, int, int, int]]) -> None:
-    """Each shape: NumPy's sgemm and each (kernel set, MR, KC, prefetch) variant on weights
-    packed once."""
+def gemm_rows(out, variants: list[tuple[int, int, int]]) -> None:
+    """Each shape: NumPy's sgemm and each (kernel set, MR, KC) variant on weights packed once."""
     from vkml.runtime import _cpuprog
 
     isa, _, _ = _cpuprog.gemm_info()
@@ -53,13 +52,13 @@ def gemm_rows(out, variants: list[tuple[int, int, int, int]]) -> None:
         c = np.empty((m, n), np.float32)
         row = {"probe": "gemm", "m": m, "k": k, "n": n}
         row["blas"] = round(m * k * n / _best(lambda: np.matmul(a, b, out=c)) / 1e9, 1)
-        for kernel, mr, kc, pf in variants:
+        for kernel, mr, kc in variants:
             if kernel > isa:
                 continue
-            _cpuprog.set_gemm(kernel, kc, 0, mr, pf)
+            _cpuprog.set_gemm(kernel, kc, 0, mr)
             ap = _cpuprog.pack_weights(a[None], kernel)
             t = _best(lambda: _cpuprog.gemm(a, b, isa=kernel, ap=ap))
-            row[f"{kernel}/{mr}/{kc}/{pf}"] = round(m * k * n / t / 1e9, 1)
+            row[f"{kernel}/{mr}/{kc}"] = round(m * k * n / t / 1e9, 1)
         _cpuprog.set_gemm(*saved)
         print(row, flush=True)
         if out:
@@ -143,8 +142,8 @@ def main() -> None:
     ap.add_argument("--kernels", default="blas,auto")
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--gemm", action="store_true")
-    ap.add_argument("--gemm-variants", default="2/8/256/0,2/8/256/8,2/8/256/16,2/12/256/8,2/8/384/8,1/6/256/0",
-                    help="kernel set/MR/KC/prefetch k steps, the variants the --gemm rows time")
+    ap.add_argument("--gemm-variants", default="2/8/256,2/12/256,2/14/256,2/8/128,2/8/384,1/6/256",
+                    help="kernel set/MR/KC triples the --gemm rows time")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     out = open(args.out, "a") if args.out else None

@@ -216,9 +216,9 @@ def cpu_split() -> bool:
 
 _setting("VKML_CPU_NATIVE", "1", "on/off", """
     A CPU session runs each input signature, from its first run, as one native program without
-    the GIL (vkml/runtime/cpuprog.py): when every step is one the program knows, every tensor
-    float32, and no Gemm/MatMul big enough to split on the Python path. 0 keeps every run in
-    Python. Read when a session is made.""")
+    the GIL (vkml/runtime/cpuprog.py): when every step is one the program knows and every
+    tensor float32. Big convolutions and GEMMs split over the program's own threads. 0 keeps
+    every run in Python. Read when a session is made.""")
 
 
 def cpu_native() -> bool:

@@ -258,6 +258,46 @@ def test_split_k_convolutions_from_many_threads(vkml_env, kernel):
     assert not bad
 
 
+@pytest.mark.parametrize("op, a_shape, b_shape", [
+    ("MatMul", (32, 512), (512, 1000)),      # by columns (resnet18's classifier at batch 32)
+    ("MatMul", (600, 700), (700, 20)),       # by rows
+    ("MatMul", (3, 130, 256), (3, 256, 300)),  # batches, each by columns
+    ("Gemm", (64, 1024), (1000, 1024)),      # transB, alpha, a bias row
+])
+def test_big_gemms_split_natively_from_many_threads(op, a_shape, b_shape):
+    """Gemm/MatMul of millions of multiply-adds run in the native program, in chunks of output
+    columns or rows on the pool (they kept the Python path before); from 8 threads each output is
+    a lone run's within float32 rounding, and the lone run is onnxruntime's."""
+    rng = np.random.default_rng(len(a_shape) * 7 + a_shape[-1])
+    inits = {"w": (rng.standard_normal(b_shape) / np.sqrt(a_shape[-1])).astype(np.float32)}
+    if op == "Gemm":
+        inits["c"] = rng.standard_normal((1, b_shape[0])).astype(np.float32)
+        nodes = [h.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1, alpha=0.5)]
+    else:
+        nodes = [h.make_node("MatMul", ["x", "w"], ["y"])]
+    model = _model(nodes, [("x", list(a_shape))], ["y"], inits)
+    feeds = [{"x": rng.standard_normal(a_shape).astype(np.float32)} for _ in range(8)]
+    _check(model, feeds[0])
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+    want = [sess.run(None, f)[0] for f in feeds]
+    prog = _native(sess, feeds[0])
+    assert prog is not None
+    prog.set_profile(True)
+    sess.run(None, feeds[0])
+    chunks = [c for o, p, calls, wall, busy, c in prog.profile() if o == "gemm"]
+    if cpuprog.CORES > 1:
+        assert chunks and chunks[0] > 1, chunks
+    bad = []
+
+    def worker(j: int) -> None:
+        for _ in range(3):
+            if not np.allclose(sess.run(None, feeds[j])[0], want[j], rtol=1e-5, atol=1e-5):
+                bad.append(j)
+
+    _in_threads(worker, 8)
+    assert not bad
+
+
 @pytest.mark.parametrize("hw, c, m, k", [(40, 8, 16, 3), (7, 64, 128, 3), (32, 32, 64, 1), (64, 3, 16, 5)])
 def test_split_convolutions_from_many_threads(hw, c, m, k):
     """Convolutions big enough to split for real (rows, channels, positions), with a bias, a

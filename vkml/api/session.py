@@ -477,13 +477,14 @@ class InferenceSession:
             if prog is not None:
                 outs = self._run_native(prog, feeds)
             else:
+                first = native is not None and key is not None and not native.known(key)
                 if gate is not None:
                     gate.acquire()
                 try:
                     lim.enter(width, big, split)
                     try:
-                        if native is not None and key is not None and not native.known(key):
-                            outs = native.first(key, feeds)  # run_plan, noting shapes for the program
+                        if first:
+                            outs, seen = native.trace(feeds)  # run_plan, noting shapes for the program
                         else:
                             outs = self._parallel.run(feeds) if self._parallel else run_plan(self._plan, feeds)
                     finally:
@@ -491,6 +492,8 @@ class InferenceSession:
                 finally:
                     if gate is not None:
                         gate.release()
+                if first:
+                    outs = native.make(key, feeds, outs, seen, self._run_native)
             if output_device is not None:
                 outs = [Tensor.from_numpy(o, output_device) if isinstance(o, np.ndarray) else o for o in outs]
         return [outs[i] for i in picks]

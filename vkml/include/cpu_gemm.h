@@ -33,7 +33,6 @@ enum { VKML_GEMM_NONE = 0, VKML_GEMM_AVX2 = 1, VKML_GEMM_AVX512 = 2 };
  * core's L2 on the machines measured); probes change them through vkml_gemm_set_blocks. */
 static int vkml_gemm_kc = 256;
 static int vkml_gemm_nc = 512;
-static int vkml_gemm_pf = 0;      /* AVX-512: k steps of A prefetched ahead (0: none; probes) */
 static int vkml_gemm_forced = -1; /* an ISA forced by VKML_CPU_GEMM (tests, probes); -1: detect */
 
 static int vkml_gemm_detect(void)
@@ -121,16 +120,8 @@ static void vkml_gemm_pack_b(const float *b, int64_t ldb, int64_t kc, int64_t nc
     {                                                                                                        \
         __m512 acc[2 * MR];                                                                                  \
         _Pragma("GCC unroll 32") for (int r = 0; r < 2 * MR; r++) acc[r] = _mm512_setzero_ps();              \
-        int64_t pf = vkml_gemm_pf * MR; /* A's stream, read this far ahead into L1 (floats) */              \
-        if (pf > 0) {                                                                                        \
-            for (int64_t kk = 0; kk < kc; kk++) {                                                            \
-                _mm_prefetch((const char *)(ap + pf), _MM_HINT_T0);                                          \
-                VKML_STEP512(MR);                                                                            \
-            }                                                                                                \
-        } else {                                                                                             \
-            for (int64_t kk = 0; kk < kc; kk++)                                                              \
-                VKML_STEP512(MR);                                                                            \
-        }                                                                                                    \
+        for (int64_t kk = 0; kk < kc; kk++)                                                                  \
+            VKML_STEP512(MR);                                                                                \
         __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);                          \
         __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr <= 16 ? (__mmask16)0 : (__mmask16)((1u << (nr - 16)) - 1); \
         const __m512 zero = _mm512_setzero_ps();                                                             \

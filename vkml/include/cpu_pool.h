@@ -15,7 +15,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "run_handoff.h"
 #include "sched_park.h"
@@ -43,28 +42,6 @@ static int pool_nopen = 0;
 static int pool_started = 0;
 static int pool_max = 0;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
-
-/* Spinning before a sleep (ns; 0: none): a helper out of work watches for a new job, and a caller
- * whose chunks are all taken watches its job finish, before either sleeps on a futex. Waking a
- * sleeping thread costs 20-50 us on the virtual machines measured, about a chunk's length. */
-static int64_t pool_spin_ns = 0;
-static atomic_uint pool_jobs_listed;  /* bumped whenever a job is listed: spinning helpers watch it */
-
-static int64_t pool_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static inline void pool_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 static void pool_fork_prepare(void) { pthread_mutex_lock(&pool_mu); }
 static void pool_fork_parent(void) { pthread_mutex_unlock(&pool_mu); }
@@ -139,21 +116,6 @@ static void *pool_main(void *unused)
                 break;
             }
         }
-        if (job == NULL && pool_spin_ns > 0) {
-            unsigned seen = atomic_load_explicit(&pool_jobs_listed, memory_order_acquire);
-            pthread_mutex_unlock(&pool_mu);
-            int64_t until = pool_now_ns() + pool_spin_ns;
-            int changed = 0;
-            for (int k = 0; !changed; k++) {
-                pool_relax();
-                changed = atomic_load_explicit(&pool_jobs_listed, memory_order_acquire) != seen;
-                if ((k & 63) == 63 && pool_now_ns() > until)
-                    break;
-            }
-            pthread_mutex_lock(&pool_mu);
-            if (changed)
-                continue;
-        }
         if (job == NULL) {
             atomic_fetch_add(&pool_sleeping, 1);
             pthread_cond_wait(&pool_cv, &pool_mu);
@@ -209,7 +171,6 @@ static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
             job.helpers = helpers;
             pool_open[pool_nopen++] = &job;
             listed = 1;
-            atomic_fetch_add_explicit(&pool_jobs_listed, 1, memory_order_release);
             /* wake only as many sleepers as the job takes (helpers between jobs find it) */
             int wake = helpers < atomic_load(&pool_sleeping) ? helpers : atomic_load(&pool_sleeping);
             for (int k = 0; k < wake; k++)
@@ -227,14 +188,6 @@ static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
             }
         }
         pthread_mutex_unlock(&pool_mu);
-    }
-    if (pool_spin_ns > 0 && atomic_load_explicit(&job.finished, memory_order_acquire) == 0) {
-        int64_t until = pool_now_ns() + pool_spin_ns;
-        for (int k = 0; atomic_load_explicit(&job.finished, memory_order_acquire) == 0; k++) {
-            pool_relax();
-            if ((k & 63) == 63 && pool_now_ns() > until)
-                break;
-        }
     }
     while (atomic_load_explicit(&job.finished, memory_order_acquire) == 0)
         sched_park_wait(&job.finished, 0, -1);

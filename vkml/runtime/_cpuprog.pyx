@@ -41,7 +41,6 @@ cdef extern from "run_handoff.h" nogil:
 
 cdef extern from "cpu_pool.h" nogil:
     vkml_gate pool_gate
-    int64_t pool_spin_ns
     ctypedef void (*pool_fn)(void *arg, int64_t i) noexcept nogil
     void pool_for(int64_t n, pool_fn fn, void *arg, int width)
     void pool_set_cores(int cores)
@@ -50,7 +49,7 @@ cdef extern from "cpu_pool.h" nogil:
 
 
 cdef extern from "cpu_gemm.h" nogil:
-    int vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_forced, vkml_gemm_mr512, vkml_gemm_pf
+    int vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_forced, vkml_gemm_mr512
     int vkml_gemm_isa()
     int vkml_gemm_mr(int isa)
     int vkml_gemm_nr(int isa)
@@ -83,13 +82,11 @@ cdef bint adaptive_parts = True
 cdef int parts_per_thread = 2
 
 
-def set_pool(double spin_us=-1, int parts=0) -> tuple:
-    """The pool's spin before a sleep (us; -1 keeps it) and a convolution's chunks per thread of
-    its run (0 keeps it); returns the previous (spin_us, parts) (probes)."""
-    global pool_spin_ns, parts_per_thread
-    old = (pool_spin_ns / 1000.0, parts_per_thread)
-    if spin_us >= 0:
-        pool_spin_ns = <int64_t>(spin_us * 1000)
+def set_parts_per_thread(int parts) -> int:
+    """A convolution's or GEMM's chunks per thread of its run (the default 2); returns the
+    previous (probes)."""
+    global parts_per_thread
+    old = parts_per_thread
     if parts > 0:
         parts_per_thread = parts
     return old
@@ -113,15 +110,12 @@ def gemm_info() -> tuple:
     return isa, vkml_gemm_mr(isa), vkml_gemm_nr(isa)
 
 
-def set_gemm(int isa=-1, int kc=0, int nc=0, int mr512=0, int pf=-1) -> tuple:
-    """Force a kernel set (-1: the best the CPU has), the blocking, AVX-512's rows a tile (0: keep
-    each) and its prefetch distance in k steps (-1: keep); returns the previous (forced, kc, nc,
-    mr512, pf). Programs made before keep the kernel and rows they were packed for, and take kc
-    when a convolution starts."""
-    global vkml_gemm_forced, vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_mr512, vkml_gemm_pf
-    old = (vkml_gemm_forced, vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_mr512, vkml_gemm_pf)
-    if pf >= 0:
-        vkml_gemm_pf = pf
+def set_gemm(int isa=-1, int kc=0, int nc=0, int mr512=0) -> tuple:
+    """Force a kernel set (-1: the best the CPU has), the blocking and AVX-512's rows a tile (0:
+    keep each); returns the previous (forced, kc, nc, mr512). Programs made before keep the
+    kernel and rows they were packed for, and take kc when a convolution starts."""
+    global vkml_gemm_forced, vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_mr512
+    old = (vkml_gemm_forced, vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_mr512)
     vkml_gemm_forced = isa
     if kc > 0:
         vkml_gemm_kc = kc
@@ -644,7 +638,7 @@ cdef void _conv_ksplit(ConvJob *job, int width) noexcept nogil:
         _conv_kpart(job, 0)
     else:
         pool_for(job.kparts, _conv_kpart, job, width)
-    cdef Py_ssize_t rparts = min(<Py_ssize_t>width, max(1, mg * npos // min_split_elements), mg)
+    cdef Py_ssize_t rparts = min(<Py_ssize_t>width, max(1, job.kparts * mg * npos // min_split_elements), mg)
     job.parts = max(1, rparts)
     if job.parts == 1:
         _conv_ksum(job, 0)
@@ -698,15 +692,61 @@ cdef void _conv_ksum(void *arg, int64_t part) noexcept nogil:
         vkml_add64(job.busy, _now_ns() - t0)
 
 
-cdef void _gemm_batches(const Ins *t, const Gemm *gm, const float *a, const float *b, float *y) noexcept nogil:
-    # p: batches, M, N, K, a's batch stride, b's, y's (elements)
-    cdef Py_ssize_t k, j, m = t.p[1], n = t.p[2], kd = t.p[3]
+cdef struct GemmJob:
+    const Ins *t
+    const Gemm *gm
+    const float *a
+    const float *b
+    float *y
+    Py_ssize_t parts  # chunks of each batch's columns (or rows, t.p[8])
+    int64_t *busy
+
+
+cdef void _gemm_part(void *arg, int64_t i) noexcept nogil:
+    # chunk i: batch i // parts, its share of the columns (p[8] == 0) or of the rows
+    cdef GemmJob *job = <GemmJob *>arg
+    cdef const Ins *t = job.t
+    cdef Py_ssize_t m = t.p[1], n = t.p[2], kd = t.p[3], parts = job.parts, j
+    cdef Py_ssize_t k = i // parts, q = i % parts, lo, hi
     cdef float alpha = t.f[0]
-    for k in range(t.p[0]):
-        gemm_f32(gm, m, n, kd, a + k * t.p[4], kd, b + k * t.p[5], n, y + k * t.p[6], n)
-        if alpha != 1:
-            for j in range(m * n):
-                y[k * t.p[6] + j] *= alpha
+    cdef const float *a = job.a + k * t.p[4]
+    cdef const float *b = job.b + k * t.p[5]
+    cdef float *y = job.y + k * t.p[6]
+    cdef int64_t t0 = _now_ns() if job.busy != NULL else 0
+    if t.p[8]:
+        lo, hi = _part(m, parts, q), _part(m, parts, q + 1)
+        if hi > lo:
+            gemm_f32(job.gm, hi - lo, n, kd, a + lo * kd, kd, b, n, y + lo * n, n)
+            if alpha != 1:
+                for j in range(lo * n, hi * n):
+                    y[j] *= alpha
+    else:
+        lo, hi = _part(n, parts, q), _part(n, parts, q + 1)
+        if hi > lo:
+            gemm_f32(job.gm, m, hi - lo, kd, a, kd, b + lo, n, y + lo, n)
+            if alpha != 1:
+                for j in range(m):
+                    for q in range(lo, hi):
+                        y[j * n + q] *= alpha
+    if job.busy != NULL:
+        vkml_add64(job.busy, _now_ns() - t0)
+
+
+cdef void _gemm_batches(const Ins *t, const Gemm *gm, const float *a, const float *b, float *y, int width,
+                        int64_t *busy) noexcept nogil:
+    # p: batches, M, N, K, a's batch stride, b's, y's (elements), chunks planned a batch, and
+    # whether they split the rows (else the columns); a run beside others takes fewer
+    cdef GemmJob job
+    cdef Py_ssize_t i
+    job.t, job.gm, job.a, job.b, job.y, job.busy = t, gm, a, b, y, busy
+    job.parts = max(1, min(t.p[7], parts_per_thread * width)) if adaptive_parts else max(1, t.p[7])
+    if busy != NULL:
+        vkml_add64(busy + 1, job.parts * t.p[0])
+    if t.p[7] == 0 or job.parts * t.p[0] == 1 or width == 1:
+        for i in range(job.parts * t.p[0]):
+            _gemm_part(&job, i)
+    else:
+        pool_for(job.parts * t.p[0], _gemm_part, &job, width)
 
 
 cdef void _avgpool(const Ins *t, const float *x, const float *inv, const float *ones, float *y, Py_ssize_t p0,
@@ -904,7 +944,7 @@ cdef void _exec(const Ins *ins, Py_ssize_t n, char **bases, const Gemm *gm, int 
             _conv(t, gm, bases, width, busy)
         elif t.op == OP_GEMM:
             _gemm_batches(t, gm, <float *>_at(bases, t.r[0]), <float *>_at(bases, t.r[1]),
-                          <float *>_at(bases, t.r[3]))
+                          <float *>_at(bases, t.r[3]), width, busy)
         elif t.op == OP_COPY:
             _copy(t, _at(bases, t.r[0]), _at(bases, t.r[3]))
         else:
@@ -923,7 +963,7 @@ cdef void _exec(const Ins *ins, Py_ssize_t n, char **bases, const Gemm *gm, int 
             t0 = _now_ns() - t0
             vkml_add64(&prof[4 * k], 1)
             vkml_add64(&prof[4 * k + 1], t0)
-            if t.op == OP_GEMM or t.op == OP_COPY:
+            if t.op == OP_COPY:
                 vkml_add64(&prof[4 * k + 2], t0)
 
 

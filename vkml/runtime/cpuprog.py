@@ -6,8 +6,9 @@ first run of each input signature runs the plan in Python and notes every value'
 trace). If every step is one the program knows (Conv, Gemm, MatMul, elementwise arithmetic and
 activations, fused chains, pools, Softmax on the last axis, BatchNormalization in inference,
 reshapes as views), with float32 tensors and every other input a constant, the steps become
-instructions over one arena: a Conv with the bias, residual and Relu after it folded in, big
-convolutions in chunks on _cpuprog's thread pool. The program is checked against the traced
+instructions over one arena: a Conv with the bias, residual and Relu after it folded in (on
+vkml's own GEMM, include/cpu_gemm.h, where the CPU has AVX2 or AVX-512), big convolutions and
+GEMMs in chunks on _cpuprog's thread pool. The program is checked against the traced
 run's outputs, and the signature's runs (the first included) run in C without the GIL. Any other
 plan or signature keeps the Python path. VKML_CPU_NATIVE=0 turns it off.
 """
@@ -221,6 +222,25 @@ def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tupl
     return CONV_CHANNELS, channels
 
 
+GEMM_CHUNK_COLUMNS = 64  # a chunk of a Gemm/MatMul has this many output columns (or rows) at least
+
+
+def _gemm_split(m: int, n: int, k: int, batches: int = 1) -> tuple[int, int]:
+    """(chunks a batch, by rows) for a Gemm/MatMul: up to two chunks per core over all batches,
+    each of CHUNK_MACS at least, by columns where there are enough, else by rows; (0, 0) keeps
+    it whole, batch after batch on the run's own thread."""
+    total = min(batches * m * n * k // CHUNK_MACS, 2 * CORES)
+    if total <= 1:
+        return 0, 0
+    parts = total // max(1, batches)
+    if parts <= 1:
+        return 1, 0
+    cols, rows = min(parts, n // GEMM_CHUNK_COLUMNS), min(parts, m // GEMM_CHUNK_COLUMNS)
+    if cols >= rows:
+        return max(1, cols), 0
+    return rows, 1
+
+
 def _conv_kernel(rows: int) -> int:
     """The kernel set of vkml's own GEMM a Conv of this many output channels a group takes
     (include/cpu_gemm.h), or 0 for NumPy's cblas_sgemm: where the CPU has none, where
@@ -419,7 +439,7 @@ def _lower_step(b: _Builder, step) -> None:
             m, k = y_s[0], (a_s[0] if op.transA else a_s[1])
             nn = y_s[1]
             y = b.new(out)
-            b.emit("gemm", 0, [a_ref, b_ref, None, y], [1, m, nn, k, 0, 0, 0], [alpha])
+            b.emit("gemm", 0, [a_ref, b_ref, None, y], [1, m, nn, k, 0, 0, 0, *_gemm_split(m, nn, k)], [alpha])
             if len(ins) > 2 and ins[2] >= 0 and beta != 0.0:
                 cs = b.shape(ins[2])
                 if beta != 1.0:
@@ -441,7 +461,8 @@ def _lower_step(b: _Builder, step) -> None:
         else:
             raise Unsupported("MatMul whose batch dims broadcast")
         y = b.new(out)
-        b.emit("gemm", 0, [b.ref(ins[0]), b.ref(ins[1]), None, y], [batches, m, nn, k, m * k, sb, m * nn], [1.0])
+        b.emit("gemm", 0, [b.ref(ins[0]), b.ref(ins[1]), None, y],
+               [batches, m, nn, k, m * k, sb, m * nn, *_gemm_split(m, nn, k, batches)], [1.0])
         return
 
     if t in _cpuprog.BINARY:
@@ -554,11 +575,7 @@ def lower(plan: Plan, seen: dict[int, Any], gemm: tuple[int, bool]) -> "_cpuprog
     for step in plan.steps:
         if id(step) in absorbed:
             continue
-        macs = blas.gemm_macs(step.node, shapes)
-        total += macs or 0
-        if macs is not None and macs >= blas.BIG_GEMM_MACS and step.node.op_type != "Conv":
-            raise Unsupported(f"{step.node.op_type} {step.node.name!r} of {macs:.0f} multiply-adds (split over "
-                              f"vkml's threads on the Python path)")
+        total += blas.gemm_macs(step.node, shapes) or 0
         _lower_step(b, step)
     ins = b.ins
     # Outputs: the storage of a value an instruction wrote becomes the output array itself;
@@ -629,7 +646,7 @@ _NONE = object()  # a signature that does not lower
 
 class Programs:
     """A session's native programs, one per input signature (feeds.signature), made on the
-    signature's first run (`first`) and used from its second (`get`)."""
+    signature's first run (`trace`, then `make`) and used from its second (`get`)."""
 
     MAX = 16  # signatures remembered; past that the oldest is forgotten
 
@@ -647,17 +664,23 @@ class Programs:
     def known(self, sig: tuple) -> bool:
         return sig in self._progs
 
-    def first(self, sig: tuple, feeds: Mapping[str, Any]) -> list[Any]:
-        """Run the plan in Python, make this signature's program from it, and return the
-        program's outputs (the bits its later lone runs give), or the plan's where there is no
-        program."""
-        outs, seen = trace(self.plan, feeds)
+    def trace(self, feeds: Mapping[str, Any]) -> tuple[list[Any], dict[int, Any]]:
+        """A signature's first run: the plan in Python (under the caller's BLAS threads), with
+        each value's shape noted for `make`."""
+        return trace(self.plan, feeds)
+
+    def make(self, sig: tuple, feeds: Mapping[str, Any], outs: list[Any], seen: dict[int, Any],
+             run: Any) -> list[Any]:
+        """Make this signature's program from its traced run and return the program's outputs
+        (the bits its later lone runs give), or the traced run's where there is no program.
+        run(prog, feeds) runs it as the session's later runs do (BLAS at one thread: more
+        would change a split GEMM's bits)."""
         try:
             missing = [n for n, _ in self.plan.input_slots if n not in feeds]
             if missing:
                 raise Unsupported(f"inputs {missing} were not fed")
             prog = lower(self.plan, seen, self.gemm)
-            got = prog.run([feeds[name] for name, _ in self.plan.input_slots])
+            got = run(prog, feeds)
             for k, (mine, ref) in enumerate(zip(got, outs)):
                 ref = np.asarray(ref)
                 if mine.shape != ref.shape or not np.allclose(mine, ref, rtol=1e-3, atol=1e-4, equal_nan=True):
