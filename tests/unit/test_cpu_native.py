@@ -188,13 +188,16 @@ def test_random_small_cnns_match_the_reference(case):
 def _small_chunks():
     """Convolutions and elementwise ops of any size split (several chunks on the VM's 2 cores),
     so generated shapes meet every chunk boundary (split K too, on the own GEMM)."""
-    saved = (cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS, cpuprog.KSPLIT_MIN_K)
-    cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS, cpuprog.KSPLIT_MIN_K = 64, 4, 1, 1
+    names = ("CHUNK_MACS", "ROW_CHUNK_POSITIONS", "MIN_CHUNK_CHANNELS", "KSPLIT_POSITIONS", "KSPLIT_MIN_K")
+    saved = {n: getattr(cpuprog, n) for n in names}
+    for n, v in zip(names, (64, 4, 1, 64, 1)):
+        setattr(cpuprog, n, v)
     elementwise = cpuprog._cpuprog.set_min_split(2)
     try:
         yield
     finally:
-        cpuprog.CHUNK_MACS, cpuprog.ROW_CHUNK_POSITIONS, cpuprog.MIN_CHUNK_CHANNELS, cpuprog.KSPLIT_MIN_K = saved
+        for n, v in saved.items():
+            setattr(cpuprog, n, v)
         cpuprog._cpuprog.set_min_split(elementwise)
 
 
@@ -222,7 +225,7 @@ def test_wide_cnns_on_each_gemm_kernel(vkml_env, kernel, case, chunks):
 
 
 @pytest.mark.parametrize("kernel", ["auto", "avx2"])
-def test_split_k_convolutions_from_many_threads(vkml_env, kernel):
+def test_split_k_convolutions_from_many_threads(vkml_env, monkeypatch, kernel):
     """A late-layer convolution (7x7 positions, K = 2304) splits by K on the own GEMM: partial
     sums, then a reduce with the bias, residual and Relu; from 8 threads, each output is a lone
     run's within float32 rounding (the chunk count, so the sum's order, follows the runs in flight),
@@ -230,6 +233,7 @@ def test_split_k_convolutions_from_many_threads(vkml_env, kernel):
     vkml_env(VKML_CPU_GEMM=kernel)
     if cpuprog._conv_kernel(128) == 0:
         pytest.skip("no kernel set of the own GEMM on this CPU")
+    monkeypatch.setattr(cpuprog, "KSPLIT_POSITIONS", 256)  # (off by default)
     rng = np.random.default_rng(7)
     inits = {"w": (rng.standard_normal((128, 256, 3, 3)) / 48).astype(np.float32),
              "b": rng.standard_normal(128).astype(np.float32)}

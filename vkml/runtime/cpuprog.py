@@ -199,10 +199,13 @@ MIN_CHUNK_CHANNELS = 8
 # against 38 from one). Smaller ones run as many as call: mnist made 34k runs/s from 2 threads
 # and 33k from 4 without the gate, 17k from 4 with it.
 GATED_MACS = 1 << 24
-# A convolution that splits by channels on the own GEMM splits by K instead (partial sums, then a
-# reduce) where its rows are this short and K at least KSPLIT_MIN_K: each chunk of channels would
-# read all of the packed columns, chunks of K read their share (one image and group only).
-KSPLIT_POSITIONS = 256
+# A convolution that splits by channels on the own GEMM may split by K instead (partial sums,
+# then a reduce) where its rows are at most KSPLIT_POSITIONS long and K at least KSPLIT_MIN_K:
+# each chunk of channels reads all of the packed columns, a chunk of K its share (one image and
+# group only). Off (0): on the H200 host, resnet18 with it at 256 ran 12.8-14.3 ms a lone run
+# against 9.4-16.3 without, and 106-166 runs/s from 4 threads against 117-141, in 4 interleaved
+# rounds over 2 device calls (bench/results/checks/h200-2026-12-03-cpu-gemm-probe.jsonl).
+KSPLIT_POSITIONS = 0
 KSPLIT_MIN_K = 512
 
 
