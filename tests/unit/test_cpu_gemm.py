@@ -81,3 +81,21 @@ def test_weights_pack_into_zero_padded_panels():
     np.testing.assert_array_equal(p[1, 0], w[1, :mr].T)
     np.testing.assert_array_equal(p[1, 1, :, 0], w[1, mr])
     assert not p[:, 1, :, 1:].any()
+
+
+def test_threads_that_end_leave_no_panels_behind():
+    """Each calling thread's B panels are freed when it ends (a pthread key's destructor): a
+    session run from many short-lived threads must not grow by half a megabyte a thread."""
+    import resource
+    import threading
+
+    a = np.ones((64, 256), np.float32)
+    b = np.ones((256, 4096), np.float32)
+    _cpuprog.gemm(a, b)  # this thread's buffer, and the allocator's first pages
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(200):
+        t = threading.Thread(target=_cpuprog.gemm, args=(a, b))
+        t.start()
+        t.join()
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 40, f"{grown_mb:.0f} MB more after 200 threads"

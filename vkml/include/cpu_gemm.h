@@ -16,6 +16,7 @@
 #ifndef VKML_CPU_GEMM_H
 #define VKML_CPU_GEMM_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,21 +211,34 @@ static void vkml_ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t 
 
 #endif /* VKML_GEMM_X86 */
 
-/* The calling thread's B panels: grown as needed, kept for the thread's next call. */
-static __thread float *vkml_gemm_buf = NULL;
-static __thread int64_t vkml_gemm_buf_len = 0;
+/* The calling thread's B panels: grown as needed, kept for the thread's next call and freed when
+ * the thread ends (a pthread key's destructor: callers' threads come and go, and a buffer a
+ * thread left behind was half a megabyte each). The block's first 64 bytes hold its length. */
+static pthread_key_t vkml_gemm_key;
+static pthread_once_t vkml_gemm_key_once = PTHREAD_ONCE_INIT;
+static int vkml_gemm_key_ok = 0;
+
+static void vkml_gemm_key_init(void) { vkml_gemm_key_ok = pthread_key_create(&vkml_gemm_key, free) == 0; }
 
 static float *vkml_gemm_scratch(int64_t floats)
 {
-    if (floats > vkml_gemm_buf_len) {
-        free(vkml_gemm_buf);
-        vkml_gemm_buf_len = 0;
-        vkml_gemm_buf = (float *)aligned_alloc(64, (size_t)((floats * 4 + 63) / 64 * 64));
-        if (vkml_gemm_buf == NULL)
+    pthread_once(&vkml_gemm_key_once, vkml_gemm_key_init);
+    if (!vkml_gemm_key_ok)
+        return NULL;
+    char *block = (char *)pthread_getspecific(vkml_gemm_key);
+    if (block == NULL || *(int64_t *)block < floats) {
+        free(block);
+        pthread_setspecific(vkml_gemm_key, NULL);
+        block = (char *)aligned_alloc(64, (size_t)(64 + (floats * 4 + 63) / 64 * 64));
+        if (block == NULL)
             return NULL;
-        vkml_gemm_buf_len = floats;
+        *(int64_t *)block = floats;
+        if (pthread_setspecific(vkml_gemm_key, block) != 0) {
+            free(block);
+            return NULL;
+        }
     }
-    return vkml_gemm_buf;
+    return (float *)(block + 64);
 }
 
 /* Packed B, whole: K in blocks of kc rows, each block's columns in panels of nr (zero-padded to
