@@ -48,12 +48,19 @@ static int vkml_gemm_detect(void)
     return VKML_GEMM_NONE;
 }
 
-/* The kernel set in use: the forced one where the CPU has it, else the best it has. */
-static int vkml_gemm_isa(void)
+/* The best kernel set the CPU has (detected once). */
+static int vkml_gemm_detect_once(void)
 {
     static int detected = -1;
     if (detected < 0)
         detected = vkml_gemm_detect();
+    return detected;
+}
+
+/* The kernel set in use: the forced one where the CPU has it, else the best it has. */
+static int vkml_gemm_isa(void)
+{
+    int detected = vkml_gemm_detect_once();
     if (vkml_gemm_forced >= 0 && vkml_gemm_forced <= detected)
         return vkml_gemm_forced;
     return detected;

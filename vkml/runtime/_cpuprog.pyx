@@ -51,6 +51,7 @@ cdef extern from "cpu_pool.h" nogil:
 cdef extern from "cpu_gemm.h" nogil:
     int vkml_gemm_kc, vkml_gemm_nc, vkml_gemm_forced, vkml_gemm_mr512
     int vkml_gemm_isa()
+    int vkml_gemm_detect_once()
     int vkml_gemm_mr(int isa)
     int vkml_gemm_nr(int isa)
     int64_t vkml_gemm_npad(int64_t n, int nr)
@@ -103,10 +104,11 @@ def set_cores(int cores) -> None:
     pool_set_cores(cores)
 
 
-def gemm_info() -> tuple:
+def gemm_info(int want=-1) -> tuple:
     """(kernel set, MR, NR) of vkml's own GEMM (include/cpu_gemm.h): 2 AVX-512, 1 AVX2, 0 none
-    (convolutions then keep NumPy's cblas_sgemm)."""
-    cdef int isa = vkml_gemm_isa()
+    (convolutions then keep NumPy's cblas_sgemm). want: the best the CPU has up to that set
+    (VKML_CPU_GEMM); -1, the one set_gemm forced, else the best."""
+    cdef int isa = vkml_gemm_isa() if want < 0 else min(want, vkml_gemm_detect_once())
     return isa, vkml_gemm_mr(isa), vkml_gemm_nr(isa)
 
 

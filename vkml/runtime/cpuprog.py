@@ -252,16 +252,15 @@ def _conv_kernel(rows: int) -> int:
     want = config.cpu_gemm_kernel()
     if _cpuprog is None or want == 0:
         return 0
-    _cpuprog.set_gemm(want)
-    isa, mr, _ = _cpuprog.gemm_info()
+    isa, mr, _ = _cpuprog.gemm_info(want)
     if isa == 0 or -(-rows // mr) * mr * 4 > rows * 5:
         return 0
     return isa
 
 
-def _npad(n: int) -> int:
-    """n columns rounded up to whole panels of the own kernel's NR."""
-    nr = _cpuprog.gemm_info()[2]
+def _npad(n: int, isa: int) -> int:
+    """n columns rounded up to whole panels of the kernel set's NR."""
+    nr = _cpuprog.gemm_info(isa)[2]
     return -(-n // nr) * nr
 
 
@@ -404,15 +403,15 @@ def _lower_step(b: _Builder, step) -> None:
         if pointwise:
             cols = 0
         elif mode == CONV_CHANNELS:  # the columns, then (own kernel) the same as packed panels
-            cols = n * group * kdim * (npos + (_npad(npos) if isa else 0))
+            cols = n * group * kdim * (npos + (_npad(npos, isa) if isa else 0))
         elif mode == CONV_KSPLIT:  # the columns, their packed panels, a partial sum a chunk of K
-            cols = kdim * (npos + _npad(npos)) + parts * mg * npos
+            cols = kdim * (npos + _npad(npos, isa)) + parts * mg * npos
         elif isa:  # each chunk's packed panels and one plane's columns, for any chunk count up to parts
-            cols = (kdim + taps) * ((ohw[0] + parts) * ohw[1] + parts * _cpuprog.gemm_info()[2])
+            cols = (kdim + taps) * ((ohw[0] + parts) * ohw[1] + parts * _cpuprog.gemm_info(isa)[2])
         else:
             cols = kdim * npos
         b.scratch = max(b.scratch, cols * 4)
-        mr = _cpuprog.gemm_info()[1] if isa else 0
+        mr = _cpuprog.gemm_info(isa)[1] if isa else 0
         if isa:
             w = b.array(_cpuprog.pack_weights(wt.reshape(group, mg, kdim), isa, mr))
         else:
