@@ -150,8 +150,9 @@ def gemm(a, b, bias=None, res=None, bint relu=False, int isa=-1, bint packed_b=F
     """relu(a @ b[:, j0:] + bias[:, None] + res) through the own kernel: B packed per call, or
     (packed_b) whole first, as a convolution's shared columns are; ap: a already packed (timing
     the kernel alone). Tests check it against NumPy."""
-    if isa < 0:
-        isa = vkml_gemm_isa()
+    isa = vkml_gemm_isa() if isa < 0 else min(isa, vkml_gemm_detect_once())  # (never a set the CPU lacks)
+    if isa == 0:
+        raise ValueError("this CPU has no kernel set of vkml's own GEMM")
     cdef int mr = vkml_gemm_mr(isa), nr = vkml_gemm_nr(isa), kc = vkml_gemm_kc
     cdef cnp.ndarray[cnp.float32_t, ndim=2, mode="c"] aa = np.ascontiguousarray(a, np.float32)
     cdef cnp.ndarray[cnp.float32_t, ndim=1, mode="c"] apk = pack_weights(aa[None], isa) if ap is None else ap
