@@ -79,6 +79,32 @@ cdef inline int64_t _now_ns() noexcept nogil:
     return ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
+cdef struct Timed:
+    pool_fn fn
+    void *arg
+    int64_t *busy
+
+
+cdef void _timed(void *arg, int64_t i) noexcept nogil:
+    cdef Timed *t = <Timed *>arg
+    cdef int64_t t0 = _now_ns()
+    t.fn(t.arg, i)
+    vkml_add64(t.busy, _now_ns() - t0)
+
+
+cdef void _for(int64_t n, pool_fn fn, void *arg, int width, int64_t *busy) noexcept nogil:
+    """fn(arg, i) for each i < n: on this thread where n is 1, else on the pool; while profiling
+    (busy not NULL) each call's time is added to *busy."""
+    cdef Timed timed
+    if busy != NULL:
+        timed.fn, timed.arg, timed.busy = fn, arg, busy
+        fn, arg = _timed, &timed
+    if n == 1:
+        fn(arg, 0)
+    elif n > 1:
+        pool_for(n, fn, arg, width)
+
+
 cdef bint adaptive_parts = True
 cdef int parts_per_thread = 2
 
@@ -441,7 +467,6 @@ cdef struct ConvJob:
     Py_ssize_t kparts
     int kc         # the own kernel's K block, read once a convolution
     Py_ssize_t parts
-    int64_t *busy  # the instruction's busy-time counter while profiling, else NULL
 
 
 cdef inline Py_ssize_t _part(Py_ssize_t n, Py_ssize_t parts, Py_ssize_t i) noexcept nogil:
@@ -477,16 +502,6 @@ cdef void _epilogue(const Ins *t, const float *bias, const float *res, float *c,
 
 cdef void _conv_part(void *arg, int64_t part) noexcept nogil:
     cdef ConvJob *job = <ConvJob *>arg
-    cdef int64_t t0
-    if job.busy != NULL:
-        t0 = _now_ns()
-        _conv_span(job, part)
-        vkml_add64(job.busy, _now_ns() - t0)
-    else:
-        _conv_span(job, part)
-
-
-cdef void _conv_span(ConvJob *job, int64_t part) noexcept nogil:
     cdef const Ins *t = job.t
     cdef Py_ssize_t nb = t.p[0], groups = t.p[1], cg = t.p[2], mg = t.p[3], h = t.p[4], wd = t.p[5]
     cdef Py_ssize_t oh = t.p[6], ow = t.p[7], npos = t.p[6] * t.p[7], taps = t.p[8] * t.p[9]
@@ -591,7 +606,6 @@ cdef void _conv_columns(void *arg, int64_t plane) noexcept nogil:
 
 cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width, int64_t *busy) noexcept nogil:
     cdef ConvJob job
-    job.busy = busy
     # At most two chunks per thread this run may use: alone, all the planned chunks; with other
     # runs in flight, fewer and bigger ones (GEMMs of more columns run faster a multiply-add):
     # resnet18 on the H200 host from 4 / 16 threads 128-134 / 228-247 runs/s against 104-108 /
@@ -614,17 +628,14 @@ cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width, int64_t *
     job.packed = job.scratch + t.p[0] * t.p[1] * t.p[2] * t.p[8] * t.p[9] * t.p[6] * t.p[7]
     job.res = <float *>_at(bases, t.r[5])
     if t.p[12] == CONV_KSPLIT:
-        _conv_ksplit(&job, width)
+        _conv_ksplit(&job, width, busy)
         return
     if t.p[12] == CONV_CHANNELS and not t.p[10]:
-        pool_for(t.p[0] * t.p[1] * t.p[2], _conv_columns, &job, width)
-    if job.parts == 1:
-        _conv_part(&job, 0)
-    else:
-        pool_for(job.parts, _conv_part, &job, width)
+        _for(t.p[0] * t.p[1] * t.p[2], _conv_columns, &job, width, NULL)
+    _for(job.parts, _conv_part, &job, width, busy)
 
 
-cdef void _conv_ksplit(ConvJob *job, int width) noexcept nogil:
+cdef void _conv_ksplit(ConvJob *job, int width, int64_t *busy) noexcept nogil:
     # Chunks of K, each a partial sum over every channel and position, then chunks of channels
     # adding them in K's order with the epilogue. For short rows (few positions) and long K,
     # where chunks of channels would each read all of the packed columns: resnet18's 7x7 layers
@@ -636,17 +647,10 @@ cdef void _conv_ksplit(ConvJob *job, int width) noexcept nogil:
     job.kc = <int>kc
     job.kparts = (kdim + kc - 1) // kc
     job.partial = job.packed + kdim * vkml_gemm_npad(npos, vkml_gemm_nr(<int>t.p[14]))
-    pool_for(t.p[2], _conv_columns, job, width)
-    if job.kparts == 1:
-        _conv_kpart(job, 0)
-    else:
-        pool_for(job.kparts, _conv_kpart, job, width)
-    cdef Py_ssize_t rparts = min(<Py_ssize_t>width, max(1, job.kparts * mg * npos // min_split_elements), mg)
-    job.parts = max(1, rparts)
-    if job.parts == 1:
-        _conv_ksum(job, 0)
-    else:
-        pool_for(job.parts, _conv_ksum, job, width)
+    _for(t.p[2], _conv_columns, job, width, NULL)
+    _for(job.kparts, _conv_kpart, job, width, busy)
+    job.parts = max(1, min(<Py_ssize_t>width, max(1, job.kparts * mg * npos // min_split_elements), mg))
+    _for(job.parts, _conv_ksum, job, width, busy)
 
 
 cdef void _conv_kpart(void *arg, int64_t part) noexcept nogil:
@@ -654,24 +658,18 @@ cdef void _conv_kpart(void *arg, int64_t part) noexcept nogil:
     cdef const Ins *t = job.t
     cdef Py_ssize_t kdim = t.p[2] * t.p[8] * t.p[9], npos = t.p[6] * t.p[7], mg = t.p[3]
     cdef int isa = <int>t.p[14], mr = <int>t.p[15]
-    cdef int64_t t0 = _now_ns() if job.busy != NULL else 0
     vkml_sgemm_kblock(isa, mr, job.kc, mg, npos, kdim, job.w, job.packed, vkml_gemm_npad(npos, vkml_gemm_nr(isa)),
                       part * job.kc, job.partial + part * mg * npos, npos)
-    if job.busy != NULL:
-        vkml_add64(job.busy, _now_ns() - t0)
 
 
 cdef void _conv_ksum(void *arg, int64_t part) noexcept nogil:
-    # rows r0..r1 of y = the K chunks' partials in order, + bias, + residual, Relu
+    # rows r0..r1 of y = the K chunks' partials in order, then the conv's epilogue
     cdef ConvJob *job = <ConvJob *>arg
     cdef const Ins *t = job.t
     cdef Py_ssize_t npos = t.p[6] * t.p[7], mg = t.p[3], q, i, j
     cdef Py_ssize_t r0 = _part(mg, job.parts, part), r1 = _part(mg, job.parts, part + 1)
-    cdef int64_t t0 = _now_ns() if job.busy != NULL else 0
     cdef float *y
     cdef const float *src
-    cdef float v, bv
-    cdef bint relu = t.p[11]
     for i in range(r0, r1):
         y = job.y + i * npos
         memcpy(y, job.partial + i * npos, npos * sizeof(float))
@@ -679,20 +677,8 @@ cdef void _conv_ksum(void *arg, int64_t part) noexcept nogil:
             src = job.partial + q * mg * npos + i * npos
             for j in range(npos):
                 y[j] += src[j]
-        if job.bias != NULL:
-            bv = job.bias[i]
-            for j in range(npos):
-                y[j] += bv
-        if job.res != NULL:
-            src = job.res + i * npos
-            for j in range(npos):
-                y[j] += src[j]
-        if relu:
-            for j in range(npos):
-                v = y[j]
-                y[j] = v if (v > 0 or v != v) else 0
-    if job.busy != NULL:
-        vkml_add64(job.busy, _now_ns() - t0)
+    _epilogue(t, job.bias + r0 if job.bias != NULL else NULL, job.res + r0 * npos if job.res != NULL else NULL,
+              job.y + r0 * npos, r1 - r0, npos, npos)
 
 
 cdef struct GemmJob:
@@ -702,20 +688,18 @@ cdef struct GemmJob:
     const float *b
     float *y
     Py_ssize_t parts  # chunks of each batch's columns (or rows, t.p[8])
-    int64_t *busy
 
 
 cdef void _gemm_part(void *arg, int64_t i) noexcept nogil:
     # chunk i: batch i // parts, its share of the columns (p[8] == 0) or of the rows
     cdef GemmJob *job = <GemmJob *>arg
     cdef const Ins *t = job.t
-    cdef Py_ssize_t m = t.p[1], n = t.p[2], kd = t.p[3], parts = job.parts, j
+    cdef Py_ssize_t m = t.p[1], n = t.p[2], kd = t.p[3], parts = job.parts, r, j
     cdef Py_ssize_t k = i // parts, q = i % parts, lo, hi
     cdef float alpha = t.f[0]
     cdef const float *a = job.a + k * t.p[4]
     cdef const float *b = job.b + k * t.p[5]
     cdef float *y = job.y + k * t.p[6]
-    cdef int64_t t0 = _now_ns() if job.busy != NULL else 0
     if t.p[8]:
         lo, hi = _part(m, parts, q), _part(m, parts, q + 1)
         if hi > lo:
@@ -728,11 +712,9 @@ cdef void _gemm_part(void *arg, int64_t i) noexcept nogil:
         if hi > lo:
             gemm_f32(job.gm, m, hi - lo, kd, a, kd, b + lo, n, y + lo, n)
             if alpha != 1:
-                for j in range(m):
-                    for q in range(lo, hi):
-                        y[j * n + q] *= alpha
-    if job.busy != NULL:
-        vkml_add64(job.busy, _now_ns() - t0)
+                for r in range(m):
+                    for j in range(lo, hi):
+                        y[r * n + j] *= alpha
 
 
 cdef void _gemm_batches(const Ins *t, const Gemm *gm, const float *a, const float *b, float *y, int width,
@@ -740,16 +722,12 @@ cdef void _gemm_batches(const Ins *t, const Gemm *gm, const float *a, const floa
     # p: batches, M, N, K, a's batch stride, b's, y's (elements), chunks planned a batch, and
     # whether they split the rows (else the columns); a run beside others takes fewer
     cdef GemmJob job
-    cdef Py_ssize_t i
-    job.t, job.gm, job.a, job.b, job.y, job.busy = t, gm, a, b, y, busy
+    job.t, job.gm, job.a, job.b, job.y = t, gm, a, b, y
     job.parts = max(1, min(t.p[7], parts_per_thread * width)) if adaptive_parts else max(1, t.p[7])
     if busy != NULL:
         vkml_add64(busy + 1, job.parts * t.p[0])
-    if t.p[7] == 0 or job.parts * t.p[0] == 1 or width == 1:
-        for i in range(job.parts * t.p[0]):
-            _gemm_part(&job, i)
-    else:
-        pool_for(job.parts * t.p[0], _gemm_part, &job, width)
+    # (a GEMM planned whole, p[7] == 0, runs its batches on this thread: the pool at width 1)
+    _for(job.parts * t.p[0], _gemm_part, &job, width if t.p[7] else 1, busy)
 
 
 cdef void _avgpool(const Ins *t, const float *x, const float *inv, const float *ones, float *y, Py_ssize_t p0,
@@ -869,7 +847,6 @@ cdef struct RangeJob:
     const Ins *t
     char **bases
     Py_ssize_t units, parts
-    int64_t *busy
 
 
 cdef void _range(const Ins *t, char **bases, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
@@ -898,10 +875,7 @@ cdef void _range(const Ins *t, char **bases, Py_ssize_t lo, Py_ssize_t hi) noexc
 
 cdef void _range_part(void *arg, int64_t part) noexcept nogil:
     cdef RangeJob *job = <RangeJob *>arg
-    cdef int64_t t0 = _now_ns() if job.busy != NULL else 0
     _range(job.t, job.bases, _part(job.units, job.parts, part), _part(job.units, job.parts, part + 1))
-    if job.busy != NULL:
-        vkml_add64(job.busy, _now_ns() - t0)
 
 
 cdef Py_ssize_t _units(const Ins *t, Py_ssize_t *work) noexcept nogil:
@@ -951,17 +925,12 @@ cdef void _exec(const Ins *ins, Py_ssize_t n, char **bases, const Gemm *gm, int 
         elif t.op == OP_COPY:
             _copy(t, _at(bases, t.r[0]), _at(bases, t.r[3]))
         else:
-            job.t, job.bases, job.busy = t, bases, busy
+            job.t, job.bases = t, bases
             job.units = _units(t, &work)
-            job.parts = min(<Py_ssize_t>width, work // min_split_elements, job.units)
-            if job.parts <= 1:
-                job.parts = 1
+            job.parts = max(1, min(<Py_ssize_t>width, work // min_split_elements, job.units))
             if busy != NULL:
                 vkml_add64(busy + 1, job.parts)
-            if job.parts == 1:
-                _range_part(&job, 0)
-            else:
-                pool_for(job.parts, _range_part, &job, width)
+            _for(job.parts, _range_part, &job, width, busy)
         if prof != NULL:
             t0 = _now_ns() - t0
             vkml_add64(&prof[4 * k], 1)
