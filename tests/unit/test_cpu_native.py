@@ -67,6 +67,20 @@ def _in_threads(worker, n: int) -> None:
         t.join()
 
 
+def _agree_from_threads(sess, feeds, want, runs: int, atol: float) -> None:
+    """Feed j's runs from thread j of 8 (runs each) all give want[j] within float32 rounding
+    (rtol 1e-5, atol): a run beside others may take other chunks than a lone run."""
+    bad = []
+
+    def worker(j: int) -> None:
+        for _ in range(runs):
+            if not np.allclose(sess.run(None, feeds[j])[0], want[j], rtol=1e-5, atol=atol):
+                bad.append(j)
+
+    _in_threads(worker, 8)
+    assert not bad
+
+
 def _model(nodes, inputs, outputs, inits, opset=17):
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, T.FLOAT, s) for n, s in inputs],
                      [h.make_tensor_value_info(n, T.FLOAT, None) for n in outputs],
@@ -231,7 +245,7 @@ def test_split_k_convolutions_from_many_threads(vkml_env, monkeypatch, kernel):
     run's within float32 rounding (the chunk count, so the sum's order, follows the runs in flight),
     and the lone run is onnxruntime's."""
     vkml_env(VKML_CPU_GEMM=kernel)
-    if cpuprog._conv_kernel(128) == 0:
+    if cpuprog._conv_kernel(128)[0] == 0:
         pytest.skip("no kernel set of the own GEMM on this CPU")
     monkeypatch.setattr(cpuprog, "KSPLIT_POSITIONS", 256)  # (off by default)
     rng = np.random.default_rng(7)
@@ -251,15 +265,7 @@ def test_split_k_convolutions_from_many_threads(vkml_env, monkeypatch, kernel):
     modes = [p[12] for op, p, *_ in prog.profile() if op == "conv"]
     if cpuprog.CORES > 1:
         assert modes == [cpuprog.CONV_KSPLIT], modes
-    bad = []
-
-    def worker(j: int) -> None:
-        for _ in range(5):
-            if not np.allclose(sess.run(None, feeds[j])[0], want[j], rtol=1e-5, atol=1e-5):
-                bad.append(j)
-
-    _in_threads(worker, 8)
-    assert not bad
+    _agree_from_threads(sess, feeds, want, runs=5, atol=1e-5)
 
 
 @pytest.mark.parametrize("op, a_shape, b_shape", [
@@ -291,15 +297,7 @@ def test_big_gemms_split_natively_from_many_threads(op, a_shape, b_shape):
     chunks = [c for o, p, calls, wall, busy, c in prog.profile() if o == "gemm"]
     if cpuprog.CORES > 1:
         assert chunks and chunks[0] > 1, chunks
-    bad = []
-
-    def worker(j: int) -> None:
-        for _ in range(3):
-            if not np.allclose(sess.run(None, feeds[j])[0], want[j], rtol=1e-5, atol=1e-5):
-                bad.append(j)
-
-    _in_threads(worker, 8)
-    assert not bad
+    _agree_from_threads(sess, feeds, want, runs=3, atol=1e-5)
 
 
 @pytest.mark.parametrize("hw, c, m, k", [(40, 8, 16, 3), (7, 64, 128, 3), (32, 32, 64, 1), (64, 3, 16, 5)])
@@ -321,15 +319,7 @@ def test_split_convolutions_from_many_threads(hw, c, m, k):
     _check(model, feeds[0])
     want = [sess.run(None, f)[0] for f in feeds]
     assert _native(sess, feeds[0]) is not None
-    bad = []
-
-    def worker(j: int) -> None:
-        for _ in range(5):
-            if not np.allclose(sess.run(None, feeds[j])[0], want[j], rtol=1e-5, atol=1e-6):
-                bad.append(j)
-
-    _in_threads(worker, 8)
-    assert not bad
+    _agree_from_threads(sess, feeds, want, runs=5, atol=1e-6)
     if cpuprog.CORES > 1:
         assert parts > 1 and mode != cpuprog.CONV_WHOLE, (mode, parts)
 

@@ -244,23 +244,22 @@ def _gemm_split(m: int, n: int, k: int, batches: int = 1) -> tuple[int, int]:
     return rows, 1
 
 
-def _conv_kernel(rows: int) -> int:
-    """The kernel set of vkml's own GEMM a Conv of this many output channels a group takes
-    (include/cpu_gemm.h), or 0 for NumPy's cblas_sgemm: where the CPU has none, where
+def _conv_kernel(rows: int) -> tuple[int, int, int]:
+    """(kernel set, MR, NR) of vkml's own GEMM a Conv of this many output channels a group takes
+    (include/cpu_gemm.h), or (0, 0, 0) for NumPy's cblas_sgemm: where the CPU has none, where
     VKML_CPU_GEMM says blas, or where padding the channels to the kernel's panels would waste
     more than a fifth of its work (depthwise and other narrow groups)."""
     want = config.cpu_gemm_kernel()
     if _cpuprog is None or want == 0:
-        return 0
-    isa, mr, _ = _cpuprog.gemm_info(want)
+        return 0, 0, 0
+    isa, mr, nr = _cpuprog.gemm_info(want)
     if isa == 0 or -(-rows // mr) * mr * 4 > rows * 5:
-        return 0
-    return isa
+        return 0, 0, 0
+    return isa, mr, nr
 
 
-def _npad(n: int, isa: int) -> int:
-    """n columns rounded up to whole panels of the kernel set's NR."""
-    nr = _cpuprog.gemm_info(isa)[2]
+def _npad(n: int, nr: int) -> int:
+    """n columns rounded up to whole panels of nr."""
     return -(-n // nr) * nr
 
 
@@ -398,7 +397,7 @@ def _lower_step(b: _Builder, step) -> None:
         # The own GEMM for convolutions that split: below a chunk's work NumPy's sgemm on plain
         # columns is faster (mnist on the 2-core VM: 55-56 us a run on the own kernel, 44-45 on
         # NumPy's, 3000-run medians).
-        isa = _conv_kernel(mg) if mode != CONV_WHOLE else 0
+        isa, mr, nr = _conv_kernel(mg) if mode != CONV_WHOLE else (0, 0, 0)
         kdim = cg * taps
         if (isa and mode == CONV_CHANNELS and n * group == 1 and npos <= KSPLIT_POSITIONS
                 and kdim >= KSPLIT_MIN_K):
@@ -406,15 +405,14 @@ def _lower_step(b: _Builder, step) -> None:
         if pointwise:
             cols = 0
         elif mode == CONV_CHANNELS:  # the columns, then (own kernel) the same as packed panels
-            cols = n * group * kdim * (npos + (_npad(npos, isa) if isa else 0))
+            cols = n * group * kdim * (npos + (_npad(npos, nr) if isa else 0))
         elif mode == CONV_KSPLIT:  # the columns, their packed panels, a partial sum a chunk of K
-            cols = kdim * (npos + _npad(npos, isa)) + parts * mg * npos
+            cols = kdim * (npos + _npad(npos, nr)) + parts * mg * npos
         elif isa:  # each chunk's packed panels and one plane's columns, for any chunk count up to parts
-            cols = (kdim + taps) * ((ohw[0] + parts) * ohw[1] + parts * _cpuprog.gemm_info(isa)[2])
+            cols = (kdim + taps) * ((ohw[0] + parts) * ohw[1] + parts * nr)
         else:
             cols = kdim * npos
         b.scratch = max(b.scratch, cols * 4)
-        mr = _cpuprog.gemm_info(isa)[1] if isa else 0
         if isa:
             w = b.array(_cpuprog.pack_weights(wt.reshape(group, mg, kdim), isa, mr))
         else:
