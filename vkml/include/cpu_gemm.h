@@ -85,23 +85,6 @@ static void vkml_gemm_pack_a(const float *a, int64_t lda, int64_t m, int64_t k, 
     }
 }
 
-/* B's block (kc x nc from b, ldb) into panels of nr columns, each kc x nr, zero-padded. */
-static void vkml_gemm_pack_b(const float *b, int64_t ldb, int64_t kc, int64_t nc, int nr, float *bp)
-{
-    int64_t panels = (nc + nr - 1) / nr;
-    int64_t full = nc / nr, tail = nc - full * nr;
-    for (int64_t kk = 0; kk < kc; kk++) {
-        const float *src = b + kk * ldb;
-        for (int64_t p = 0; p < full; p++)
-            memcpy(bp + (p * kc + kk) * nr, src + p * nr, (size_t)nr * sizeof(float));
-        if (tail) {
-            float *dst = bp + ((panels - 1) * kc + kk) * nr;
-            memcpy(dst, src + full * nr, (size_t)tail * sizeof(float));
-            memset(dst + tail, 0, (size_t)(nr - tail) * sizeof(float));
-        }
-    }
-}
-
 #if VKML_GEMM_X86
 
 /* One MR x NR tile: C = (load_c ? C : 0) + A·B over kc (A: kc x MR packed, B: kc rows of NR at
@@ -277,6 +260,14 @@ static void vkml_gemm_place_row(const float *row, int64_t kk, int64_t k, int64_t
         for (int64_t j = tail; j < nr; j++)
             t[j] = 0.0f;
     }
+}
+
+/* B's block (kc x nc from b, ldb) into panels of nr columns, each kc x nr, zero-padded: a whole
+ * packed B of one block, row by row. */
+static void vkml_gemm_pack_b(const float *b, int64_t ldb, int64_t kc, int64_t nc, int nr, float *bp)
+{
+    for (int64_t kk = 0; kk < kc; kk++)
+        vkml_gemm_place_row(b + kk * ldb, kk, kc, nc, nr, (int)kc, bp);
 }
 
 #if VKML_GEMM_X86
