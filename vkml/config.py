@@ -614,6 +614,26 @@ def matmul_tile() -> tuple[int, ...] | None:
     return _tiling("VKML_MATMUL_TILE", "BM,BN,BK,TM,TN")
 
 
+_setting("VKML_WINOGRAD", "auto", "one of the words listed", """
+    Winograd F(2x2, 3x3) for 3x3 float32 convolutions of stride 1 with constant filters on the
+    GPUs (kernels/winograd.py): auto takes it where both channel counts are at least 32 and the
+    direct product has at least 2^28 multiply-adds (ResNets at batch 32, not at batch 1), all
+    for every such convolution (tests), off never (the implicit-GEMM kernel). Read when a plan's
+    kernels are recorded.""")
+
+_WINOGRAD = ("auto", "all", "off")
+
+
+def winograd() -> str:
+    """VKML_WINOGRAD: auto, all or off (0 and the other off spellings are off)."""
+    v = (_raw("VKML_WINOGRAD") or "auto").strip().lower()
+    if v in OFF:
+        return "off"
+    if v not in _WINOGRAD:
+        raise ValueError(f"VKML_WINOGRAD={v!r}: expected one of {', '.join(_WINOGRAD)}")
+    return v
+
+
 _setting("VKML_COOP", "1", "on/off", """
     0: never use the cooperative-matrix (tensor core) GEMM path, even where the device has it;
     GEMMs and float16 convolutions take the SIMT path. For comparisons.""")

@@ -220,3 +220,21 @@ def test_timestamps(dev):
     ts = cb.timestamps()
     assert [label for label, _ in ts] == ["start", "relu"]
     assert ts[0][1] == 0.0 and ts[1][1] >= 0.0
+
+
+def test_scratch_shared_per_tag(dev):
+    """scratch(tag, n): one buffer per tag for the whole recording, a new one only when a call
+    needs more than the buffer so far; views of exactly n bytes."""
+    rec = CommandRecorder(dev)
+    a = rec.scratch("v", 1000)
+    b = rec.scratch("v", 400)
+    other = rec.scratch("m", 400)
+    assert a.size == 1000 and b.size == 400
+    assert b.block is a.block and b.offset == a.offset
+    assert other.block is not a.block or other.offset >= a.offset + 1000 or other.offset + 400 <= a.offset
+    c = rec.scratch("v", 5000)
+    assert c.size == 5000 and (c.block is not a.block or c.offset != a.offset)
+    assert rec.scratch("v", 10).offset == c.offset
+    rec.finish()
+    with pytest.raises(Exception, match="finished"):
+        rec.scratch("v", 10)

@@ -28,7 +28,7 @@ import numpy as np
 
 from vkml.ops._window import AUTO_PADS, auto_pad_name, resolve
 
-from . import conv_coop, gemm
+from . import conv_coop, gemm, winograd
 from . import matmul as mm
 from . import reduce
 from .common import PushBlock, dtype_name, require_dtypes
@@ -269,10 +269,16 @@ def _record_dw(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=ge
     rec.dispatch(pipe, views, push, groups)
 
 
-def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP) -> None:
+def _record_gemm(rec, geo: Geometry, x, w, b, out, epi: int = 0, res=None, clip=gemm.NO_CLIP,
+                 w_host=None) -> None:
     """The implicit GEMM: conv_coop.comp on tensor cores where conv_coop.plan takes it (float16
-    Conv), else conv.comp; both with the same push constants, k table and split K."""
+    Conv), else conv.comp; both with the same push constants, k table and split K. A 3x3
+    convolution of stride 1 whose filters are known on the host (`w_host`) takes Winograd's
+    transforms instead where winograd.chosen says so."""
     dev = rec.device
+    if winograd.chosen(dev, geo, out.dtype, w_host):
+        winograd.record(rec, geo, x, w_host, b, out, epi, res, clip)
+        return
     s = math.prod(geo.in_sp)
     p = math.prod(geo.out_sp)
     k = geo.cg * geo.taps
@@ -354,7 +360,7 @@ class ConvKernel(Kernel):
         elif route in ("dw", "direct"):
             _record_dw(rec, geo, x, w, b, out, small=route == "direct")
         else:
-            _record_gemm(rec, geo, x, w, b, out)
+            _record_gemm(rec, geo, x, w, b, out, w_host=(consts or {}).get(1))
 
 
 FUSED_CONV = "FusedConv"  # vkml/compile/epilogue.py: Conv [+ Add residual] [+ Relu]
@@ -504,4 +510,4 @@ class FusedConvKernel(ConvKernel):
             _record_dw(rec, geo, x, w, b, out, epi, res, clip, small=route == "direct",
                        mean=outputs[1] if len(outputs) > 1 else None)
         else:
-            _record_gemm(rec, geo, x, w, b, out, epi, res, clip)
+            _record_gemm(rec, geo, x, w, b, out, epi, res, clip, w_host=(consts or {}).get(1))

@@ -35,6 +35,7 @@ cdef class CommandRecorder:
     cdef list pending_writes
     cdef Pipeline bound
     cdef readonly list deferred         # commands waiting for their pipelines (defer=True), else None
+    cdef dict scratches                 # tag -> the shared scratch buffer (scratch())
 
     cdef int _hazard_barrier(self, list reads, list writes) except -1
     cdef int _emit_barrier(self) except -1

@@ -186,6 +186,7 @@ cdef class CommandRecorder:
         self.pending_reads = []
         self.pending_writes = []
         self.bound = None
+        self.scratches = {}
         cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
         cb.device = device
         self.cb = cb
@@ -461,6 +462,20 @@ cdef class CommandRecorder:
         v.write(mv)
         self.cb.keep.append(v)
         return v
+
+    def scratch(self, str tag, size_t nbytes) -> BufferView:
+        """A device buffer of `nbytes` that every scratch() call with this `tag` in this
+        recording shares: a kernel's intermediate values (Winograd's transformed tiles), so the
+        nodes of a plan reuse one buffer instead of holding one each, ordered by the hazard
+        barriers like any other range. A request bigger than the buffer so far gets a new one
+        (the old one stays alive with the commands that used it)."""
+        self._check_recording()
+        cdef BufferView v = self.scratches.get(tag)
+        if v is None or v.size < nbytes:
+            v = self.device.alloc(max(nbytes, 4))
+            self.scratches[tag] = v
+            self.cb.keep.append(v)
+        return v.sub(0, max(nbytes, 4))
 
     def timestamp(self, str label) -> None:
         """Record a GPU timestamp after all earlier commands; read with CommandBuffer.timestamps()."""
