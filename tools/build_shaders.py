@@ -354,9 +354,10 @@ def _variants_matmul(add) -> None:
                 VKML_SUBGROUP=sg)
         add(f"conv_small_{t}", "conv_small.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"splitk_reduce_{t}", "splitk_reduce.comp", TO=T[t])
-    # Winograd F(2x2, 3x3) convolutions' transforms (kernels/winograd.py), float32
-    add("winograd_in_f32", "winograd.comp", TX=T["f32"], WINO_IN=1)
-    add("winograd_out_f32", "winograd.comp", TO=T["f32"])
+    # Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions' transforms (kernels/winograd.py), float32
+    for name, tile in (("winograd", 2), ("winograd4", 4)):
+        add(f"{name}_in_f32", "winograd.comp", TX=T["f32"], WINO_IN=1, WINO_T=tile)
+        add(f"{name}_out_f32", "winograd.comp", TO=T["f32"], WINO_T=tile)
     for t, code in (("f64", 12), ("bf16", 13)):  # MatMul/Gemm of float64 / bfloat16: one invocation per output
         add(f"matmul_direct_{t}", "matmul_direct.comp", TX=code, TY=code, TO=code)
 

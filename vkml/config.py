@@ -615,9 +615,9 @@ def matmul_tile() -> tuple[int, ...] | None:
 
 
 _setting("VKML_WINOGRAD", "auto", "one of the words listed", """
-    Winograd F(2x2, 3x3) for 3x3 float32 convolutions of stride 1 with constant filters on the
+    Winograd F(4x4, 3x3) for 3x3 float32 convolutions of stride 1 with constant filters on the
     GPUs (kernels/winograd.py): auto takes it where both channel counts are at least 32 and the
-    direct product has at least 2^28 multiply-adds (ResNets at batch 32, not at batch 1), all
+    direct product has at least 2^27 multiply-adds (ResNets from batch 2, not at batch 1), all
     for every such convolution (tests), off never (the implicit-GEMM kernel). Read when a plan's
     kernels are recorded.""")
 
