@@ -615,11 +615,13 @@ def matmul_tile() -> tuple[int, ...] | None:
 
 
 _setting("VKML_WINOGRAD", "auto", "one of the words listed", """
-    Winograd F(4x4, 3x3) for 3x3 float32 convolutions of stride 1 with constant filters on the
-    GPUs (kernels/winograd.py): auto takes it where both channel counts are at least 32 and the
-    direct product has at least 2^27 multiply-adds (ResNets from batch 2, not at batch 1), all
-    for every such convolution (tests), off never (the implicit-GEMM kernel). Read when a plan's
-    kernels are recorded.""")
+    Winograd F(4x4, 3x3) for 3x3 float32 convolutions of stride 1, one group, with constant
+    filters: on the GPUs (kernels/winograd.py) auto takes it where both channel counts are at
+    least 32 and the direct product has at least 2^27 multiply-adds (ResNets from batch 2, not at
+    batch 1); on the CPU device's native programs (runtime/cpuprog.py, CONV_WINO) where both
+    channel counts are at least 32 and the 4x4 output tiles at least 48 (resnet18's 56x56 and
+    28x28 layers at batch 1). all: every convolution where it applies (tests); off: never (the
+    direct kernels). Read when a plan's kernels are recorded or a CPU program is made.""")
 
 _WINOGRAD = ("auto", "all", "off")
 

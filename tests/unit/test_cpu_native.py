@@ -24,6 +24,7 @@ from onnx import numpy_helper as nh
 
 import vkml
 from vkml.api.feeds import signature
+from vkml.ops._winograd import tile_max
 from vkml.runtime import blas, cpuprog
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -40,6 +41,16 @@ def test_the_extension_is_built():
 def _native(sess, feed) -> object:
     native = sess._native
     return None if native is None else native.get(signature(feed))
+
+
+def _profile_of(sess, feed) -> list:
+    """The per-instruction counters (Program.profile) of one profiled run of the session's
+    program for this feed."""
+    prog = _native(sess, feed)
+    assert prog is not None
+    prog.set_profile(True)
+    sess.run(None, feed)
+    return prog.profile()
 
 
 def _check(model: onnx.ModelProto, feed: dict, native: bool = True) -> list[np.ndarray]:
@@ -259,10 +270,7 @@ def test_split_k_convolutions_from_many_threads(vkml_env, monkeypatch, kernel):
     _check(model, feeds[0])
     sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
     want = [sess.run(None, f)[0] for f in feeds]
-    prog = _native(sess, feeds[0])
-    prog.set_profile(True)
-    sess.run(None, feeds[0])
-    modes = [p[12] for op, p, *_ in prog.profile() if op == "conv"]
+    modes = [p[12] for op, p, *_ in _profile_of(sess, feeds[0]) if op == "conv"]
     if cpuprog.CORES > 1:
         assert modes == [cpuprog.CONV_KSPLIT], modes
     _agree_from_threads(sess, feeds, want, runs=5, atol=1e-5)
@@ -290,11 +298,7 @@ def test_big_gemms_split_natively_from_many_threads(op, a_shape, b_shape):
     _check(model, feeds[0])
     sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
     want = [sess.run(None, f)[0] for f in feeds]
-    prog = _native(sess, feeds[0])
-    assert prog is not None
-    prog.set_profile(True)
-    sess.run(None, feeds[0])
-    chunks = [c for o, p, calls, wall, busy, c in prog.profile() if o == "gemm"]
+    chunks = [c for o, p, calls, wall, busy, c in _profile_of(sess, feeds[0]) if o == "gemm"]
     if cpuprog.CORES > 1:
         assert chunks and chunks[0] > 1, chunks
     _agree_from_threads(sess, feeds, want, runs=3, atol=1e-5)
@@ -463,3 +467,109 @@ def test_output_names_on_the_direct_path():
         sess.run(["nope"], feed)
     with pytest.raises(TypeError, match="list of names"):
         sess.run(names[0], feed)
+
+
+def _conv64(x: np.ndarray, w: np.ndarray, pads) -> np.ndarray:
+    """Conv(x, w) in float64, by vkml's NumPy operator."""
+    from vkml.ir.graph import Node
+    from vkml.ops.registry import lookup
+    node = Node("n", "Conv", "", ["x", "w"], ["y"], {"pads": list(pads)}, 17)
+    return lookup("", "Conv", 17)(node).run(x.astype(np.float64), w.astype(np.float64))[0]
+
+
+def _conv_bound(x: np.ndarray, w: np.ndarray, pads) -> np.ndarray:
+    """conv(|x|, |w|): the sum of |products| each output adds."""
+    return _conv64(np.abs(x), np.abs(w), pads)
+
+
+@st.composite
+def wino_cases(draw):
+    n = draw(st.integers(1, 2))
+    c, m = draw(st.sampled_from([1, 3, 32, 40])), draw(st.sampled_from([1, 8, 32, 33]))
+    hh, ww = draw(st.integers(1, 21)), draw(st.integers(1, 21))
+    pads = [draw(st.integers(0, 2)) for _ in range(4)]
+    assume(hh + pads[0] + pads[2] >= 3 and ww + pads[1] + pads[3] >= 3)
+    return n, c, m, hh, ww, pads, draw(st.booleans()), draw(st.booleans()), draw(st.booleans())
+
+
+@pytest.mark.parametrize("kernel", ["auto", "avx2"])
+@settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", 25)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=wino_cases(), seed=st.integers(0, 2**31))
+def test_winograd_convolutions(vkml_env, kernel, case, seed):
+    """3x3 convolutions of stride 1 on Winograd F(4x4, 3x3) (CONV_WINO, include/cpu_winograd.h;
+    VKML_WINOGRAD=all takes every one with rows enough for the own kernel): odd sizes, pads on any side, images, bias, residual and
+    Relu, against NumPy's float64 Conv within 1e-5 of the sum of |products| of each output's
+    tile (an output carries its tile's transformed values' rounding), plus float32 rounding of
+    the bias and residual."""
+    vkml_env(VKML_CPU_GEMM=kernel, VKML_WINOGRAD="all")
+    if cpuprog._conv_kernel(32)[0] == 0:
+        pytest.skip("no kernel set of the own GEMM on this CPU")
+    n, c, m, hh, ww, pads, bias, res, relu = case
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (n, c, hh, ww)).astype(np.float32)
+    w = rng.uniform(-1, 1, (m, c, 3, 3)).astype(np.float32)
+    oh, ow = hh + pads[0] + pads[2] - 2, ww + pads[1] + pads[3] - 2
+    inits, ins, feed = {"w": w}, ["x", "w"], {"x": x}
+    if bias:
+        inits["b"] = rng.uniform(-1, 1, m).astype(np.float32)
+        ins.append("b")
+    nodes, last, inputs = [h.make_node("Conv", ins, ["c"], pads=pads)], "c", [("x", [n, c, hh, ww])]
+    if res:
+        feed["r"] = rng.uniform(-1, 1, (n, m, oh, ow)).astype(np.float32)
+        nodes.append(h.make_node("Add", ["c", "r"], ["s"]))
+        last = "s"
+        inputs.append(("r", [n, m, oh, ow]))
+    nodes.append(h.make_node("Relu" if relu else "Identity", [last], ["y"]))
+    model = _model(nodes, inputs, ["y"], inits)
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+    first = sess.run(None, feed)[0]
+    got = sess.run(None, feed)[0]
+    np.testing.assert_array_equal(first, got)
+    # (rows too few for the own kernel's panels keep the direct route: cpuprog._conv_kernel)
+    wino = cpuprog._conv_kernel(m)[0] != 0
+    assert [p[12] == cpuprog.CONV_WINO for op, p, *_ in _profile_of(sess, feed) if op == "conv"] == [wino]
+    want = _conv64(x, w, pads)
+    if bias:
+        want = want + inits["b"].astype(np.float64).reshape(-1, 1, 1)
+    if res:
+        want = want + feed["r"]
+    if relu:
+        want = np.maximum(want, 0)
+    tol = 1e-5 * tile_max(_conv_bound(x, w, pads), 4) + 1e-6 * (1 + np.abs(want))
+    err = np.abs(got.astype(np.float64) - want)
+    assert (err <= tol).all(), f"worst {err.max()}, {(err > tol).sum()} of {err.size} off"
+
+
+def test_winograd_auto_rule_and_threads(vkml_env):
+    """auto: resnet18's 56x56 and 28x28 layers at batch 1 (enough tiles) take CONV_WINO, its 7x7
+    ones (4 tiles) the direct kernel; VKML_WINOGRAD=off none. From 8 threads every run gives a
+    lone run's bits (the GEMMs' chunks do not depend on the runs in flight)."""
+    if cpuprog._conv_kernel(64)[0] == 0:
+        pytest.skip("no kernel set of the own GEMM on this CPU")
+    rng = np.random.default_rng(4)
+    inits = {"w1": (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32),
+             "w2": (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)}
+    nodes = [h.make_node("Conv", ["x", "w1"], ["a"], pads=[1] * 4), h.make_node("Relu", ["a"], ["b"]),
+             h.make_node("Conv", ["b", "w2"], ["c"], pads=[1] * 4), h.make_node("Add", ["c", "x"], ["y"]),
+             h.make_node("MaxPool", ["y"], ["p"], kernel_shape=[8, 8], strides=[8, 8]),
+             h.make_node("Conv", ["p", "w2"], ["z"], pads=[1] * 4)]
+    model = _model(nodes, [("x", [1, 64, 56, 56])], ["z"], inits)
+    feeds = [{"x": rng.standard_normal((1, 64, 56, 56)).astype(np.float32)} for _ in range(8)]
+    for mode, want_modes in (("auto", [cpuprog.CONV_WINO, cpuprog.CONV_WINO, None]), ("off", [None] * 3)):
+        vkml_env(VKML_WINOGRAD=mode)
+        outs = _check(model, feeds[0])
+        sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+        want = [sess.run(None, f)[0] for f in feeds]
+        modes = [p[12] for op, p, *_ in _profile_of(sess, feeds[0]) if op == "conv"]
+        assert [md if md == cpuprog.CONV_WINO else None for md in modes] == want_modes, modes
+        np.testing.assert_allclose(want[0], outs[0], rtol=RTOL, atol=ATOL)
+        bad = []
+
+        def worker(j: int) -> None:
+            for _ in range(3):
+                if not np.array_equal(sess.run(None, feeds[j])[0], want[j]):
+                    bad.append(j)
+
+        _in_threads(worker, 8)
+        assert not bad

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from vkml.kernels import conv as kc
 from vkml.kernels import gemm, winograd
+from vkml.ops import _winograd as wmath
 from vkml.runtime.testing import run_ops
 from _validated import run_validated  # noqa: E402
 from test_kernels_conv import cpu
@@ -81,16 +82,6 @@ def test_winograd_matches_numpy(dev, taken, cs, seed):
     assert len(taken) == int(gemm_route)
 
 
-def _tile_max(a: np.ndarray, t: int) -> np.ndarray:
-    """Each element replaced by the largest of its t x t tile (tiles from the top left)."""
-    n, m, h, w = a.shape
-    th, tw = -(-h // t), -(-w // t)
-    p = np.zeros((n, m, th * t, tw * t))
-    p[:, :, :h, :w] = a
-    mx = p.reshape(n, m, th, t, tw, t).max(axis=(3, 5))
-    return np.repeat(np.repeat(mx, t, axis=2), t, axis=3)[:, :, :h, :w]
-
-
 def check(dev, attrs, x, w, b=None):
     feeds, names = {"x": x, "w": w}, ["x", "w"]
     if b is not None:
@@ -99,7 +90,7 @@ def check(dev, attrs, x, w, b=None):
     got = run_ops(dev, [("Conv", attrs, names, ["y"])], feeds)["y"]
     want = cpu("Conv", attrs, x, w, b)
     assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
-    bound = _tile_max(cpu("Conv", attrs, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64))), winograd.TILE)
+    bound = wmath.tile_max(cpu("Conv", attrs, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64))), winograd.TILE)
     extra = 0.0 if b is None else np.abs(b.astype(np.float64)).reshape(-1, 1, 1)
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
     bad = err > 1e-5 * bound + 1e-6 * extra + 1e-30
@@ -207,12 +198,12 @@ def test_transformed_weights_exact(t):
     g = rng.standard_normal((1, 1, 3, 3))
     d = rng.standard_normal((t + 2, t + 2))
     bt, at = np.array(BT[t], np.float64), np.array(AT[t], np.float64)
-    u = np.einsum("ai,ij,bj->ab", winograd.G[t], g[0, 0], winograd.G[t])
+    u = np.einsum("ai,ij,bj->ab", wmath.G[t], g[0, 0], wmath.G[t])
     y = at @ (u * (bt @ d @ bt.T)) @ at.T
     want = np.array([[np.sum(d[i:i + 3, j:j + 3] * g[0, 0]) for j in range(t)] for i in range(t)])
     np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
-    assert winograd.transformed_weights(g.astype(np.float32), t).shape == ((t + 2) ** 2, 1, 1)
-    np.testing.assert_allclose(winograd.transformed_weights(g, t)[:, 0, 0], u.reshape(-1), rtol=1e-6)
+    assert wmath.transformed_weights(g.astype(np.float32), t).shape == ((t + 2) ** 2, 1, 1)
+    np.testing.assert_allclose(wmath.transformed_weights(g, t)[:, 0, 0], u.reshape(-1), rtol=1e-6)
 
 
 def test_auto_rule(vkml_env):

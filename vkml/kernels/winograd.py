@@ -8,8 +8,8 @@ ResNet's multiply-adds are in such convolutions. With A = T + 2 the work becomes
   2. a batched GEMM on matmul.comp: M[xi] = U[xi] (Mout x C) @ V[xi] (C x P), for the A^2 xi;
   3. winograd_out: each tile's A x A m -> the T x T outputs A^T m A, plus the bias and the fused
      epilogue (residual, activation), as conv.comp applies them.
-U = G g G^T of each filter g is computed once on the host in float64, rounded once to float32,
-and uploaded once per device for each weight array (the filters must be constants). V and M
+U = G g G^T of each filter g is computed once on the host (vkml/ops/_winograd.py), in float64,
+rounded once to float32, and uploaded once per device for each weight array (the filters must be constants). V and M
 live in the recording's shared scratch buffers (CommandRecorder.scratch), so a plan holds one
 pair for all its Winograd convolutions.
 
@@ -30,6 +30,7 @@ import weakref
 import numpy as np
 
 from .. import config
+from ..ops._winograd import transformed_weights
 from ..vulkan.tensor import DeviceTensor
 from . import gemm
 from . import matmul as mm
@@ -56,20 +57,7 @@ MAX_INDEX = (1 << 31) - 1
 # 6.13 GPU ms direct, 4.03 at T = 2, 3.28 at T = 4; ResNet-50 14.04, 12.04, 11.39 (the 64x128 8x8
 # GEMM tiling changed T = 4 by less than 0.1%, T = 2 by 2-3%).
 TILE = 4
-# G of F(2x2, 3x3) and F(4x4, 3x3) (Lavin and Gray, arXiv:1509.09308); the shader has B and A.
-G = {2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]),
-     4: np.array([[1 / 4, 0.0, 0.0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
-                  [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0.0, 0.0, 1.0]])}
 SHADERS = {2: "winograd", 4: "winograd4"}
-
-
-def transformed_weights(w: np.ndarray, t: int = 2) -> np.ndarray:
-    """U ((t + 2)^2, M, C) float32 for weights W (M, C, 3, 3): U[(t + 2) a + b, m, c] =
-    (G W[m, c] G^T)[a, b], computed in float64 and rounded once."""
-    m, c = w.shape[:2]
-    g = G[t]
-    u = np.einsum("ai,mcij,bj->abmc", g, np.asarray(w, np.float64), g)
-    return np.ascontiguousarray(u.reshape((t + 2) ** 2, m, c), dtype=np.float32)
 
 
 def tiles(geo, t: int) -> tuple[int, int]:

@@ -66,6 +66,13 @@ cdef extern from "cpu_gemm.h" nogil:
                           const float *bpk, int64_t npad, int64_t pc, float *c, int64_t ldc)
 
 
+cdef extern from "cpu_winograd.h" nogil:
+    void vkml_wino_in_plane(int isa, const float *x, int64_t h, int64_t w, int64_t py, int64_t px, int64_t th,
+                            int64_t tw, float *v, int64_t vstride)
+    void vkml_wino_out_plane(int isa, const float *m, int64_t mstride, int64_t th, int64_t tw, float bias,
+                             const float *res, int relu, float *y, int64_t oh, int64_t ow)
+
+
 cdef extern from *:
     """
     #define vkml_add64(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
@@ -451,6 +458,9 @@ cdef enum:
     CONV_CHANNELS = 3   # all columns first (chunks of planes), then chunks of output channels
     CONV_KSPLIT = 4     # (own kernel, one image and group) all columns packed first, then chunks of
                         # K into partial sums, then chunks of rows adding them with the epilogue
+    CONV_WINO = 5       # (own kernel, 3x3, stride 1, one group) Winograd F(4x4, 3x3): every input plane
+                        # transformed (p[16], p[17]: the pads at the top and left), the 36 GEMMs in
+                        # chunks of columns, every output plane transformed back with the epilogue
 
 
 cdef struct ConvJob:
@@ -467,6 +477,8 @@ cdef struct ConvJob:
     Py_ssize_t kparts
     int kc         # the own kernel's K block, read once a convolution
     Py_ssize_t parts
+    Py_ssize_t tiles  # (CONV_WINO) 4x4 output tiles an image, and over all images
+    Py_ssize_t ptot
 
 
 cdef inline Py_ssize_t _part(Py_ssize_t n, Py_ssize_t parts, Py_ssize_t i) noexcept nogil:
@@ -630,9 +642,65 @@ cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width, int64_t *
     if t.p[12] == CONV_KSPLIT:
         _conv_ksplit(&job, width, busy)
         return
+    if t.p[12] == CONV_WINO:
+        _conv_wino(&job, width, busy)
+        return
     if t.p[12] == CONV_CHANNELS and not t.p[10]:
         _for(t.p[0] * t.p[1] * t.p[2], _conv_columns, &job, width, NULL)
     _for(job.parts, _conv_part, &job, width, busy)
+
+
+cdef Py_ssize_t WINO_COLUMNS = 192  # a chunk of one of CONV_WINO's GEMMs has this many columns at least
+
+
+cdef void _conv_wino(ConvJob *job, int width, int64_t *busy) noexcept nogil:
+    # V (36, C, P) then M (36, Mout, P) in the scratch (include/cpu_winograd.h has the layouts)
+    cdef const Ins *t = job.t
+    cdef Py_ssize_t th = (t.p[6] + 3) // 4, tw = (t.p[7] + 3) // 4
+    job.tiles = th * tw
+    job.ptot = t.p[0] * job.tiles
+    job.packed = job.scratch + 36 * t.p[2] * job.ptot  # (M)
+    _for(t.p[0] * t.p[2], _wino_in, job, width, busy)
+    job.kparts = max(1, job.ptot // WINO_COLUMNS)
+    _for(36 * job.kparts, _wino_gemm, job, width, busy)
+    _for(t.p[0] * t.p[3], _wino_out, job, width, busy)
+
+
+cdef void _wino_in(void *arg, int64_t plane) noexcept nogil:
+    # input plane (image b, channel c) -> V[.][c][its tiles]
+    cdef ConvJob *job = <ConvJob *>arg
+    cdef const Ins *t = job.t
+    cdef Py_ssize_t c = t.p[2], b = plane // c, ch = plane % c
+    vkml_wino_in_plane(<int>t.p[14], job.x + plane * t.p[4] * t.p[5], t.p[4], t.p[5], t.p[16], t.p[17],
+                       (t.p[6] + 3) // 4, (t.p[7] + 3) // 4, job.scratch + ch * job.ptot + b * job.tiles,
+                       c * job.ptot)
+
+
+cdef void _wino_gemm(void *arg, int64_t i) noexcept nogil:
+    # M[xi][:, lo:hi] = U[xi] @ V[xi][:, lo:hi] for chunk i = (xi, columns)
+    cdef ConvJob *job = <ConvJob *>arg
+    cdef const Ins *t = job.t
+    cdef Py_ssize_t c = t.p[2], m = t.p[3], p = job.ptot, xi = i // job.kparts, q = i % job.kparts
+    cdef Py_ssize_t lo = _part(p, job.kparts, q), hi = _part(p, job.kparts, q + 1)
+    cdef int isa = <int>t.p[14], mr = <int>t.p[15]
+    cdef const float *u = job.w + xi * ((m + mr - 1) // mr) * mr * c
+    cdef const float *v = job.scratch + xi * c * p + lo
+    cdef float *mm = job.packed + xi * m * p + lo
+    if hi <= lo:
+        return
+    if vkml_sgemm(isa, mr, m, hi - lo, c, u, v, p, mm, p, NULL, NULL, 0) != 0:
+        _gemm_packed(mr, m, hi - lo, c, u, v, p, mm, p)
+
+
+cdef void _wino_out(void *arg, int64_t plane) noexcept nogil:
+    # output plane (image b, channel k) <- M[.][k][its tiles], bias, residual, Relu
+    cdef ConvJob *job = <ConvJob *>arg
+    cdef const Ins *t = job.t
+    cdef Py_ssize_t m = t.p[3], b = plane // m, k = plane % m, npos = t.p[6] * t.p[7]
+    vkml_wino_out_plane(<int>t.p[14], job.packed + k * job.ptot + b * job.tiles, m * job.ptot,
+                        (t.p[6] + 3) // 4, (t.p[7] + 3) // 4, job.bias[k] if job.bias != NULL else -0.0,
+                        job.res + plane * npos if job.res != NULL else NULL, <int>t.p[11],
+                        job.y + plane * npos, t.p[6], t.p[7])
 
 
 cdef void _conv_ksplit(ConvJob *job, int width, int64_t *busy) noexcept nogil:

@@ -25,6 +25,7 @@ from ..ops.fused import DOMAIN as FUSED_DOMAIN
 from ..ops.fused import OP_TYPE as FUSED
 from ..ops.fused import program_of
 from ..ops.pool import _lowest, average_divisors
+from ..ops._winograd import transformed_weights
 from .. import config
 from . import blas
 from .executor import run_step
@@ -185,7 +186,7 @@ def _window_of(op, shape: tuple[int, ...], kernel=None):
 
 
 # How a Conv splits over the pool's threads (_cpuprog's CONV_* modes).
-CONV_WHOLE, CONV_ROWS, CONV_POSITIONS, CONV_CHANNELS, CONV_KSPLIT = 0, 1, 2, 3, 4
+CONV_WHOLE, CONV_ROWS, CONV_POSITIONS, CONV_CHANNELS, CONV_KSPLIT, CONV_WINO = 0, 1, 2, 3, 4, 5
 CHUNK_MACS = 1 << 20  # multiply-adds a chunk has at least (~20-30 µs on one core)
 # A chunk of output rows (or positions) has this many positions at least, a chunk of output
 # channels this many channels: narrower GEMMs run slower a multiply-add (resnet18's 7x7 layers in
@@ -207,6 +208,16 @@ GATED_MACS = 1 << 24
 # rounds over 2 device calls (bench/results/checks/h200-2026-12-03-cpu-gemm-probe.jsonl).
 KSPLIT_POSITIONS = 0
 KSPLIT_MIN_K = 512
+# Winograd F(4x4, 3x3) (CONV_WINO, include/cpu_winograd.h) for 3x3 convolutions of stride 1, one
+# group, on the own GEMM, under VKML_WINOGRAD: auto where both channel counts are at least
+# WINO_MIN_CHANNELS and the 4x4 output tiles over all images at least WINO_MIN_TILES (the
+# columns of its 36 GEMMs: fewer pad the kernel's 32-column panels; resnet18 at batch 1: its
+# 56x56 and 28x28 layers, 196 and 49 tiles, not the 14x14 and 7x7 ones); all wherever it applies.
+# H200 host, 16 cores, 3 interleaved rounds (bench/results/checks/h200-2026-12-03-cpu-winograd-probe.jsonl):
+# a lone resnet18 run 11.5-11.8 -> 9.1-9.7 ms (first round 14.2 -> 13.5), from 1 / 4 / 16 threads
+# 84-92 -> 101-108, 132-135 -> 147-160, 214-224 -> 273-295 runs/s. 2-core VM: 21-22 -> 19.5 ms.
+WINO_MIN_CHANNELS = 32
+WINO_MIN_TILES = 48
 
 
 def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tuple[int, int]:
@@ -256,6 +267,17 @@ def _conv_kernel(rows: int) -> tuple[int, int, int]:
     if isa == 0 or -(-rows // mr) * mr * 4 > rows * 5:
         return 0, 0, 0
     return isa, mr, nr
+
+
+def _winograd(n: int, cg: int, mg: int, group: int, win, ohw, isa: int) -> bool:
+    """Whether a Conv takes CONV_WINO (see WINO_MIN_CHANNELS)."""
+    mode = config.winograd()
+    if mode == "off" or not isa or group != 1 or tuple(win.kernel) != (3, 3):
+        return False
+    if any(s != 1 for s in win.strides) or any(d != 1 for d in win.dilations):
+        return False
+    tiles = n * -(-ohw[0] // 4) * -(-ohw[1] // 4)
+    return mode == "all" or (min(cg, mg) >= WINO_MIN_CHANNELS and tiles >= WINO_MIN_TILES)
 
 
 def _npad(n: int, nr: int) -> int:
@@ -399,10 +421,16 @@ def _lower_step(b: _Builder, step) -> None:
         # NumPy's, 3000-run medians).
         isa, mr, nr = _conv_kernel(mg) if mode != CONV_WHOLE else (0, 0, 0)
         kdim = cg * taps
+        wino = len(xs) == 4 and _winograd(n, cg, mg, group, win, ohw, _conv_kernel(mg)[0])
+        if wino:
+            isa, mr, nr = _conv_kernel(mg)
+            mode = CONV_WINO
         if (isa and mode == CONV_CHANNELS and n * group == 1 and npos <= KSPLIT_POSITIONS
                 and kdim >= KSPLIT_MIN_K):
             mode = CONV_KSPLIT
-        if pointwise:
+        if mode == CONV_WINO:  # V (36, C, tiles), then M (36, Mout, tiles)
+            cols = 36 * (cg + mg) * n * -(-ohw[0] // 4) * -(-ohw[1] // 4)
+        elif pointwise:
             cols = 0
         elif mode == CONV_CHANNELS:  # the columns, then (own kernel) the same as packed panels
             cols = n * group * kdim * (npos + (_npad(npos, nr) if isa else 0))
@@ -413,7 +441,9 @@ def _lower_step(b: _Builder, step) -> None:
         else:
             cols = kdim * npos
         b.scratch = max(b.scratch, cols * 4)
-        if isa:
+        if mode == CONV_WINO:  # U (36, Mout, C), each in panels of mr rows
+            w = b.array(_cpuprog.pack_weights(transformed_weights(wt, 4), isa, mr))
+        elif isa:
             w = b.array(_cpuprog.pack_weights(wt.reshape(group, mg, kdim), isa, mr))
         else:
             w = b.array(wt.reshape(group, mg, kdim))
@@ -421,7 +451,7 @@ def _lower_step(b: _Builder, step) -> None:
         y = b.new(epi.out)
         b.emit("conv", 0, [b.ref(ins[0]), w, bias, y, "scratch", res],
                [n, group, cg, mg, hw[0], hw[1], ohw[0], ohw[1], geom[0], geom[1], pointwise, epi.relu, mode, parts,
-                isa, mr],
+                isa, mr, *(tuple(win.pad_begin) + (0, 0))[:2]],
                geom=(hw[0], hw[1], ohw[0], ohw[1]) + geom)
         return
 

@@ -1,0 +1,222 @@
+/* Winograd F(4x4, 3x3) transforms for the CPU device's native programs (vkml/runtime/_cpuprog.pyx,
+ * CONV_WINO; the GPU's are shaders/winograd.comp, the same matrices).
+ *
+ * Why: a 3x3 convolution of stride 1 computed on 4x4 output tiles needs 36 multiply-adds per
+ * tile and channel pair in the transformed domain against 144 directly, so its GEMMs (the
+ * filters' transforms U[xi] (M x C) times the inputs' V[xi] (C x tiles), one per xi of the 6x6
+ * transform) do a quarter of the work. The two transforms here are a pass over the input and
+ * one over the products, vectorized across the tiles of a row: each tile row is gathered into
+ * per-offset arrays (d[i][k][t] = input row i at column 4 t + k), after which every sum runs
+ * along t on contiguous memory.
+ *
+ * Layouts: V is [36][C][P] and M [36][Mout][P] (P = tiles over all images, tile p = (image,
+ * tile row, tile column)); a plane's tiles are consecutive in p. B^T, G and A^T are Lavin and
+ * Gray's (arXiv:1509.09308), as shaders/winograd.comp writes them out.
+ */
+#ifndef VKML_CPU_WINOGRAD_H
+#define VKML_CPU_WINOGRAD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define VKML_WINO_CHUNK 64 /* tiles transformed at a time: whole tile rows, or part of one */
+
+/* A chunk of one input plane x (h x w): tile rows ty0 .. ty0 + nrows, tiles t0 .. t0 + nt of each
+ * (nrows > 1 only with whole rows, t0 = 0 and nt = tw), into V at v (V[0][c][first tile of the
+ * chunk]; a chunk's tiles are consecutive there). The patch of tile (ty, t) starts at input
+ * (4 ty - py, 4 t - px). */
+#define VKML_WINO_IN_BODY                                                                          \
+    float d[6][6][VKML_WINO_CHUNK]; /* d[i][k][q] = row i, column k of tile q's patch */           \
+    float r[6][6][VKML_WINO_CHUNK];                                                                \
+    float pr[4 * VKML_WINO_CHUNK + 4];                                                             \
+    float e[4][VKML_WINO_CHUNK + 1]; /* e[k][t] = pr[4 t + k] */                                   \
+    int64_t x0 = 4 * t0 - px, span = 4 * nt + 4, np = nrows * nt;                                  \
+    for (int64_t rr = 0; rr < nrows; rr++) {                                                       \
+        int64_t ty = ty0 + rr;                                                                     \
+        for (int i = 0; i < 6; i++) {                                                              \
+            int64_t iy = 4 * ty - py + i;                                                          \
+            float *dq = &d[i][0][rr * nt];                                                         \
+            if (iy < 0 || iy >= h) {                                                               \
+                for (int k = 0; k < 6; k++)                                                        \
+                    memset(dq + k * VKML_WINO_CHUNK, 0, (size_t)nt * sizeof(float));               \
+                continue;                                                                          \
+            }                                                                                      \
+            const float *row = x + iy * w;                                                         \
+            int64_t lo = x0 < 0 ? -x0 : 0, hi = x0 + span > w ? w - x0 : span;                     \
+            if (hi < lo)                                                                           \
+                hi = lo;                                                                           \
+            memset(pr, 0, (size_t)span * sizeof(float));                                           \
+            if (hi > lo)                                                                           \
+                memcpy(pr + lo, row + x0 + lo, (size_t)(hi - lo) * sizeof(float));                 \
+            for (int64_t t = 0; t <= nt; t++) {                                                    \
+                e[0][t] = pr[4 * t];                                                               \
+                e[1][t] = pr[4 * t + 1];                                                           \
+                e[2][t] = pr[4 * t + 2];                                                           \
+                e[3][t] = pr[4 * t + 3];                                                           \
+            }                                                                                      \
+            for (int k = 0; k < 4; k++)                                                            \
+                memcpy(dq + k * VKML_WINO_CHUNK, e[k], (size_t)nt * sizeof(float));                \
+            memcpy(dq + 4 * VKML_WINO_CHUNK, e[0] + 1, (size_t)nt * sizeof(float));                \
+            memcpy(dq + 5 * VKML_WINO_CHUNK, e[1] + 1, (size_t)nt * sizeof(float));                \
+        }                                                                                          \
+    }                                                                                              \
+    for (int k = 0; k < 6; k++) /* r[.][k] = B^T (column k of each patch) */                       \
+        for (int64_t q = 0; q < np; q++) {                                                         \
+            float d0 = d[0][k][q], d1 = d[1][k][q], d2 = d[2][k][q];                               \
+            float d3 = d[3][k][q], d4 = d[4][k][q], d5 = d[5][k][q];                               \
+            r[0][k][q] = 4.0f * d0 - 5.0f * d2 + d4;                                               \
+            r[1][k][q] = -4.0f * d1 - 4.0f * d2 + d3 + d4;                                         \
+            r[2][k][q] = 4.0f * d1 - 4.0f * d2 - d3 + d4;                                          \
+            r[3][k][q] = -2.0f * d1 - d2 + 2.0f * d3 + d4;                                         \
+            r[4][k][q] = 2.0f * d1 - d2 - 2.0f * d3 + d4;                                          \
+            r[5][k][q] = 4.0f * d1 - 5.0f * d3 + d5;                                               \
+        }                                                                                          \
+    for (int i = 0; i < 6; i++) { /* row i of (B^T d) B, stored at V[6 i + j] */                   \
+        float *restrict v0 = v + (6 * i) * vstride, *restrict v1 = v0 + vstride;                   \
+        float *restrict v2 = v1 + vstride, *restrict v3 = v2 + vstride;                            \
+        float *restrict v4 = v3 + vstride, *restrict v5 = v4 + vstride;                            \
+        for (int64_t q = 0; q < np; q++) {                                                         \
+            float q0 = r[i][0][q], q1 = r[i][1][q], q2 = r[i][2][q];                               \
+            float q3 = r[i][3][q], q4 = r[i][4][q], q5 = r[i][5][q];                               \
+            v0[q] = 4.0f * q0 - 5.0f * q2 + q4;                                                    \
+            v1[q] = -4.0f * q1 - 4.0f * q2 + q3 + q4;                                              \
+            v2[q] = 4.0f * q1 - 4.0f * q2 - q3 + q4;                                               \
+            v3[q] = -2.0f * q1 - q2 + 2.0f * q3 + q4;                                              \
+            v4[q] = 2.0f * q1 - q2 - 2.0f * q3 + q4;                                               \
+            v5[q] = 4.0f * q1 - 5.0f * q3 + q5;                                                    \
+        }                                                                                          \
+    }
+
+/* The same chunk of one output plane y (oh x ow) from M (m points at M[0][k][first tile of the
+ * chunk], mstride = Mout x P): A^T m A, + bias, + the residual plane res (or NULL), Relu (NaN
+ * kept, -0 made +0) when relu: the direct kernel's epilogue, in its order. */
+#define VKML_WINO_OUT_BODY                                                                         \
+    float r[4][6][VKML_WINO_CHUNK];                                                                \
+    float yo[4][4][VKML_WINO_CHUNK]; /* yo[i][j][q] = output (i, j) of tile q */                   \
+    float ob[4 * VKML_WINO_CHUNK];                                                                 \
+    int64_t np = nrows * nt;                                                                       \
+    for (int j = 0; j < 6; j++) { /* r[.][j] = A^T (column j of each tile's products) */           \
+        const float *restrict c0 = m + j * mstride, *restrict c1 = c0 + 6 * mstride;               \
+        const float *restrict c2 = c1 + 6 * mstride, *restrict c3 = c2 + 6 * mstride;              \
+        const float *restrict c4 = c3 + 6 * mstride, *restrict c5 = c4 + 6 * mstride;              \
+        for (int64_t q = 0; q < np; q++) {                                                         \
+            float m0 = c0[q], m1 = c1[q], m2 = c2[q], m3 = c3[q], m4 = c4[q], m5 = c5[q];          \
+            r[0][j][q] = m0 + m1 + m2 + m3 + m4;                                                   \
+            r[1][j][q] = m1 - m2 + 2.0f * m3 - 2.0f * m4;                                          \
+            r[2][j][q] = m1 + m2 + 4.0f * m3 + 4.0f * m4;                                          \
+            r[3][j][q] = m1 - m2 + 8.0f * m3 - 8.0f * m4 + m5;                                     \
+        }                                                                                          \
+    }                                                                                              \
+    for (int i = 0; i < 4; i++)                                                                    \
+        for (int64_t q = 0; q < np; q++) {                                                         \
+            float q0 = r[i][0][q], q1 = r[i][1][q], q2 = r[i][2][q];                               \
+            float q3 = r[i][3][q], q4 = r[i][4][q], q5 = r[i][5][q];                               \
+            yo[i][0][q] = q0 + q1 + q2 + q3 + q4 + bias;                                           \
+            yo[i][1][q] = q1 - q2 + 2.0f * q3 - 2.0f * q4 + bias;                                  \
+            yo[i][2][q] = q1 + q2 + 4.0f * q3 + 4.0f * q4 + bias;                                  \
+            yo[i][3][q] = q1 - q2 + 8.0f * q3 - 8.0f * q4 + q5 + bias;                             \
+        }                                                                                          \
+    int64_t ox0 = 4 * t0, cols = ow - ox0 < 4 * nt ? ow - ox0 : 4 * nt;                            \
+    for (int64_t rr = 0; rr < nrows; rr++)                                                         \
+        for (int i = 0; i < 4; i++) {                                                              \
+            int64_t oy = 4 * (ty0 + rr) + i;                                                       \
+            if (oy >= oh)                                                                          \
+                break;                                                                             \
+            const float *a0 = &yo[i][0][rr * nt], *a1 = &yo[i][1][rr * nt];                        \
+            const float *a2 = &yo[i][2][rr * nt], *a3 = &yo[i][3][rr * nt];                        \
+            for (int64_t t = 0; t < nt; t++) {                                                     \
+                ob[4 * t] = a0[t];                                                                 \
+                ob[4 * t + 1] = a1[t];                                                             \
+                ob[4 * t + 2] = a2[t];                                                             \
+                ob[4 * t + 3] = a3[t];                                                             \
+            }                                                                                      \
+            float *restrict yr = y + oy * ow + ox0;                                                \
+            if (res != NULL) {                                                                     \
+                const float *restrict rq = res + oy * ow + ox0;                                    \
+                for (int64_t j = 0; j < cols; j++)                                                 \
+                    ob[j] += rq[j];                                                                \
+            }                                                                                      \
+            if (relu)                                                                              \
+                for (int64_t j = 0; j < cols; j++) {                                               \
+                    float val = ob[j];                                                             \
+                    yr[j] = (val > 0.0f || val != val) ? val : 0.0f;                               \
+                }                                                                                  \
+            else                                                                                   \
+                memcpy(yr, ob, (size_t)cols * sizeof(float));                                      \
+        }
+
+#define VKML_WINO_IN_ARGS                                                                          \
+    const float *restrict x, int64_t h, int64_t w, int64_t py, int64_t px, int64_t ty0,            \
+        int64_t nrows, int64_t t0, int64_t nt, float *restrict v, int64_t vstride
+#define VKML_WINO_OUT_ARGS                                                                         \
+    const float *restrict m, int64_t mstride, int64_t ty0, int64_t nrows, int64_t t0, int64_t nt,  \
+        float bias, const float *restrict res, int relu, float *restrict y, int64_t oh, int64_t ow
+
+static void vkml_wino_in_generic(VKML_WINO_IN_ARGS) { VKML_WINO_IN_BODY }
+static void vkml_wino_out_generic(VKML_WINO_OUT_ARGS) { VKML_WINO_OUT_BODY }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define VKML_WINO_X86 1
+/* (512-bit vectors: GCC's generic tuning prefers 256 even with AVX-512F) */
+__attribute__((target("avx512f,prefer-vector-width=512"))) static void vkml_wino_in_avx512(VKML_WINO_IN_ARGS)
+{ VKML_WINO_IN_BODY }
+__attribute__((target("avx512f,prefer-vector-width=512"))) static void vkml_wino_out_avx512(VKML_WINO_OUT_ARGS)
+{ VKML_WINO_OUT_BODY }
+__attribute__((target("avx2,fma"))) static void vkml_wino_in_avx2(VKML_WINO_IN_ARGS) { VKML_WINO_IN_BODY }
+__attribute__((target("avx2,fma"))) static void vkml_wino_out_avx2(VKML_WINO_OUT_ARGS) { VKML_WINO_OUT_BODY }
+#else
+#define VKML_WINO_X86 0
+#define vkml_wino_in_avx512 vkml_wino_in_generic
+#define vkml_wino_out_avx512 vkml_wino_out_generic
+#define vkml_wino_in_avx2 vkml_wino_in_generic
+#define vkml_wino_out_avx2 vkml_wino_out_generic
+#endif
+
+/* The chunks of a plane of th x tw tiles: whole tile rows, as many as fit in VKML_WINO_CHUNK
+ * tiles, or pieces of one row where a row has more. */
+#define VKML_WINO_CHUNKS(call)                                                                     \
+    if (tw <= VKML_WINO_CHUNK) {                                                                   \
+        int64_t rows = VKML_WINO_CHUNK / tw;                                                       \
+        for (int64_t ty0 = 0; ty0 < th; ty0 += rows) {                                             \
+            int64_t nrows = th - ty0 < rows ? th - ty0 : rows, t0 = 0, nt = tw;                    \
+            call;                                                                                  \
+        }                                                                                          \
+    } else {                                                                                       \
+        for (int64_t ty0 = 0; ty0 < th; ty0++)                                                     \
+            for (int64_t t0 = 0; t0 < tw; t0 += VKML_WINO_CHUNK) {                                 \
+                int64_t nrows = 1, nt = tw - t0 < VKML_WINO_CHUNK ? tw - t0 : VKML_WINO_CHUNK;     \
+                call;                                                                              \
+            }                                                                                      \
+    }
+
+/* One input plane's tiles (th x tw of them, 4x4 outputs each) into V at v (V[0][c][first tile
+ * of the plane]), for the kernel set `isa` (cpu_gemm.h's: 2 AVX-512, 1 AVX2, else generic). */
+static void vkml_wino_in_plane(int isa, const float *x, int64_t h, int64_t w, int64_t py, int64_t px,
+                               int64_t th, int64_t tw, float *v, int64_t vstride)
+{
+    VKML_WINO_CHUNKS({
+        float *vt = v + ty0 * tw + t0;
+        if (VKML_WINO_X86 && isa == 2)
+            vkml_wino_in_avx512(x, h, w, py, px, ty0, nrows, t0, nt, vt, vstride);
+        else if (VKML_WINO_X86 && isa == 1)
+            vkml_wino_in_avx2(x, h, w, py, px, ty0, nrows, t0, nt, vt, vstride);
+        else
+            vkml_wino_in_generic(x, h, w, py, px, ty0, nrows, t0, nt, vt, vstride);
+    })
+}
+
+/* One output plane (oh x ow at y) from M at m (M[0][k][first tile of the plane]). */
+static void vkml_wino_out_plane(int isa, const float *m, int64_t mstride, int64_t th, int64_t tw, float bias,
+                                const float *res, int relu, float *y, int64_t oh, int64_t ow)
+{
+    VKML_WINO_CHUNKS({
+        const float *mt = m + ty0 * tw + t0;
+        if (VKML_WINO_X86 && isa == 2)
+            vkml_wino_out_avx512(mt, mstride, ty0, nrows, t0, nt, bias, res, relu, y, oh, ow);
+        else if (VKML_WINO_X86 && isa == 1)
+            vkml_wino_out_avx2(mt, mstride, ty0, nrows, t0, nt, bias, res, relu, y, oh, ow);
+        else
+            vkml_wino_out_generic(mt, mstride, ty0, nrows, t0, nt, bias, res, relu, y, oh, ow);
+    })
+}
+
+#endif
