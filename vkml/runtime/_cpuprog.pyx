@@ -114,6 +114,23 @@ cdef void _for(int64_t n, pool_fn fn, void *arg, int width, int64_t *busy) noexc
 
 cdef bint adaptive_parts = True
 cdef int parts_per_thread = 2
+# A convolution split by channels on the own GEMM gives each chunk at least this many weight
+# panels (MR rows each), and splits its columns too when that leaves too few chunks: a chunk of
+# one panel reads all of the packed columns for MR rows of output (0: channels only). H200 host,
+# resnet18, 2 interleaved rounds (bench/results/checks/h200-2026-12-03-cpu-split-panels.jsonl): a
+# lone run 7.5-9.3 ms channels only, 7.0-8.0 at 4, 6.7-6.9 at 8; 16 threads 318-331, 332-345 and
+# 312-338 runs/s; 4 threads 158-180, 148-190, 171-185 (the same bits either way: a chunk's
+# columns are summed in the same K order).
+cdef int split_panels = 4
+
+
+def set_split_panels(int panels) -> int:
+    """The weight panels a chunk of channels has at least before columns split too (0: channels
+    only); returns the previous (probes)."""
+    global split_panels
+    old = split_panels
+    split_panels = max(0, panels)
+    return old
 
 
 def set_parts_per_thread(int parts) -> int:
@@ -479,6 +496,7 @@ cdef struct ConvJob:
     Py_ssize_t parts
     Py_ssize_t tiles  # (CONV_WINO) 4x4 output tiles an image, and over all images
     Py_ssize_t ptot
+    Py_ssize_t cparts  # (own kernel, CONV_CHANNELS) chunks of column panels per chunk of channels
 
 
 cdef inline Py_ssize_t _part(Py_ssize_t n, Py_ssize_t parts, Py_ssize_t i) noexcept nogil:
@@ -533,8 +551,13 @@ cdef void _conv_part(void *arg, int64_t part) noexcept nogil:
         lo, hi = _part(oh, parts, part) * ow, _part(oh, parts, part + 1) * ow
     elif mode == CONV_POSITIONS:
         lo, hi = _part(npos, parts, part), _part(npos, parts, part + 1)
-    elif mode == CONV_CHANNELS:  # (whole panels a part)
-        m0, m1 = _part(panels, parts, part) * mr, min(mg, _part(panels, parts, part + 1) * mr)
+    elif mode == CONV_CHANNELS:  # (whole panels a part; of columns too with the own kernel)
+        q = part // job.cparts
+        m0, m1 = _part(panels, parts // job.cparts, q) * mr, min(mg, _part(panels, parts // job.cparts, q + 1) * mr)
+        if job.cparts > 1:
+            q = part % job.cparts
+            npad = (npos + nr - 1) // nr
+            lo, hi = _part(npad, job.cparts, q) * nr, min(npos, _part(npad, job.cparts, q + 1) * nr)
     pc = hi - lo
     if pc <= 0 or m1 <= m0:
         return
@@ -563,7 +586,7 @@ cdef void _conv_part(void *arg, int64_t part) noexcept nogil:
                 elif mode == CONV_CHANNELS:  # B packed whole by the columns pass, shared by the parts
                     npad = vkml_gemm_npad(npos, nr)
                     vkml_sgemm_packed(isa, mr, job.kc, m1 - m0, pc, kdim, wg,
-                                      job.packed + (b * groups + gi) * kdim * npad, npad, 0, c, npos, bias, res,
+                                      job.packed + (b * groups + gi) * kdim * npad, npad, lo, c, npos, bias, res,
                                       <int>t.p[11])
                 else:
                     for p0 in range(cg):
@@ -626,8 +649,17 @@ cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width, int64_t *
     cdef Py_ssize_t parts = t.p[13] if t.p[12] != CONV_WHOLE else 1
     if adaptive_parts:
         parts = min(parts, parts_per_thread * width)
+    cdef Py_ssize_t panels, rparts, cols
+    job.cparts = 1
     if t.p[12] == CONV_CHANNELS and t.p[14]:  # whole weight panels a part
-        parts = min(parts, (t.p[3] + t.p[15] - 1) // t.p[15])
+        panels = (t.p[3] + t.p[15] - 1) // t.p[15]
+        parts = max(1, min(parts, panels))
+        if split_panels > 0 and panels < split_panels * parts:
+            # chunks of split_panels weight panels at least, the rest of the parts over column panels
+            rparts = max(1, panels // split_panels)
+            cols = (t.p[6] * t.p[7] + vkml_gemm_nr(<int>t.p[14]) - 1) // vkml_gemm_nr(<int>t.p[14])
+            job.cparts = max(1, min(cols, parts // rparts))
+            parts = rparts * job.cparts
     job.t, job.gm, job.parts = t, gm, max(1, parts)
     if busy != NULL:
         vkml_add64(busy + 1, job.parts)
