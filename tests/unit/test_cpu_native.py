@@ -573,3 +573,34 @@ def test_winograd_auto_rule_and_threads(vkml_env):
 
         _in_threads(worker, 8)
         assert not bad
+
+
+@pytest.mark.parametrize("kernel", ["auto", "avx2"])
+def test_channel_splits_by_columns_give_the_same_bits(vkml_env, kernel):
+    """A convolution split by channels on the own GEMM splits its packed columns too where the
+    weight panels run short (_cpuprog.set_split_panels): channels only, columns only and both give
+    the same bits (each output sums its K in one order), and onnxruntime's values."""
+    vkml_env(VKML_CPU_GEMM=kernel, VKML_WINOGRAD="off")
+    if cpuprog._conv_kernel(128)[0] == 0:
+        pytest.skip("no kernel set of the own GEMM on this CPU")
+    rng = np.random.default_rng(9)
+    inits = {"w": (rng.standard_normal((128, 96, 3, 3)) / 30).astype(np.float32),
+             "b": rng.standard_normal(128).astype(np.float32)}
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * 4), h.make_node("Relu", ["c"], ["y"])]
+    model = _model(nodes, [("x", [1, 96, 14, 14])], ["y"], inits)
+    feed = {"x": rng.standard_normal((1, 96, 14, 14)).astype(np.float32)}
+    got = {}
+    old = cpuprog._cpuprog.set_split_panels(4)
+    try:
+        for panels in (0, 8, 1000):  # (2 cores: 4 chunks of 16 panels; 8: 2 x 2 chunks)
+            cpuprog._cpuprog.set_split_panels(panels)
+            got[panels] = _check(model, feed)[0]
+            sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+            sess.run(None, feed)
+            modes = [p[12] for op, p, *_ in _profile_of(sess, feed) if op == "conv"]
+            if cpuprog.CORES > 1:
+                assert modes == [cpuprog.CONV_CHANNELS], modes
+    finally:
+        cpuprog._cpuprog.set_split_panels(old)
+    np.testing.assert_array_equal(got[0], got[8])
+    np.testing.assert_array_equal(got[0], got[1000])
