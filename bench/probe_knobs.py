@@ -129,6 +129,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile-runs", type=int, default=20, help="0: no GPU profile")
     ap.add_argument("--nodes", action="store_true", help="the profile's GPU time per node too (node_us)")
     ap.add_argument("--device", default="vulkan:0")
+    ap.add_argument("--precision", default=None, help='every session\'s precision (InferenceSession: "fp16")')
     ap.add_argument("--out", default=None)
     ap.add_argument("--warm", type=float, default=0.5,
                     help="seconds of untimed runs before each session's timed runs in every round (the GPU's clocks up)")
@@ -149,7 +150,7 @@ def main(argv=None) -> int:
         for label, sets in variants:
             with _Applied(sets):
                 t0 = time.perf_counter()
-                s = vkml.InferenceSession(proto, devices=[a.device])
+                s = vkml.InferenceSession(proto, devices=[a.device], **({"precision": a.precision} if a.precision else {}))
                 s.run(None, feed)
                 build_s[label] = time.perf_counter() - t0
             sessions[label] = s
@@ -157,7 +158,7 @@ def main(argv=None) -> int:
             times = interleaved({label: (lambda s=s: s.run(None, feed)) for label, s in sessions.items()},
                                 a.rounds, a.runs, a.warm)
         for label, sets in variants:
-            row = {"probe": "knobs", "model": name, "variant": label,
+            row = {"probe": "knobs", "model": name, "variant": label, "precision": a.precision or "fp32",
                    "sets": {f"{m.__name__.removeprefix('vkml.kernels.').removeprefix('vkml.')}.{at}": repr(v)
                             for m, at, v in sets},
                    "host_median_us_per_round": [round(t * 1e6, 1) for t in times[label]],

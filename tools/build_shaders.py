@@ -354,10 +354,12 @@ def _variants_matmul(add) -> None:
                 VKML_SUBGROUP=sg)
         add(f"conv_small_{t}", "conv_small.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"splitk_reduce_{t}", "splitk_reduce.comp", TO=T[t])
-    # Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions' transforms (kernels/winograd.py), float32
+    # Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions' transforms (kernels/winograd.py): float32
+    # or float16 tensors, float32 transformed values
     for name, tile in (("winograd", 2), ("winograd4", 4)):
-        add(f"{name}_in_f32", "winograd.comp", TX=T["f32"], WINO_IN=1, WINO_T=tile)
-        add(f"{name}_out_f32", "winograd.comp", TO=T["f32"], WINO_T=tile)
+        for t in ("f32", "f16"):
+            add(f"{name}_in_{t}", "winograd.comp", TX=T[t], WINO_IN=1, WINO_T=tile)
+            add(f"{name}_out_{t}", "winograd.comp", TO=T[t], WINO_T=tile)
     for t, code in (("f64", 12), ("bf16", 13)):  # MatMul/Gemm of float64 / bfloat16: one invocation per output
         add(f"matmul_direct_{t}", "matmul_direct.comp", TX=code, TY=code, TO=code)
 

@@ -65,16 +65,17 @@ def case(draw):
     return (n, c, h, w), (m, c, 3, 3), attrs, draw(st.booleans())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @HYP
 @given(cs=case(), seed=st.integers(0, 2**31))
-def test_winograd_matches_numpy(dev, taken, cs, seed):
+def test_winograd_matches_numpy(dev, taken, dtype, cs, seed):
     x_shape, w_shape, attrs, bias = cs
     geo = kc.geometry("Conv", attrs, x_shape, w_shape)
     assume(all(o > 0 for o in geo.out_sp))
     rng = np.random.default_rng(seed)
-    x = rng.uniform(-1, 1, x_shape).astype(np.float32)
-    w = rng.uniform(-1, 1, w_shape).astype(np.float32)
-    b = rng.uniform(-1, 1, w_shape[:1]).astype(np.float32) if bias else None
+    x = rng.uniform(-1, 1, x_shape).astype(dtype)
+    w = rng.uniform(-1, 1, w_shape).astype(dtype)
+    b = rng.uniform(-1, 1, w_shape[:1]).astype(dtype) if bias else None
     taken.clear()
     with _direct_off():
         gemm_route = kc._route(geo) == "gemm"  # (one input channel is depthwise's)
@@ -93,7 +94,8 @@ def check(dev, attrs, x, w, b=None):
     bound = wmath.tile_max(cpu("Conv", attrs, np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64))), winograd.TILE)
     extra = 0.0 if b is None else np.abs(b.astype(np.float64)).reshape(-1, 1, 1)
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    bad = err > 1e-5 * bound + 1e-6 * extra + 1e-30
+    rtol = 2.0 ** -10 if got.dtype == np.float16 else 0.0  # (one float16 ulp: the output's rounding)
+    bad = err > rtol * np.abs(want.astype(np.float64)) + 1e-5 * bound + 1e-6 * extra + 1e-30
     assert not bad.any(), (f"{bad.sum()} of {bad.size} off; worst {err.max()}, worst / tile bound "
                            f"{(err / np.maximum(bound, 1e-30)).max()}")
 
@@ -117,14 +119,16 @@ class _direct_off:
     (gemm.EPI_LEAKY_RELU, (0.1, 0.0)),
     (gemm.EPI_SILU, gemm.NO_CLIP),
 ])
-def test_fused_epilogue_bits(dev, taken, epi, clip):
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_fused_epilogue_bits(dev, taken, epi, clip, dtype):
     """A FusedConv on the Winograd route gives the bits of its Conv (the same route) followed by
-    the separate Add and activation, NaN and -0 included in the residual."""
+    the separate Add and activation, NaN and -0 included in the residual; in float16 too (each
+    step rounded to float16, as the separate ops round)."""
     rng = np.random.default_rng(3)
-    x = rng.uniform(-1, 1, (2, 8, 9, 7)).astype(np.float32)
-    w = rng.uniform(-1, 1, (6, 8, 3, 3)).astype(np.float32)
-    b = rng.uniform(-1, 1, (6,)).astype(np.float32)
-    r = rng.uniform(-2, 2, (2, 6, 9, 7)).astype(np.float32)
+    x = rng.uniform(-1, 1, (2, 8, 9, 7)).astype(dtype)
+    w = rng.uniform(-1, 1, (6, 8, 3, 3)).astype(dtype)
+    b = rng.uniform(-1, 1, (6,)).astype(dtype)
+    r = rng.uniform(-2, 2, (2, 6, 9, 7)).astype(dtype)
     r.reshape(-1)[:5] = [np.nan, -0.0, np.inf, -np.inf, 0.0]
     attrs = {"pads": [1, 1, 1, 1]}
     feeds = {"x": x, "w": w, "b": b, "r": r}
@@ -140,7 +144,7 @@ def test_fused_epilogue_bits(dev, taken, epi, clip):
         if epi & gemm.EPI_RELU:
             ops.append(("Relu", {}, [last], ["z"]))
         elif epi & gemm.EPI_CLIP:
-            feeds.update(lo=np.float32(clip[0]), hi=np.float32(clip[1]))
+            feeds.update(lo=np.array(clip[0], dtype), hi=np.array(clip[1], dtype))
             ops.append(("Clip", {}, [last, "lo", "hi"], ["z"]))
         elif epi & gemm.EPI_LEAKY_RELU:
             ops.append(("LeakyRelu", {"alpha": clip[0]}, [last], ["z"]))
@@ -148,7 +152,8 @@ def test_fused_epilogue_bits(dev, taken, epi, clip):
             ops += [("Sigmoid", {}, [last], ["s"]), ("Mul", {}, [last, "s"], ["z"])]
         want = run_ops(dev, ops, feeds, outputs=["z"])["z"]
     assert len(taken) == 2
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(got.view(np.uint16 if dtype == np.float16 else np.uint32),
+                                  want.view(np.uint16 if dtype == np.float16 else np.uint32))
 
 
 def test_fed_weights_take_the_direct_route(dev, taken):
@@ -207,7 +212,7 @@ def test_transformed_weights_exact(t):
 
 
 def test_auto_rule(vkml_env):
-    """auto: 3x3 stride 1, one group, float32, both channel counts >= MIN_CHANNELS and >= MIN_MACS
+    """auto: 3x3 stride 1, one group, float32 or float16, both channel counts >= MIN_CHANNELS and >= MIN_MACS
     multiply-adds; all: any eligible one; off: none; and never without host filters."""
     dev = SimpleNamespace(max_storage_buffer_range=1 << 32)
     w = np.zeros((64, 64, 3, 3), np.float32)
@@ -221,7 +226,8 @@ def test_auto_rule(vkml_env):
     vkml_env(VKML_WINOGRAD=None)
     assert winograd.chosen(dev, big, f32, w) and winograd.chosen(dev, b2, f32, w)
     assert not winograd.chosen(dev, big, f32, None)
-    assert not winograd.chosen(dev, big, np.dtype(np.float16), w)
+    assert winograd.chosen(dev, big, np.dtype(np.float16), w)
+    assert not winograd.chosen(dev, big, np.dtype(np.float64), w)
     assert not any(winograd.chosen(dev, g, f32, w) for g in (b1, narrow, strided, grouped))
     vkml_env(VKML_WINOGRAD="all")
     assert winograd.chosen(dev, b1, f32, w) and winograd.chosen(dev, narrow, f32, w)

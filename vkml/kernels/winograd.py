@@ -34,7 +34,7 @@ from ..ops._winograd import transformed_weights
 from ..vulkan.tensor import DeviceTensor
 from . import gemm
 from . import matmul as mm
-from .common import PushBlock
+from .common import PushBlock, dtype_name
 
 # total, C, P, TH, TW, H, W, py, px, EPI, ELO, EHI: 48 bytes
 PUSH = PushBlock("IIIIIiiiiIff", "winograd")
@@ -66,11 +66,11 @@ def tiles(geo, t: int) -> tuple[int, int]:
 
 
 def eligible(geo, dtype) -> bool:
-    """Whether the transforms apply: a 2-D float32 Conv of 3x3 filters, stride 1, dilation 1,
-    one group."""
+    """Whether the transforms apply: a 2-D float32 or float16 Conv of 3x3 filters, stride 1,
+    dilation 1, one group (float16 tensors are transformed and multiplied in float32)."""
     return (not geo.transposed and geo.rank == 2 and geo.group == 1 and geo.kernel == (1, 3, 3)
-            and geo.strides == (1, 1, 1) and geo.dil == (1, 1, 1) and np.dtype(dtype) == np.float32
-            and geo.c > 0 and geo.m > 0)
+            and geo.strides == (1, 1, 1) and geo.dil == (1, 1, 1)
+            and np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.float16)) and geo.c > 0 and geo.m > 0)
 
 
 def _sizes(geo, t: int) -> tuple[int, int]:
@@ -129,13 +129,14 @@ def record(rec, geo, x, weights: np.ndarray, b, out, epi: int = 0, res=None,
     v = DeviceTensor(rec.scratch("winograd_v", vbytes), (a2, geo.c, p), np.float32)
     mt = DeviceTensor(rec.scratch("winograd_m", mbytes), (a2, geo.m, p), np.float32)
 
-    pin = dev.pipeline(f"{SHADERS[tile]}_in_f32", "rw", PUSH.size, (256, False))
+    dt = dtype_name(out.dtype)
+    pin = dev.pipeline(f"{SHADERS[tile]}_in_{dt}", "rw", PUSH.size, (256, False))
     total = geo.c * p
     rec.dispatch(pin, [x.view, v.view], PUSH.pack(total, geo.c, p, th, tw, h, w, geo.pads[1], geo.pads[2],
                                                   0, *gemm.NO_CLIP), pin.groups_for(total))
     g = gemm.Gemm(geo.m, p, geo.c, False, False, geo.c, p, [a2], [geo.m * geo.c], [geo.c * p])
     mm.record_gemm(rec, g, u, v, None, mt, tiling=GEMM_TILING, narrow=False)
-    pout = dev.pipeline(f"{SHADERS[tile]}_out_f32", "rrwr", PUSH.size, (256, b is not None))
+    pout = dev.pipeline(f"{SHADERS[tile]}_out_{dt}", "rrwr", PUSH.size, (256, b is not None))
     total = geo.m * p
     rec.dispatch(pout, [mt.view, b.view if b is not None else out.view, out.view, gemm.residual_view(epi, res, out)],
                  PUSH.pack(total, geo.m, p, th, tw, oh, ow, 0, 0, epi, *clip), pout.groups_for(total))
