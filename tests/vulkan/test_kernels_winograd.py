@@ -123,7 +123,8 @@ class _direct_off:
 def test_fused_epilogue_bits(dev, taken, epi, clip, dtype):
     """A FusedConv on the Winograd route gives the bits of its Conv (the same route) followed by
     the separate Add and activation, NaN and -0 included in the residual; in float16 too (each
-    step rounded to float16, as the separate ops round)."""
+    step rounded to float16, as the separate ops round) on lavapipe, within a few float16 ulps on
+    a driver that keeps some float16 roundings (the H200: 1-2 ulps)."""
     rng = np.random.default_rng(3)
     x = rng.uniform(-1, 1, (2, 8, 9, 7)).astype(dtype)
     w = rng.uniform(-1, 1, (6, 8, 3, 3)).astype(dtype)
@@ -152,8 +153,11 @@ def test_fused_epilogue_bits(dev, taken, epi, clip, dtype):
             ops += [("Sigmoid", {}, [last], ["s"]), ("Mul", {}, [last, "s"], ["z"])]
         want = run_ops(dev, ops, feeds, outputs=["z"])["z"]
     assert len(taken) == 2
-    np.testing.assert_array_equal(got.view(np.uint16 if dtype == np.float16 else np.uint32),
-                                  want.view(np.uint16 if dtype == np.float16 else np.uint32))
+    if dtype == np.float32 or dev.info.device_type == "cpu":
+        np.testing.assert_array_equal(got.view(np.uint16 if dtype == np.float16 else np.uint32),
+                                      want.view(np.uint16 if dtype == np.float16 else np.uint32))
+    else:  # (NVIDIA keeps float(float16_t(x)) unrounded in places: a few float16 ulps, as tests/e2e/test_epilogue.py)
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=4e-3, atol=4e-3)
 
 
 def test_fed_weights_take_the_direct_route(dev, taken):
