@@ -264,3 +264,23 @@ def test_validation_clean(dev):
         print("VALIDATION-CLEAN")
     """)
     run_validated(code)
+
+
+def test_filters_transformed_once_per_array(dev, taken):
+    """A weight array's transformed filters are uploaded once per device and tile, shared by the
+    recordings that use it, and dropped when the array dies."""
+    import gc
+    rng = np.random.default_rng(8)
+    x = rng.uniform(-1, 1, (1, 4, 6, 6)).astype(np.float32)
+    w = rng.uniform(-1, 1, (3, 4, 3, 3)).astype(np.float32)
+    before = len(winograd._uploads)
+    with _direct_off():
+        a = run_ops(dev, [("Conv", {"pads": [1] * 4}, ["x", "w"], ["y"])], {"x": x, "w": w})["y"]
+        assert len(winograd._uploads) == before + 1
+        b = run_ops(dev, [("Conv", {"pads": [1] * 4}, ["x", "w"], ["y"])], {"x": x, "w": w})["y"]
+        assert len(winograd._uploads) == before + 1
+    assert len(taken) == 2
+    np.testing.assert_array_equal(a, b)
+    del w
+    gc.collect()
+    assert len(winograd._uploads) == before

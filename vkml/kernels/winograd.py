@@ -9,9 +9,10 @@ ResNet's multiply-adds are in such convolutions. With A = T + 2 the work becomes
   3. winograd_out: each tile's A x A m -> the T x T outputs A^T m A, plus the bias and the fused
      epilogue (residual, activation), as conv.comp applies them.
 U = G g G^T of each filter g is computed once on the host (vkml/ops/_winograd.py), in float64,
-rounded once to float32, and uploaded once per device for each weight array (the filters must be constants). V and M
-live in the recording's shared scratch buffers (CommandRecorder.scratch), so a plan holds one
-pair for all its Winograd convolutions.
+rounded once to float32, and uploaded once per device for each weight array (the filters must
+be constants). V and M live in the recording's shared scratch buffers (CommandRecorder.scratch),
+so a plan holds one pair for all its Winograd convolutions. float16 convolutions read and write
+float16 tensors around float32 transforms and GEMMs.
 
 Accuracy: the results differ from the direct product by float32 rounding of the transformed
 values, which an output shares with the others of its tile (tests/vulkan/test_kernels_winograd.py
@@ -49,7 +50,7 @@ PUSH = PushBlock("IIIIIiiiiIff", "winograd")
 # (bench/results/checks/h200-2026-12-03-winograd-batches.jsonl).
 MIN_CHANNELS = 32
 MIN_MACS = 1 << 27
-# The 16 GEMMs' SIMT tiling (None: matmul.choose_tiling's).
+# The transformed products' GEMM tiling (None: matmul.choose_tiling's).
 GEMM_TILING = None
 MAX_INDEX = (1 << 31) - 1
 # The output tile's side T: F(T x T, 3x3) (shaders/winograd.comp's WINO_T). H200, 3 interleaved
@@ -98,17 +99,29 @@ _uploads: dict[tuple[int, int, int], DeviceTensor] = {}
 _lock = threading.Lock()
 
 
+def _forget(wid: int) -> None:
+    """Drop the uploads of a weight array that has died."""
+    with _lock:
+        for k in [k for k in _uploads if k[1] == wid]:
+            del _uploads[k]
+
+
 def _weights_on(device, w: np.ndarray, tile: int) -> DeviceTensor:
     """U of constant weights `w` on `device`: transformed and uploaded once while `w` lives."""
     key = (id(device), id(w), tile)
     with _lock:
         t = _uploads.get(key)
+    if t is not None and not t.view.alive:  # (the device was closed and opened again)
+        t = None
+        with _lock:
+            _uploads.pop(key, None)
     if t is None:
         t = DeviceTensor.from_numpy(device, transformed_weights(w, tile))
         with _lock:
             if key not in _uploads:
+                if not any(k[1] == key[1] for k in _uploads):  # (one finalizer for all of w's entries)
+                    weakref.finalize(w, _forget, id(w))
                 _uploads[key] = t
-                weakref.finalize(w, _uploads.pop, key, None)
             t = _uploads[key]
     return t
 
