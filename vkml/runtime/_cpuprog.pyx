@@ -661,7 +661,7 @@ cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width, int64_t *
             job.cparts = max(1, min(cols, parts // rparts))
             parts = rparts * job.cparts
     job.t, job.gm, job.parts = t, gm, max(1, parts)
-    if busy != NULL:
+    if busy != NULL and t.p[12] != CONV_WINO:  # (CONV_WINO counts its own)
         vkml_add64(busy + 1, job.parts)
     job.x = <float *>_at(bases, t.r[0])
     job.w = <float *>_at(bases, t.r[1])
@@ -692,8 +692,10 @@ cdef void _conv_wino(ConvJob *job, int width, int64_t *busy) noexcept nogil:
     job.tiles = th * tw
     job.ptot = t.p[0] * job.tiles
     job.packed = job.scratch + 36 * t.p[2] * job.ptot  # (M)
-    _for(t.p[0] * t.p[2], _wino_in, job, width, busy)
     job.kparts = max(1, job.ptot // WINO_COLUMNS)
+    if busy != NULL:
+        vkml_add64(busy + 1, t.p[0] * (t.p[2] + t.p[3]) + 36 * job.kparts)
+    _for(t.p[0] * t.p[2], _wino_in, job, width, busy)
     _for(36 * job.kparts, _wino_gemm, job, width, busy)
     _for(t.p[0] * t.p[3], _wino_out, job, width, busy)
 
