@@ -607,3 +607,34 @@ def test_channel_splits_by_columns_give_the_same_bits(vkml_env, kernel):
         cpuprog._cpuprog.set_split_panels(old)
     np.testing.assert_array_equal(got[0], got[8])
     np.testing.assert_array_equal(got[0], got[1000])
+
+
+class _Offset:
+    """A program standing in for a lowered one: the real program's outputs, plus `delta` at the
+    first element of each."""
+
+    def __init__(self, prog, delta: float):
+        self.prog, self.delta = prog, delta
+
+    def run(self, inputs):
+        outs = self.prog.run(inputs)
+        for o in outs:
+            o.reshape(-1)[0] += self.delta
+        return outs
+
+
+@pytest.mark.parametrize("delta, kept", [(0.5, False), (2e-4, True)])
+def test_a_program_that_disagrees_with_its_plan_is_not_used(monkeypatch, delta, kept):
+    """A signature's program is checked against its traced run: a program off by more than
+    rtol 1e-3 / atol 1e-4 of the output's range is dropped (the runs stay in Python, logged), one
+    within float32 rounding of the range (a Winograd convolution's small outputs) is kept."""
+    real = cpuprog.lower
+    monkeypatch.setattr(cpuprog, "lower", lambda *a, **k: _Offset(real(*a, **k), delta))
+    rng = np.random.default_rng(1)
+    inits = {"w": (rng.standard_normal((8, 4, 3, 3)) * 4).astype(np.float32)}
+    model = _model([h.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 4)], [("x", [1, 4, 9, 9])], ["y"], inits)
+    feed = {"x": rng.standard_normal((1, 4, 9, 9)).astype(np.float32)}
+    sess = vkml.InferenceSession(model.SerializeToString(), devices=["cpu"])
+    first = sess.run(None, feed)[0]
+    assert (_native(sess, feed) is not None) == kept
+    assert np.abs(first).max() > 2  # (the range the check scales its atol by)
