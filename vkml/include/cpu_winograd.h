@@ -26,51 +26,45 @@
  * chunk]; a chunk's tiles are consecutive there). The patch of tile (ty, t) starts at input
  * (4 ty - py, 4 t - px). */
 #define VKML_WINO_IN_BODY                                                                          \
-    float d[6][6][VKML_WINO_CHUNK]; /* d[i][k][q] = row i, column k of tile q's patch */           \
-    float r[6][6][VKML_WINO_CHUNK];                                                                \
-    float pr[4 * VKML_WINO_CHUNK + 4];                                                             \
-    float e[4][VKML_WINO_CHUNK + 1]; /* e[k][t] = pr[4 t + k] */                                   \
-    int64_t x0 = 4 * t0 - px, span = 4 * nt + 4, np = nrows * nt;                                  \
+    float r[6][6][VKML_WINO_CHUNK]; /* r[i][k][q]: row i of B^T d, column k, tile q */             \
+    float pr[6][4 * VKML_WINO_CHUNK + 4]; /* the tile row's six input rows, zero padded */         \
+    int64_t x0 = 4 * t0 - px, span = 4 * nt + 2, np = nrows * nt;                                  \
     for (int64_t rr = 0; rr < nrows; rr++) {                                                       \
         int64_t ty = ty0 + rr;                                                                     \
         for (int i = 0; i < 6; i++) {                                                              \
             int64_t iy = 4 * ty - py + i;                                                          \
-            float *dq = &d[i][0][rr * nt];                                                         \
             if (iy < 0 || iy >= h) {                                                               \
-                for (int k = 0; k < 6; k++)                                                        \
-                    memset(dq + k * VKML_WINO_CHUNK, 0, (size_t)nt * sizeof(float));               \
+                memset(pr[i], 0, (size_t)span * sizeof(float));                                    \
                 continue;                                                                          \
             }                                                                                      \
             const float *row = x + iy * w;                                                         \
             int64_t lo = x0 < 0 ? -x0 : 0, hi = x0 + span > w ? w - x0 : span;                     \
             if (hi < lo)                                                                           \
                 hi = lo;                                                                           \
-            memset(pr, 0, (size_t)span * sizeof(float));                                           \
+            if (lo > 0)                                                                            \
+                memset(pr[i], 0, (size_t)lo * sizeof(float));                                      \
             if (hi > lo)                                                                           \
-                memcpy(pr + lo, row + x0 + lo, (size_t)(hi - lo) * sizeof(float));                 \
-            for (int64_t t = 0; t <= nt; t++) {                                                    \
-                e[0][t] = pr[4 * t];                                                               \
-                e[1][t] = pr[4 * t + 1];                                                           \
-                e[2][t] = pr[4 * t + 2];                                                           \
-                e[3][t] = pr[4 * t + 3];                                                           \
+                memcpy(pr[i] + lo, row + x0 + lo, (size_t)(hi - lo) * sizeof(float));             \
+            if (span > hi)                                                                         \
+                memset(pr[i] + hi, 0, (size_t)(span - hi) * sizeof(float));                        \
+        }                                                                                          \
+        for (int k = 0; k < 6; k++) { /* r[.][k] = B^T (column k of each patch) */                 \
+            const float *p0 = pr[0] + k, *p1 = pr[1] + k, *p2 = pr[2] + k;                         \
+            const float *p3 = pr[3] + k, *p4 = pr[4] + k, *p5 = pr[5] + k;                         \
+            float *r0 = &r[0][k][rr * nt], *r1 = &r[1][k][rr * nt], *r2 = &r[2][k][rr * nt];       \
+            float *r3 = &r[3][k][rr * nt], *r4 = &r[4][k][rr * nt], *r5 = &r[5][k][rr * nt];       \
+            for (int64_t t = 0; t < nt; t++) {                                                     \
+                float d0 = p0[4 * t], d1 = p1[4 * t], d2 = p2[4 * t];                              \
+                float d3 = p3[4 * t], d4 = p4[4 * t], d5 = p5[4 * t];                              \
+                r0[t] = 4.0f * d0 - 5.0f * d2 + d4;                                                \
+                r1[t] = -4.0f * d1 - 4.0f * d2 + d3 + d4;                                          \
+                r2[t] = 4.0f * d1 - 4.0f * d2 - d3 + d4;                                           \
+                r3[t] = -2.0f * d1 - d2 + 2.0f * d3 + d4;                                          \
+                r4[t] = 2.0f * d1 - d2 - 2.0f * d3 + d4;                                           \
+                r5[t] = 4.0f * d1 - 5.0f * d3 + d5;                                                \
             }                                                                                      \
-            for (int k = 0; k < 4; k++)                                                            \
-                memcpy(dq + k * VKML_WINO_CHUNK, e[k], (size_t)nt * sizeof(float));                \
-            memcpy(dq + 4 * VKML_WINO_CHUNK, e[0] + 1, (size_t)nt * sizeof(float));                \
-            memcpy(dq + 5 * VKML_WINO_CHUNK, e[1] + 1, (size_t)nt * sizeof(float));                \
         }                                                                                          \
     }                                                                                              \
-    for (int k = 0; k < 6; k++) /* r[.][k] = B^T (column k of each patch) */                       \
-        for (int64_t q = 0; q < np; q++) {                                                         \
-            float d0 = d[0][k][q], d1 = d[1][k][q], d2 = d[2][k][q];                               \
-            float d3 = d[3][k][q], d4 = d[4][k][q], d5 = d[5][k][q];                               \
-            r[0][k][q] = 4.0f * d0 - 5.0f * d2 + d4;                                               \
-            r[1][k][q] = -4.0f * d1 - 4.0f * d2 + d3 + d4;                                         \
-            r[2][k][q] = 4.0f * d1 - 4.0f * d2 - d3 + d4;                                          \
-            r[3][k][q] = -2.0f * d1 - d2 + 2.0f * d3 + d4;                                         \
-            r[4][k][q] = 2.0f * d1 - d2 - 2.0f * d3 + d4;                                          \
-            r[5][k][q] = 4.0f * d1 - 5.0f * d3 + d5;                                               \
-        }                                                                                          \
     for (int i = 0; i < 6; i++) { /* row i of (B^T d) B, stored at V[6 i + j] */                   \
         float *restrict v0 = v + (6 * i) * vstride, *restrict v1 = v0 + vstride;                   \
         float *restrict v2 = v1 + vstride, *restrict v3 = v2 + vstride;                            \
