@@ -496,6 +496,18 @@ def wino_cases(draw):
 
 
 @pytest.mark.parametrize("kernel", ["auto", "avx2"])
+@pytest.mark.parametrize("case", [
+    (1, 32, 33, 6, 270, [1, 1, 1, 1], True, True, True),    # 68 tiles a row: chunks of part of a row
+    (2, 40, 32, 65, 7, [0, 2, 1, 0], False, True, False),   # 17 tile rows of 2: many rows a chunk
+    (1, 32, 32, 3, 3, [0, 0, 0, 0], True, False, True),     # one output
+])
+def test_winograd_row_chunks(vkml_env, kernel, case):
+    """The transforms' chunks of a plane (include/cpu_winograd.h VKML_WINO_CHUNKS): rows longer
+    than a chunk, many short rows, a single tile."""
+    test_winograd_convolutions.hypothesis.inner_test(vkml_env, kernel, case, 5)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "avx2"])
 @settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", 25)), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(case=wino_cases(), seed=st.integers(0, 2**31))
