@@ -620,8 +620,9 @@ _setting("VKML_WINOGRAD", "auto", "one of the words listed", """
     least 32 and the direct product has at least 2^27 multiply-adds (ResNets from batch 2, not at
     batch 1); on the CPU device's native programs (runtime/cpuprog.py, CONV_WINO) where both
     channel counts are at least 32 and the 4x4 output tiles at least 48 (resnet18's 56x56 and
-    28x28 layers at batch 1). all: every convolution where it applies (tests); off: never (the
-    direct kernels). Read when a plan's kernels are recorded or a CPU program is made.""")
+    28x28 layers at batch 1), else F(2x2, 3x3) where 2x2 tiles are (its 14x14 layers). all:
+    every convolution where it applies (tests); off: never (the direct kernels). Read when a
+    plan's kernels are recorded or a CPU program is made.""")
 
 _WINOGRAD = ("auto", "all", "off")
 

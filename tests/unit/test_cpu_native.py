@@ -504,22 +504,32 @@ def wino_cases(draw):
 def test_winograd_row_chunks(vkml_env, kernel, case):
     """The transforms' chunks of a plane (include/cpu_winograd.h VKML_WINO_CHUNKS): rows longer
     than a chunk, many short rows, a single tile."""
-    test_winograd_convolutions.hypothesis.inner_test(vkml_env, kernel, case, 5)
+    for tile in (4, 2):
+        test_winograd_convolutions.hypothesis.inner_test(vkml_env, kernel, tile, case, 5)
 
 
 @pytest.mark.parametrize("kernel", ["auto", "avx2"])
+@pytest.mark.parametrize("tile", [4, 2])
 @settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", 25)), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(case=wino_cases(), seed=st.integers(0, 2**31))
-def test_winograd_convolutions(vkml_env, kernel, case, seed):
-    """3x3 convolutions of stride 1 on Winograd F(4x4, 3x3) (CONV_WINO, include/cpu_winograd.h;
-    VKML_WINOGRAD=all takes every one with rows enough for the own kernel): odd sizes, pads on any side, images, bias, residual and
+def test_winograd_convolutions(vkml_env, kernel, tile, case, seed):
+    """3x3 convolutions of stride 1 on Winograd F(4x4, 3x3) and F(2x2, 3x3) (CONV_WINO,
+    include/cpu_winograd.h; VKML_WINOGRAD=all takes every one with rows enough for the own kernel): odd sizes, pads on any side, images, bias, residual and
     Relu, against NumPy's float64 Conv within 1e-5 of the sum of |products| of each output's
     tile (an output carries its tile's transformed values' rounding), plus float32 rounding of
     the bias and residual."""
     vkml_env(VKML_CPU_GEMM=kernel, VKML_WINOGRAD="all")
     if cpuprog._conv_kernel(32)[0] == 0:
         pytest.skip("no kernel set of the own GEMM on this CPU")
+    saved, cpuprog.WINO_ALL_TILE = cpuprog.WINO_ALL_TILE, tile
+    try:
+        _winograd_case(case, seed, tile)
+    finally:
+        cpuprog.WINO_ALL_TILE = saved
+
+
+def _winograd_case(case, seed, tile):
     n, c, m, hh, ww, pads, bias, res, relu = case
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (n, c, hh, ww)).astype(np.float32)
@@ -543,7 +553,9 @@ def test_winograd_convolutions(vkml_env, kernel, case, seed):
     np.testing.assert_array_equal(first, got)
     # (rows too few for the own kernel's panels keep the direct route: cpuprog._conv_kernel)
     wino = cpuprog._conv_kernel(m)[0] != 0
-    assert [p[12] == cpuprog.CONV_WINO for op, p, *_ in _profile_of(sess, feed) if op == "conv"] == [wino]
+    convs = [p for op, p, *_ in _profile_of(sess, feed) if op == "conv"]
+    assert [p[12] == cpuprog.CONV_WINO for p in convs] == [wino]
+    assert not wino or convs[0][18] == tile
     want = _conv64(x, w, pads)
     if bias:
         want = want + inits["b"].astype(np.float64).reshape(-1, 1, 1)
@@ -551,7 +563,7 @@ def test_winograd_convolutions(vkml_env, kernel, case, seed):
         want = want + feed["r"]
     if relu:
         want = np.maximum(want, 0)
-    tol = 1e-5 * tile_max(_conv_bound(x, w, pads), 4) + 1e-6 * (1 + np.abs(want))
+    tol = 1e-5 * tile_max(_conv_bound(x, w, pads), tile) + 1e-6 * (1 + np.abs(want))
     err = np.abs(got.astype(np.float64) - want)
     assert (err <= tol).all(), f"worst {err.max()}, {(err > tol).sum()} of {err.size} off"
 
@@ -650,3 +662,23 @@ def test_a_program_that_disagrees_with_its_plan_is_not_used(monkeypatch, delta, 
     first = sess.run(None, feed)[0]
     assert (_native(sess, feed) is not None) == kept
     assert np.abs(first).max() > 2  # (the range the check scales its atol by)
+
+
+def test_winograd_tile_rule(vkml_env):
+    """auto: F(4x4, 3x3) where 4x4 output tiles reach WINO_MIN_TILES (resnet18's 56x56 and 28x28
+    layers at batch 1), F(2x2, 3x3) where only 2x2 ones do (its 14x14 layers), neither below (7x7)
+    or with too few channels, stride 2, or groups; all: WINO_ALL_TILE wherever it applies."""
+    from vkml.ops._window import resolve
+
+    def tile(n, c, hw, stride=1, group=1, isa=2):
+        win = resolve((hw, hw), (3, 3), (stride, stride), None, (1, 1, 1, 1), "NOTSET")
+        return cpuprog._winograd(n, c // group, c // group, group, win, win.out, isa)
+
+    vkml_env(VKML_WINOGRAD=None)
+    assert [tile(1, 64, 56), tile(1, 128, 28), tile(1, 256, 14), tile(1, 512, 7)] == [4, 4, 2, 0]
+    assert [tile(4, 512, 7), tile(1, 16, 56), tile(1, 64, 56, stride=2), tile(1, 64, 56, group=2)] == [2, 0, 0, 0]
+    assert tile(1, 64, 56, isa=0) == 0  # (no own kernel)
+    vkml_env(VKML_WINOGRAD="all")
+    assert tile(1, 512, 7) == cpuprog.WINO_ALL_TILE and tile(1, 8, 3) == cpuprog.WINO_ALL_TILE
+    vkml_env(VKML_WINOGRAD="off")
+    assert tile(1, 64, 56) == 0

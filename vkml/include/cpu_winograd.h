@@ -25,7 +25,7 @@
  * (nrows > 1 only with whole rows, t0 = 0 and nt = tw), into V at v (V[0][c][first tile of the
  * chunk]; a chunk's tiles are consecutive there). The patch of tile (ty, t) starts at input
  * (4 ty - py, 4 t - px). */
-#define VKML_WINO_IN_BODY                                                                          \
+#define VKML_WINO4_IN_BODY                                                                          \
     float r[6][6][VKML_WINO_CHUNK]; /* r[i][k][q]: row i of B^T d, column k, tile q */             \
     float pr[6][4 * VKML_WINO_CHUNK + 4]; /* the tile row's six input rows, zero padded */         \
     int64_t x0 = 4 * t0 - px, span = 4 * nt + 2, np = nrows * nt;                                  \
@@ -81,10 +81,29 @@
         }                                                                                          \
     }
 
+/* Output row oy from ob (its cols values with the bias): + the residual row, Relu (NaN kept, -0
+ * made +0), stored at y. */
+#define VKML_WINO_STORE_ROW                                                                        \
+    {                                                                                              \
+        float *restrict yr = y + oy * ow + ox0;                                                    \
+        if (res != NULL) {                                                                         \
+            const float *restrict rq = res + oy * ow + ox0;                                        \
+            for (int64_t j = 0; j < cols; j++)                                                     \
+                ob[j] += rq[j];                                                                    \
+        }                                                                                          \
+        if (relu)                                                                                  \
+            for (int64_t j = 0; j < cols; j++) {                                                   \
+                float val = ob[j];                                                                 \
+                yr[j] = (val > 0.0f || val != val) ? val : 0.0f;                                   \
+            }                                                                                      \
+        else                                                                                       \
+            memcpy(yr, ob, (size_t)cols * sizeof(float));                                          \
+    }
+
 /* The same chunk of one output plane y (oh x ow) from M (m points at M[0][k][first tile of the
  * chunk], mstride = Mout x P): A^T m A, + bias, + the residual plane res (or NULL), Relu (NaN
  * kept, -0 made +0) when relu: the direct kernel's epilogue, in its order. */
-#define VKML_WINO_OUT_BODY                                                                         \
+#define VKML_WINO4_OUT_BODY                                                                         \
     float r[4][6][VKML_WINO_CHUNK];                                                                \
     float yo[4][4][VKML_WINO_CHUNK]; /* yo[i][j][q] = output (i, j) of tile q */                   \
     float ob[4 * VKML_WINO_CHUNK];                                                                 \
@@ -124,19 +143,90 @@
                 ob[4 * t + 2] = a2[t];                                                             \
                 ob[4 * t + 3] = a3[t];                                                             \
             }                                                                                      \
-            float *restrict yr = y + oy * ow + ox0;                                                \
-            if (res != NULL) {                                                                     \
-                const float *restrict rq = res + oy * ow + ox0;                                    \
-                for (int64_t j = 0; j < cols; j++)                                                 \
-                    ob[j] += rq[j];                                                                \
+            VKML_WINO_STORE_ROW                                                                    \
+        }
+
+/* F(2x2, 3x3): the same chunks with 4x4 patches at (2 ty - py, 2 t - px) and 2x2 outputs. */
+#define VKML_WINO2_IN_BODY                                                                         \
+    float r[4][4][VKML_WINO_CHUNK];                                                                \
+    float pr[4][2 * VKML_WINO_CHUNK + 2];                                                          \
+    int64_t x0 = 2 * t0 - px, span = 2 * nt + 2, np = nrows * nt;                                  \
+    for (int64_t rr = 0; rr < nrows; rr++) {                                                       \
+        int64_t ty = ty0 + rr;                                                                     \
+        for (int i = 0; i < 4; i++) {                                                              \
+            int64_t iy = 2 * ty - py + i;                                                          \
+            if (iy < 0 || iy >= h) {                                                               \
+                memset(pr[i], 0, (size_t)span * sizeof(float));                                    \
+                continue;                                                                          \
             }                                                                                      \
-            if (relu)                                                                              \
-                for (int64_t j = 0; j < cols; j++) {                                               \
-                    float val = ob[j];                                                             \
-                    yr[j] = (val > 0.0f || val != val) ? val : 0.0f;                               \
-                }                                                                                  \
-            else                                                                                   \
-                memcpy(yr, ob, (size_t)cols * sizeof(float));                                      \
+            const float *row = x + iy * w;                                                         \
+            int64_t lo = x0 < 0 ? -x0 : 0, hi = x0 + span > w ? w - x0 : span;                     \
+            if (hi < lo)                                                                           \
+                hi = lo;                                                                           \
+            if (lo > 0)                                                                            \
+                memset(pr[i], 0, (size_t)lo * sizeof(float));                                      \
+            if (hi > lo)                                                                           \
+                memcpy(pr[i] + lo, row + x0 + lo, (size_t)(hi - lo) * sizeof(float));             \
+            if (span > hi)                                                                         \
+                memset(pr[i] + hi, 0, (size_t)(span - hi) * sizeof(float));                        \
+        }                                                                                          \
+        for (int k = 0; k < 4; k++) {                                                              \
+            const float *p0 = pr[0] + k, *p1 = pr[1] + k, *p2 = pr[2] + k, *p3 = pr[3] + k;        \
+            float *r0 = &r[0][k][rr * nt], *r1 = &r[1][k][rr * nt];                                \
+            float *r2 = &r[2][k][rr * nt], *r3 = &r[3][k][rr * nt];                                \
+            for (int64_t t = 0; t < nt; t++) {                                                     \
+                float d0 = p0[2 * t], d1 = p1[2 * t], d2 = p2[2 * t], d3 = p3[2 * t];              \
+                r0[t] = d0 - d2;                                                                   \
+                r1[t] = d1 + d2;                                                                   \
+                r2[t] = d2 - d1;                                                                   \
+                r3[t] = d1 - d3;                                                                   \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    for (int i = 0; i < 4; i++) {                                                                  \
+        float *restrict v0 = v + (4 * i) * vstride, *restrict v1 = v0 + vstride;                   \
+        float *restrict v2 = v1 + vstride, *restrict v3 = v2 + vstride;                            \
+        for (int64_t q = 0; q < np; q++) {                                                         \
+            float q0 = r[i][0][q], q1 = r[i][1][q], q2 = r[i][2][q], q3 = r[i][3][q];              \
+            v0[q] = q0 - q2;                                                                       \
+            v1[q] = q1 + q2;                                                                       \
+            v2[q] = q2 - q1;                                                                       \
+            v3[q] = q1 - q3;                                                                       \
+        }                                                                                          \
+    }
+
+#define VKML_WINO2_OUT_BODY                                                                        \
+    float r[2][4][VKML_WINO_CHUNK];                                                                \
+    float yo[2][2][VKML_WINO_CHUNK];                                                               \
+    float ob[2 * VKML_WINO_CHUNK];                                                                 \
+    int64_t np = nrows * nt;                                                                       \
+    for (int j = 0; j < 4; j++) {                                                                  \
+        const float *restrict c0 = m + j * mstride, *restrict c1 = c0 + 4 * mstride;               \
+        const float *restrict c2 = c1 + 4 * mstride, *restrict c3 = c2 + 4 * mstride;              \
+        for (int64_t q = 0; q < np; q++) {                                                         \
+            float m0 = c0[q], m1 = c1[q], m2 = c2[q], m3 = c3[q];                                  \
+            r[0][j][q] = m0 + m1 + m2;                                                             \
+            r[1][j][q] = m1 - m2 - m3;                                                             \
+        }                                                                                          \
+    }                                                                                              \
+    for (int i = 0; i < 2; i++)                                                                    \
+        for (int64_t q = 0; q < np; q++) {                                                         \
+            float q0 = r[i][0][q], q1 = r[i][1][q], q2 = r[i][2][q], q3 = r[i][3][q];              \
+            yo[i][0][q] = q0 + q1 + q2 + bias;                                                     \
+            yo[i][1][q] = q1 - q2 - q3 + bias;                                                     \
+        }                                                                                          \
+    int64_t ox0 = 2 * t0, cols = ow - ox0 < 2 * nt ? ow - ox0 : 2 * nt;                            \
+    for (int64_t rr = 0; rr < nrows; rr++)                                                         \
+        for (int i = 0; i < 2; i++) {                                                              \
+            int64_t oy = 2 * (ty0 + rr) + i;                                                       \
+            if (oy >= oh)                                                                          \
+                break;                                                                             \
+            const float *a0 = &yo[i][0][rr * nt], *a1 = &yo[i][1][rr * nt];                        \
+            for (int64_t t = 0; t < nt; t++) {                                                     \
+                ob[2 * t] = a0[t];                                                                 \
+                ob[2 * t + 1] = a1[t];                                                             \
+            }                                                                                      \
+            VKML_WINO_STORE_ROW                                                                    \
         }
 
 #define VKML_WINO_IN_ARGS                                                                          \
@@ -145,24 +235,28 @@
 #define VKML_WINO_OUT_ARGS                                                                         \
     const float *restrict m, int64_t mstride, int64_t ty0, int64_t nrows, int64_t t0, int64_t nt,  \
         float bias, const float *restrict res, int relu, float *restrict y, int64_t oh, int64_t ow
+#define VKML_WINO_IN_CALL x, h, w, py, px, ty0, nrows, t0, nt, vt, vstride
+#define VKML_WINO_OUT_CALL mt, mstride, ty0, nrows, t0, nt, bias, res, relu, y, oh, ow
 
-static void vkml_wino_in_generic(VKML_WINO_IN_ARGS) { VKML_WINO_IN_BODY }
-static void vkml_wino_out_generic(VKML_WINO_OUT_ARGS) { VKML_WINO_OUT_BODY }
+/* Each transform for each tile side and kernel set (generic; AVX-512F with 512-bit vectors, which
+ * GCC's generic tuning does not prefer even with AVX-512F; AVX2+FMA). */
+#define VKML_WINO_FNS(T, ATTR, SUFFIX)                                                             \
+    ATTR static void vkml_wino##T##_in_##SUFFIX(VKML_WINO_IN_ARGS) { VKML_WINO##T##_IN_BODY }      \
+    ATTR static void vkml_wino##T##_out_##SUFFIX(VKML_WINO_OUT_ARGS) { VKML_WINO##T##_OUT_BODY }
+VKML_WINO_FNS(2, , generic)
+VKML_WINO_FNS(4, , generic)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define VKML_WINO_X86 1
-/* (512-bit vectors: GCC's generic tuning prefers 256 even with AVX-512F) */
-__attribute__((target("avx512f,prefer-vector-width=512"))) static void vkml_wino_in_avx512(VKML_WINO_IN_ARGS)
-{ VKML_WINO_IN_BODY }
-__attribute__((target("avx512f,prefer-vector-width=512"))) static void vkml_wino_out_avx512(VKML_WINO_OUT_ARGS)
-{ VKML_WINO_OUT_BODY }
-__attribute__((target("avx2,fma"))) static void vkml_wino_in_avx2(VKML_WINO_IN_ARGS) { VKML_WINO_IN_BODY }
-__attribute__((target("avx2,fma"))) static void vkml_wino_out_avx2(VKML_WINO_OUT_ARGS) { VKML_WINO_OUT_BODY }
+VKML_WINO_FNS(2, __attribute__((target("avx512f,prefer-vector-width=512"))), avx512)
+VKML_WINO_FNS(4, __attribute__((target("avx512f,prefer-vector-width=512"))), avx512)
+VKML_WINO_FNS(2, __attribute__((target("avx2,fma"))), avx2)
+VKML_WINO_FNS(4, __attribute__((target("avx2,fma"))), avx2)
+#define VKML_WINO_PICK(T, DIR, isa, args)                                                          \
+    (isa == 2 ? vkml_wino##T##_##DIR##_avx512(args)                                                \
+              : isa == 1 ? vkml_wino##T##_##DIR##_avx2(args) : vkml_wino##T##_##DIR##_generic(args))
 #else
 #define VKML_WINO_X86 0
-#define vkml_wino_in_avx512 vkml_wino_in_generic
-#define vkml_wino_out_avx512 vkml_wino_out_generic
-#define vkml_wino_in_avx2 vkml_wino_in_generic
-#define vkml_wino_out_avx2 vkml_wino_out_generic
+#define VKML_WINO_PICK(T, DIR, isa, args) vkml_wino##T##_##DIR##_generic(args)
 #endif
 
 /* The chunks of a plane of th x tw tiles: whole tile rows, as many as fit in VKML_WINO_CHUNK
@@ -182,34 +276,31 @@ __attribute__((target("avx2,fma"))) static void vkml_wino_out_avx2(VKML_WINO_OUT
             }                                                                                      \
     }
 
-/* One input plane's tiles (th x tw of them, 4x4 outputs each) into V at v (V[0][c][first tile
- * of the plane]), for the kernel set `isa` (cpu_gemm.h's: 2 AVX-512, 1 AVX2, else generic). */
-static void vkml_wino_in_plane(int isa, const float *x, int64_t h, int64_t w, int64_t py, int64_t px,
+/* One input plane's tiles (th x tw of them, t x t outputs each, t = 4 or 2) into V at v
+ * (V[0][c][first tile of the plane]), for the kernel set `isa` (cpu_gemm.h's: 2 AVX-512,
+ * 1 AVX2, else generic). */
+static void vkml_wino_in_plane(int isa, int t, const float *x, int64_t h, int64_t w, int64_t py, int64_t px,
                                int64_t th, int64_t tw, float *v, int64_t vstride)
 {
     VKML_WINO_CHUNKS({
         float *vt = v + ty0 * tw + t0;
-        if (VKML_WINO_X86 && isa == 2)
-            vkml_wino_in_avx512(x, h, w, py, px, ty0, nrows, t0, nt, vt, vstride);
-        else if (VKML_WINO_X86 && isa == 1)
-            vkml_wino_in_avx2(x, h, w, py, px, ty0, nrows, t0, nt, vt, vstride);
+        if (t == 4)
+            VKML_WINO_PICK(4, in, isa, VKML_WINO_IN_CALL);
         else
-            vkml_wino_in_generic(x, h, w, py, px, ty0, nrows, t0, nt, vt, vstride);
+            VKML_WINO_PICK(2, in, isa, VKML_WINO_IN_CALL);
     })
 }
 
 /* One output plane (oh x ow at y) from M at m (M[0][k][first tile of the plane]). */
-static void vkml_wino_out_plane(int isa, const float *m, int64_t mstride, int64_t th, int64_t tw, float bias,
-                                const float *res, int relu, float *y, int64_t oh, int64_t ow)
+static void vkml_wino_out_plane(int isa, int t, const float *m, int64_t mstride, int64_t th, int64_t tw,
+                                float bias, const float *res, int relu, float *y, int64_t oh, int64_t ow)
 {
     VKML_WINO_CHUNKS({
         const float *mt = m + ty0 * tw + t0;
-        if (VKML_WINO_X86 && isa == 2)
-            vkml_wino_out_avx512(mt, mstride, ty0, nrows, t0, nt, bias, res, relu, y, oh, ow);
-        else if (VKML_WINO_X86 && isa == 1)
-            vkml_wino_out_avx2(mt, mstride, ty0, nrows, t0, nt, bias, res, relu, y, oh, ow);
+        if (t == 4)
+            VKML_WINO_PICK(4, out, isa, VKML_WINO_OUT_CALL);
         else
-            vkml_wino_out_generic(mt, mstride, ty0, nrows, t0, nt, bias, res, relu, y, oh, ow);
+            VKML_WINO_PICK(2, out, isa, VKML_WINO_OUT_CALL);
     })
 }
 

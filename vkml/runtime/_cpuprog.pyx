@@ -67,9 +67,9 @@ cdef extern from "cpu_gemm.h" nogil:
 
 
 cdef extern from "cpu_winograd.h" nogil:
-    void vkml_wino_in_plane(int isa, const float *x, int64_t h, int64_t w, int64_t py, int64_t px, int64_t th,
-                            int64_t tw, float *v, int64_t vstride)
-    void vkml_wino_out_plane(int isa, const float *m, int64_t mstride, int64_t th, int64_t tw, float bias,
+    void vkml_wino_in_plane(int isa, int t, const float *x, int64_t h, int64_t w, int64_t py, int64_t px,
+                            int64_t th, int64_t tw, float *v, int64_t vstride)
+    void vkml_wino_out_plane(int isa, int t, const float *m, int64_t mstride, int64_t th, int64_t tw, float bias,
                              const float *res, int relu, float *y, int64_t oh, int64_t ow)
 
 
@@ -475,9 +475,10 @@ cdef enum:
     CONV_CHANNELS = 3   # all columns first (chunks of planes), then chunks of output channels
     CONV_KSPLIT = 4     # (own kernel, one image and group) all columns packed first, then chunks of
                         # K into partial sums, then chunks of rows adding them with the epilogue
-    CONV_WINO = 5       # (own kernel, 3x3, stride 1, one group) Winograd F(4x4, 3x3): every input plane
-                        # transformed (p[16], p[17]: the pads at the top and left), the 36 GEMMs in
-                        # chunks of columns, every output plane transformed back with the epilogue
+    CONV_WINO = 5       # (own kernel, 3x3, stride 1, one group) Winograd F(T x T, 3x3), T = p[18] (4 or
+                        # 2): every input plane transformed (p[16], p[17]: the pads at the top and
+                        # left), the (T + 2)^2 GEMMs in chunks of columns, every output plane
+                        # transformed back with the epilogue
 
 
 cdef struct ConvJob:
@@ -494,7 +495,7 @@ cdef struct ConvJob:
     Py_ssize_t kparts
     int kc         # the own kernel's K block, read once a convolution
     Py_ssize_t parts
-    Py_ssize_t tiles  # (CONV_WINO) 4x4 output tiles an image, and over all images
+    Py_ssize_t tiles  # (CONV_WINO) T x T output tiles an image, and over all images
     Py_ssize_t ptot
     Py_ssize_t cparts  # (own kernel, CONV_CHANNELS) chunks of column panels per chunk of channels
 
@@ -685,18 +686,24 @@ cdef void _conv(const Ins *t, const Gemm *gm, char **bases, int width, int64_t *
 cdef Py_ssize_t WINO_COLUMNS = 192  # a chunk of one of CONV_WINO's GEMMs has this many columns at least
 
 
+cdef inline Py_ssize_t _wino_side(const Ins *t, Py_ssize_t n) noexcept nogil:
+    # tiles along an output side of n for CONV_WINO's tile side t.p[18]
+    return (n + t.p[18] - 1) // t.p[18]
+
+
 cdef void _conv_wino(ConvJob *job, int width, int64_t *busy) noexcept nogil:
-    # V (36, C, P) then M (36, Mout, P) in the scratch (include/cpu_winograd.h has the layouts)
+    # V (A2, C, P) then M (A2, Mout, P) in the scratch, A2 = (T + 2)^2 (include/cpu_winograd.h
+    # has the layouts)
     cdef const Ins *t = job.t
-    cdef Py_ssize_t th = (t.p[6] + 3) // 4, tw = (t.p[7] + 3) // 4
-    job.tiles = th * tw
+    cdef Py_ssize_t a2 = (t.p[18] + 2) * (t.p[18] + 2)
+    job.tiles = _wino_side(t, t.p[6]) * _wino_side(t, t.p[7])
     job.ptot = t.p[0] * job.tiles
-    job.packed = job.scratch + 36 * t.p[2] * job.ptot  # (M)
+    job.packed = job.scratch + a2 * t.p[2] * job.ptot  # (M)
     job.kparts = max(1, job.ptot // WINO_COLUMNS)
     if busy != NULL:
-        vkml_add64(busy + 1, t.p[0] * (t.p[2] + t.p[3]) + 36 * job.kparts)
+        vkml_add64(busy + 1, t.p[0] * (t.p[2] + t.p[3]) + a2 * job.kparts)
     _for(t.p[0] * t.p[2], _wino_in, job, width, busy)
-    _for(36 * job.kparts, _wino_gemm, job, width, busy)
+    _for(a2 * job.kparts, _wino_gemm, job, width, busy)
     _for(t.p[0] * t.p[3], _wino_out, job, width, busy)
 
 
@@ -705,9 +712,9 @@ cdef void _wino_in(void *arg, int64_t plane) noexcept nogil:
     cdef ConvJob *job = <ConvJob *>arg
     cdef const Ins *t = job.t
     cdef Py_ssize_t c = t.p[2], b = plane // c, ch = plane % c
-    vkml_wino_in_plane(<int>t.p[14], job.x + plane * t.p[4] * t.p[5], t.p[4], t.p[5], t.p[16], t.p[17],
-                       (t.p[6] + 3) // 4, (t.p[7] + 3) // 4, job.scratch + ch * job.ptot + b * job.tiles,
-                       c * job.ptot)
+    vkml_wino_in_plane(<int>t.p[14], <int>t.p[18], job.x + plane * t.p[4] * t.p[5], t.p[4], t.p[5], t.p[16],
+                       t.p[17], _wino_side(t, t.p[6]), _wino_side(t, t.p[7]),
+                       job.scratch + ch * job.ptot + b * job.tiles, c * job.ptot)
 
 
 cdef void _wino_gemm(void *arg, int64_t i) noexcept nogil:
@@ -731,8 +738,8 @@ cdef void _wino_out(void *arg, int64_t plane) noexcept nogil:
     cdef ConvJob *job = <ConvJob *>arg
     cdef const Ins *t = job.t
     cdef Py_ssize_t m = t.p[3], b = plane // m, k = plane % m, npos = t.p[6] * t.p[7]
-    vkml_wino_out_plane(<int>t.p[14], job.packed + k * job.ptot + b * job.tiles, m * job.ptot,
-                        (t.p[6] + 3) // 4, (t.p[7] + 3) // 4, job.bias[k] if job.bias != NULL else -0.0,
+    vkml_wino_out_plane(<int>t.p[14], <int>t.p[18], job.packed + k * job.ptot + b * job.tiles, m * job.ptot,
+                        _wino_side(t, t.p[6]), _wino_side(t, t.p[7]), job.bias[k] if job.bias != NULL else -0.0,
                         job.res + plane * npos if job.res != NULL else NULL, <int>t.p[11],
                         job.y + plane * npos, t.p[6], t.p[7])
 

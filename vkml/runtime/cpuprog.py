@@ -218,6 +218,13 @@ KSPLIT_MIN_K = 512
 # 84-92 -> 101-108, 132-135 -> 147-160, 214-224 -> 273-295 runs/s. 2-core VM: 21-22 -> 19.5 ms.
 WINO_MIN_CHANNELS = 32
 WINO_MIN_TILES = 48
+# Where 4x4 tiles are too few, 2x2 ones (F(2x2, 3x3): 16 GEMMs, 2.25x fewer multiply-adds) when
+# they reach WINO_MIN_TILES (resnet18's 14x14 layers: 49); 0: never. 2-core VM (AMD Zen 4), 3
+# interleaved rounds: a lone resnet18 run 17.8-19.9 -> 17.4-18.4 ms, 1 / 2 threads 52-53 -> 54-58
+# and 66-68 -> 71-74 runs/s (not measured on the H200 host: no device time left that session).
+# VKML_WINOGRAD=all takes WINO_ALL_TILE everywhere (tests choose it).
+WINO_SMALL_TILE = 2
+WINO_ALL_TILE = 4
 
 
 def _conv_split(macs: int, pointwise: bool, oh: int, npos: int, mg: int) -> tuple[int, int]:
@@ -269,15 +276,21 @@ def _conv_kernel(rows: int) -> tuple[int, int, int]:
     return isa, mr, nr
 
 
-def _winograd(n: int, cg: int, mg: int, group: int, win, ohw, isa: int) -> bool:
-    """Whether a Conv takes CONV_WINO (see WINO_MIN_CHANNELS)."""
+def _winograd(n: int, cg: int, mg: int, group: int, win, ohw, isa: int) -> int:
+    """The output tile side a Conv takes CONV_WINO with (4 or 2; see WINO_MIN_CHANNELS), or 0."""
     mode = config.winograd()
     if mode == "off" or not isa or group != 1 or tuple(win.kernel) != (3, 3):
-        return False
+        return 0
     if any(s != 1 for s in win.strides) or any(d != 1 for d in win.dilations):
-        return False
-    tiles = n * -(-ohw[0] // 4) * -(-ohw[1] // 4)
-    return mode == "all" or (min(cg, mg) >= WINO_MIN_CHANNELS and tiles >= WINO_MIN_TILES)
+        return 0
+    if mode == "all":
+        return WINO_ALL_TILE
+    if min(cg, mg) < WINO_MIN_CHANNELS:
+        return 0
+    for t in (4, WINO_SMALL_TILE):
+        if t and n * -(-ohw[0] // t) * -(-ohw[1] // t) >= WINO_MIN_TILES:
+            return t
+    return 0
 
 
 def _npad(n: int, nr: int) -> int:
@@ -421,15 +434,15 @@ def _lower_step(b: _Builder, step) -> None:
         # NumPy's, 3000-run medians).
         isa, mr, nr = _conv_kernel(mg) if mode != CONV_WHOLE else (0, 0, 0)
         kdim = cg * taps
-        wino = len(xs) == 4 and _winograd(n, cg, mg, group, win, ohw, _conv_kernel(mg)[0])
+        wino = _winograd(n, cg, mg, group, win, ohw, _conv_kernel(mg)[0]) if len(xs) == 4 else 0
         if wino:
             isa, mr, nr = _conv_kernel(mg)
             mode = CONV_WINO
         if (isa and mode == CONV_CHANNELS and n * group == 1 and npos <= KSPLIT_POSITIONS
                 and kdim >= KSPLIT_MIN_K):
             mode = CONV_KSPLIT
-        if mode == CONV_WINO:  # V (36, C, tiles), then M (36, Mout, tiles)
-            cols = 36 * (cg + mg) * n * -(-ohw[0] // 4) * -(-ohw[1] // 4)
+        if mode == CONV_WINO:  # V ((T + 2)^2, C, tiles), then M ((T + 2)^2, Mout, tiles)
+            cols = (wino + 2) ** 2 * (cg + mg) * n * -(-ohw[0] // wino) * -(-ohw[1] // wino)
         elif pointwise:
             cols = 0
         elif mode == CONV_CHANNELS:  # the columns, then (own kernel) the same as packed panels
@@ -441,8 +454,8 @@ def _lower_step(b: _Builder, step) -> None:
         else:
             cols = kdim * npos
         b.scratch = max(b.scratch, cols * 4)
-        if mode == CONV_WINO:  # U (36, Mout, C), each in panels of mr rows
-            w = b.array(_cpuprog.pack_weights(transformed_weights(wt, 4), isa, mr))
+        if mode == CONV_WINO:  # U ((T + 2)^2, Mout, C), each in panels of mr rows
+            w = b.array(_cpuprog.pack_weights(transformed_weights(wt, wino), isa, mr))
         elif isa:
             w = b.array(_cpuprog.pack_weights(wt.reshape(group, mg, kdim), isa, mr))
         else:
@@ -451,7 +464,7 @@ def _lower_step(b: _Builder, step) -> None:
         y = b.new(epi.out)
         b.emit("conv", 0, [b.ref(ins[0]), w, bias, y, "scratch", res],
                [n, group, cg, mg, hw[0], hw[1], ohw[0], ohw[1], geom[0], geom[1], pointwise, epi.relu, mode, parts,
-                isa, mr, *(tuple(win.pad_begin) + (0, 0))[:2]],
+                isa, mr, *(tuple(win.pad_begin) + (0, 0))[:2], wino],
                geom=(hw[0], hw[1], ohw[0], ohw[1]) + geom)
         return
 
