@@ -21,6 +21,27 @@
 
 #define VKML_WINO_CHUNK 64 /* tiles transformed at a time: whole tile rows, or part of one */
 
+/* Input rows T ty - py .. + rows of the tile row ty into pr[0 .. rows), each the span floats
+ * from column x0 on, zero outside the input. */
+#define VKML_WINO_ROWS(T, rows)                                                                    \
+    for (int i = 0; i < rows; i++) {                                                               \
+        int64_t iy = (T) * ty - py + i;                                                            \
+        if (iy < 0 || iy >= h) {                                                                   \
+            memset(pr[i], 0, (size_t)span * sizeof(float));                                        \
+            continue;                                                                              \
+        }                                                                                          \
+        const float *row = x + iy * w;                                                             \
+        int64_t lo = x0 < 0 ? -x0 : 0, hi = x0 + span > w ? w - x0 : span;                         \
+        if (hi < lo)                                                                               \
+            hi = lo;                                                                               \
+        if (lo > 0)                                                                                \
+            memset(pr[i], 0, (size_t)lo * sizeof(float));                                          \
+        if (hi > lo)                                                                               \
+            memcpy(pr[i] + lo, row + x0 + lo, (size_t)(hi - lo) * sizeof(float));                 \
+        if (span > hi)                                                                             \
+            memset(pr[i] + hi, 0, (size_t)(span - hi) * sizeof(float));                            \
+    }
+
 /* A chunk of one input plane x (h x w): tile rows ty0 .. ty0 + nrows, tiles t0 .. t0 + nt of each
  * (nrows > 1 only with whole rows, t0 = 0 and nt = tw), into V at v (V[0][c][first tile of the
  * chunk]; a chunk's tiles are consecutive there). The patch of tile (ty, t) starts at input
@@ -31,23 +52,7 @@
     int64_t x0 = 4 * t0 - px, span = 4 * nt + 2, np = nrows * nt;                                  \
     for (int64_t rr = 0; rr < nrows; rr++) {                                                       \
         int64_t ty = ty0 + rr;                                                                     \
-        for (int i = 0; i < 6; i++) {                                                              \
-            int64_t iy = 4 * ty - py + i;                                                          \
-            if (iy < 0 || iy >= h) {                                                               \
-                memset(pr[i], 0, (size_t)span * sizeof(float));                                    \
-                continue;                                                                          \
-            }                                                                                      \
-            const float *row = x + iy * w;                                                         \
-            int64_t lo = x0 < 0 ? -x0 : 0, hi = x0 + span > w ? w - x0 : span;                     \
-            if (hi < lo)                                                                           \
-                hi = lo;                                                                           \
-            if (lo > 0)                                                                            \
-                memset(pr[i], 0, (size_t)lo * sizeof(float));                                      \
-            if (hi > lo)                                                                           \
-                memcpy(pr[i] + lo, row + x0 + lo, (size_t)(hi - lo) * sizeof(float));             \
-            if (span > hi)                                                                         \
-                memset(pr[i] + hi, 0, (size_t)(span - hi) * sizeof(float));                        \
-        }                                                                                          \
+        VKML_WINO_ROWS(4, 6)                                                                      \
         for (int k = 0; k < 6; k++) { /* r[.][k] = B^T (column k of each patch) */                 \
             const float *p0 = pr[0] + k, *p1 = pr[1] + k, *p2 = pr[2] + k;                         \
             const float *p3 = pr[3] + k, *p4 = pr[4] + k, *p5 = pr[5] + k;                         \
@@ -153,23 +158,7 @@
     int64_t x0 = 2 * t0 - px, span = 2 * nt + 2, np = nrows * nt;                                  \
     for (int64_t rr = 0; rr < nrows; rr++) {                                                       \
         int64_t ty = ty0 + rr;                                                                     \
-        for (int i = 0; i < 4; i++) {                                                              \
-            int64_t iy = 2 * ty - py + i;                                                          \
-            if (iy < 0 || iy >= h) {                                                               \
-                memset(pr[i], 0, (size_t)span * sizeof(float));                                    \
-                continue;                                                                          \
-            }                                                                                      \
-            const float *row = x + iy * w;                                                         \
-            int64_t lo = x0 < 0 ? -x0 : 0, hi = x0 + span > w ? w - x0 : span;                     \
-            if (hi < lo)                                                                           \
-                hi = lo;                                                                           \
-            if (lo > 0)                                                                            \
-                memset(pr[i], 0, (size_t)lo * sizeof(float));                                      \
-            if (hi > lo)                                                                           \
-                memcpy(pr[i] + lo, row + x0 + lo, (size_t)(hi - lo) * sizeof(float));             \
-            if (span > hi)                                                                         \
-                memset(pr[i] + hi, 0, (size_t)(span - hi) * sizeof(float));                        \
-        }                                                                                          \
+        VKML_WINO_ROWS(2, 4)                                                                      \
         for (int k = 0; k < 4; k++) {                                                              \
             const float *p0 = pr[0] + k, *p1 = pr[1] + k, *p2 = pr[2] + k, *p3 = pr[3] + k;        \
             float *r0 = &r[0][k][rr * nt], *r1 = &r[1][k][rr * nt];                                \
