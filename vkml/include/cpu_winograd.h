@@ -105,6 +105,21 @@
             memcpy(yr, ob, (size_t)cols * sizeof(float));                                          \
     }
 
+/* The chunk's output rows from yo (yo[i][j][q]: output (i, j) of tile q, the bias added): each
+ * row's T values a tile interleaved into ob, then stored with the residual and Relu. */
+#define VKML_WINO_OUT_ROWS(T)                                                                      \
+    int64_t ox0 = (T) * t0, cols = ow - ox0 < (T) * nt ? ow - ox0 : (T) * nt;                      \
+    for (int64_t rr = 0; rr < nrows; rr++)                                                         \
+        for (int i = 0; i < (T); i++) {                                                            \
+            int64_t oy = (T) * (ty0 + rr) + i;                                                     \
+            if (oy >= oh)                                                                          \
+                break;                                                                             \
+            for (int64_t t = 0; t < nt; t++)                                                       \
+                for (int j = 0; j < (T); j++)                                                      \
+                    ob[(T) * t + j] = yo[i][j][rr * nt + t];                                       \
+            VKML_WINO_STORE_ROW                                                                    \
+        }
+
 /* The same chunk of one output plane y (oh x ow) from M (m points at M[0][k][first tile of the
  * chunk], mstride = Mout x P): A^T m A, + bias, + the residual plane res (or NULL), Relu (NaN
  * kept, -0 made +0) when relu: the direct kernel's epilogue, in its order. */
@@ -134,22 +149,7 @@
             yo[i][2][q] = q1 + q2 + 4.0f * q3 + 4.0f * q4 + bias;                                  \
             yo[i][3][q] = q1 - q2 + 8.0f * q3 - 8.0f * q4 + q5 + bias;                             \
         }                                                                                          \
-    int64_t ox0 = 4 * t0, cols = ow - ox0 < 4 * nt ? ow - ox0 : 4 * nt;                            \
-    for (int64_t rr = 0; rr < nrows; rr++)                                                         \
-        for (int i = 0; i < 4; i++) {                                                              \
-            int64_t oy = 4 * (ty0 + rr) + i;                                                       \
-            if (oy >= oh)                                                                          \
-                break;                                                                             \
-            const float *a0 = &yo[i][0][rr * nt], *a1 = &yo[i][1][rr * nt];                        \
-            const float *a2 = &yo[i][2][rr * nt], *a3 = &yo[i][3][rr * nt];                        \
-            for (int64_t t = 0; t < nt; t++) {                                                     \
-                ob[4 * t] = a0[t];                                                                 \
-                ob[4 * t + 1] = a1[t];                                                             \
-                ob[4 * t + 2] = a2[t];                                                             \
-                ob[4 * t + 3] = a3[t];                                                             \
-            }                                                                                      \
-            VKML_WINO_STORE_ROW                                                                    \
-        }
+    VKML_WINO_OUT_ROWS(4)
 
 /* F(2x2, 3x3): the same chunks with 4x4 patches at (2 ty - py, 2 t - px) and 2x2 outputs. */
 #define VKML_WINO2_IN_BODY                                                                         \
@@ -204,19 +204,7 @@
             yo[i][0][q] = q0 + q1 + q2 + bias;                                                     \
             yo[i][1][q] = q1 - q2 - q3 + bias;                                                     \
         }                                                                                          \
-    int64_t ox0 = 2 * t0, cols = ow - ox0 < 2 * nt ? ow - ox0 : 2 * nt;                            \
-    for (int64_t rr = 0; rr < nrows; rr++)                                                         \
-        for (int i = 0; i < 2; i++) {                                                              \
-            int64_t oy = 2 * (ty0 + rr) + i;                                                       \
-            if (oy >= oh)                                                                          \
-                break;                                                                             \
-            const float *a0 = &yo[i][0][rr * nt], *a1 = &yo[i][1][rr * nt];                        \
-            for (int64_t t = 0; t < nt; t++) {                                                     \
-                ob[2 * t] = a0[t];                                                                 \
-                ob[2 * t + 1] = a1[t];                                                             \
-            }                                                                                      \
-            VKML_WINO_STORE_ROW                                                                    \
-        }
+    VKML_WINO_OUT_ROWS(2)
 
 #define VKML_WINO_IN_ARGS                                                                          \
     const float *restrict x, int64_t h, int64_t w, int64_t py, int64_t px, int64_t ty0,            \
