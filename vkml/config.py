@@ -127,6 +127,18 @@ def parse_size(name: str, text: str | None, default: int) -> int:
     return int(value)
 
 
+def parse_word(name: str, words, off: str | None = None) -> str:
+    """The one-of-the-words rule for variable `name`: its value among `words` (case and blanks
+    ignored), words[0] when unset or empty, `off` for an off spelling where the setting has
+    one; anything else is a ValueError naming the variable and the words."""
+    v = (_raw(name) or words[0]).strip().lower()
+    if off is not None and v in OFF:
+        return off
+    if v not in words:
+        raise ValueError(f"{name}={v!r}: expected one of {', '.join(words)}")
+    return v
+
+
 def parse_seconds(name: str, text: str | None, default: float) -> float | None:
     """The seconds rule: `default` for blank, None for 0 (no limit), else a finite number >= 0;
     nan, inf and negative numbers are mistakes, not "no limit" (0 says that)."""
@@ -238,10 +250,7 @@ _GEMM_KERNELS = {"auto": -1, "avx512": 2, "avx2": 1, "blas": 0}
 
 def cpu_gemm() -> str:
     """The native programs' convolution GEMM (VKML_CPU_GEMM): auto, avx512, avx2 or blas."""
-    v = (_raw("VKML_CPU_GEMM") or "auto").strip().lower()
-    if v not in _GEMM_KERNELS:
-        raise ValueError(f"VKML_CPU_GEMM={v!r}: expected one of {', '.join(_GEMM_KERNELS)}")
-    return v
+    return parse_word("VKML_CPU_GEMM", tuple(_GEMM_KERNELS))
 
 
 def cpu_gemm_kernel() -> int:
@@ -629,12 +638,7 @@ _WINOGRAD = ("auto", "all", "off")
 
 def winograd() -> str:
     """VKML_WINOGRAD: auto, all or off (0 and the other off spellings are off)."""
-    v = (_raw("VKML_WINOGRAD") or "auto").strip().lower()
-    if v in OFF:
-        return "off"
-    if v not in _WINOGRAD:
-        raise ValueError(f"VKML_WINOGRAD={v!r}: expected one of {', '.join(_WINOGRAD)}")
-    return v
+    return parse_word("VKML_WINOGRAD", _WINOGRAD, off="off")
 
 
 _setting("VKML_COOP", "1", "on/off", """
