@@ -432,11 +432,12 @@ def _lower_step(b: _Builder, step) -> None:
         # The own GEMM for convolutions that split: below a chunk's work NumPy's sgemm on plain
         # columns is faster (mnist on the 2-core VM: 55-56 us a run on the own kernel, 44-45 on
         # NumPy's, 3000-run medians).
-        isa, mr, nr = _conv_kernel(mg) if mode != CONV_WHOLE else (0, 0, 0)
+        own = _conv_kernel(mg)
+        isa, mr, nr = own if mode != CONV_WHOLE else (0, 0, 0)
         kdim = cg * taps
-        wino = _winograd(n, cg, mg, group, win, ohw, _conv_kernel(mg)[0]) if len(xs) == 4 else 0
-        if wino:
-            isa, mr, nr = _conv_kernel(mg)
+        wino = _winograd(n, cg, mg, group, win, ohw, own[0]) if len(xs) == 4 else 0
+        if wino:  # (whole or split: Winograd has its own chunks)
+            isa, mr, nr = own
             mode = CONV_WINO
         if (isa and mode == CONV_CHANNELS and n * group == 1 and npos <= KSPLIT_POSITIONS
                 and kdim >= KSPLIT_MIN_K):
@@ -732,7 +733,7 @@ class Programs:
                 # atol relative to the output's range: a small output of large cancelling sums
                 # carries their rounding (Winograd's transformed sums most: CONV_WINO); a lowering
                 # bug is off by far more
-                scale = float(np.abs(ref[np.isfinite(ref)]).max(initial=0.0)) if ref.size else 0.0
+                scale = float(np.abs(ref[np.isfinite(ref)]).max(initial=0.0))
                 if mine.shape != ref.shape or not np.allclose(mine, ref, rtol=1e-3, atol=1e-4 * max(1.0, scale),
                                                               equal_nan=True):
                     err = np.nanmax(np.abs(mine - ref)) if mine.shape == ref.shape else "shape"
