@@ -26,7 +26,7 @@ from onnx import numpy_helper as nh
 import vkml
 from vkml.api.feeds import signature
 from vkml.ops._winograd import tile_max
-from vkml.runtime import blas, cpuprog
+from vkml.runtime import _cpuprog, blas, cpuprog
 
 RTOL, ATOL = 1e-4, 1e-5
 DIGITS = Path(vkml.__file__).parent / "data" / "digits_cnn.onnx"
@@ -682,3 +682,26 @@ def test_winograd_tile_rule(vkml_env):
     assert tile(1, 512, 7) == cpuprog.WINO_ALL_TILE and tile(1, 8, 3) == cpuprog.WINO_ALL_TILE
     vkml_env(VKML_WINOGRAD="off")
     assert tile(1, 64, 56) == 0
+
+
+@pytest.mark.parametrize("share", [0, 1])
+def test_the_pool_runs_every_chunk_once_when_runs_share_it(share):
+    """Runs in flight from 4 threads on a pool of 8 cores (more than this machine may have: a
+    width of 2 each), then from 12 (a width of 1: jobs not opened to helpers), each opening jobs
+    one after another: with idle helpers joining any job or at most a run's width, every chunk of
+    every job runs exactly once and every join returns."""
+    old_share = _cpuprog.set_pool_share(share)
+    _cpuprog.set_cores(8)
+    try:
+        bad = []
+
+        def worker(k: int) -> None:
+            bad.append(_cpuprog.pool_check(100, 3 + k % 17, 5000 * (1 + k % 3)))
+
+        _in_threads(worker, 4)
+        _in_threads(worker, 12)
+        assert bad == [0] * 16
+        assert _cpuprog.pool_check(50, 64) == 0  # (and a lone run after them)
+    finally:
+        _cpuprog.set_cores(cpuprog.CORES)
+        _cpuprog.set_pool_share(old_share)

@@ -8,6 +8,15 @@
  * caller's stack: it leaves the open list before the caller waits, and the caller returns only
  * once no helper is inside it. After fork() the child has no helpers; its first job starts new
  * ones (pthread_atfork resets the state).
+ *
+ * With several runs in flight, a job wakes width - 1 helpers, but any helper with nothing to do
+ * may join any job that has chunks left, while fewer threads than cores are working (the runs in
+ * flight, less the callers asleep at a join, plus the helpers inside jobs; pool_share). With a
+ * cap of width - 1 helpers a job, a run's share of the cores idled while it waited at a join for
+ * its last chunks, or ran an op of few chunks: resnet18 on a 16-core H200 host made 186-190
+ * runs/s from 4 threads capped, 232-238 shared (bench/results/checks/h200-2026-12-03-cpu-pool-share.jsonl).
+ * Callers that ran other jobs' chunks while waiting at their joins (194-201), or spun 30 us
+ * there before sleeping (217-229), did no better, and were not kept.
  */
 #ifndef VKML_CPU_POOL_H
 #define VKML_CPU_POOL_H
@@ -53,6 +62,29 @@ static atomic_int pool_runs;
  * runs/s against 38 from one). */
 static vkml_gate pool_gate = {0, 1, 0, 0};
 
+static int pool_share = 1;            /* idle helpers join any job while there is room */
+static atomic_int pool_joined;        /* callers asleep at a join */
+static atomic_int pool_working;       /* helpers inside a job */
+
+/* Whether one more thread may start on a chunk without more threads working than cores. */
+static inline int pool_room(void)
+{
+    return atomic_load_explicit(&pool_working, memory_order_relaxed) +
+           atomic_load_explicit(&pool_runs, memory_order_relaxed) -
+           atomic_load_explicit(&pool_joined, memory_order_relaxed) < pool_cores;
+}
+
+/* The first open job a helper may join (under pool_mu), or NULL. */
+static pool_job *pool_find(void)
+{
+    for (int k = 0; k < pool_nopen; k++) {
+        pool_job *j = pool_open[k];
+        if (j->helpers > 0 && atomic_load_explicit(&j->next, memory_order_relaxed) < j->n)
+            return j;
+    }
+    return NULL;
+}
+
 static void pool_fork_child(void)
 {
     pthread_mutex_init(&pool_mu, NULL);
@@ -60,6 +92,8 @@ static void pool_fork_child(void)
     pool_nopen = 0;
     pool_started = 0;
     atomic_store(&pool_sleeping, 0);
+    atomic_store(&pool_joined, 0);
+    atomic_store(&pool_working, 0);
     /* the parent's other threads, and their runs, are not in the child */
     atomic_store(&pool_runs, 0);
     vkml_gate_init(&pool_gate, (unsigned)pool_cores);
@@ -89,18 +123,24 @@ static int pool_run_enter(void)
 
 static void pool_run_exit(void) { atomic_fetch_sub_explicit(&pool_runs, 1, memory_order_relaxed); }
 
+/* Claims and runs one chunk of job; 0 when none was left. */
+static inline int pool_one(pool_job *job)
+{
+    int64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+    if (i >= job->n)
+        return 0;
+    job->fn(job->arg, i);
+    if (atomic_fetch_add_explicit(&job->done, 1, memory_order_acq_rel) + 1 == job->n) {
+        atomic_store_explicit(&job->finished, 1, memory_order_release);
+        sched_park_wake(&job->finished, 1);
+    }
+    return 1;
+}
+
 static void pool_work(pool_job *job)
 {
-    for (;;) {
-        int64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
-        if (i >= job->n)
-            return;
-        job->fn(job->arg, i);
-        if (atomic_fetch_add_explicit(&job->done, 1, memory_order_acq_rel) + 1 == job->n) {
-            atomic_store_explicit(&job->finished, 1, memory_order_release);
-            sched_park_wake(&job->finished, 1);
-        }
-    }
+    while (pool_one(job))
+        ;
 }
 
 static void *pool_main(void *unused)
@@ -108,14 +148,7 @@ static void *pool_main(void *unused)
     (void)unused;
     pthread_mutex_lock(&pool_mu);
     for (;;) {
-        pool_job *job = NULL;
-        for (int k = 0; k < pool_nopen; k++) {
-            pool_job *j = pool_open[k];
-            if (j->helpers > 0 && atomic_load_explicit(&j->next, memory_order_relaxed) < j->n) {
-                job = j;
-                break;
-            }
-        }
+        pool_job *job = pool_share && !pool_room() ? NULL : pool_find();
         if (job == NULL) {
             atomic_fetch_add(&pool_sleeping, 1);
             pthread_cond_wait(&pool_cv, &pool_mu);
@@ -124,21 +157,47 @@ static void *pool_main(void *unused)
         }
         job->helpers--;
         atomic_fetch_add_explicit(&job->inside, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&pool_working, 1, memory_order_relaxed);
         pthread_mutex_unlock(&pool_mu);
         pool_work(job);
+        atomic_fetch_sub_explicit(&pool_working, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&job->inside, 1, memory_order_release);
         pthread_mutex_lock(&pool_mu);
     }
     return NULL;
 }
 
+/* Waits until job is finished. */
+static void pool_join(pool_job *job)
+{
+    if (atomic_load_explicit(&job->finished, memory_order_acquire) != 0)
+        return;
+    int share = pool_share;  /* (read once: a probe may switch it meanwhile) */
+    if (share) {
+        /* this core goes idle: a sleeping helper may take it for a job with chunks left */
+        atomic_fetch_add_explicit(&pool_joined, 1, memory_order_relaxed);
+        if (atomic_load(&pool_sleeping) > 0) {
+            pthread_mutex_lock(&pool_mu);
+            if (pool_find() != NULL)
+                pthread_cond_signal(&pool_cv);
+            pthread_mutex_unlock(&pool_mu);
+        }
+    }
+    while (atomic_load_explicit(&job->finished, memory_order_acquire) == 0)
+        sched_park_wait(&job->finished, 0, -1);
+    if (share)
+        atomic_fetch_sub_explicit(&pool_joined, 1, memory_order_relaxed);
+}
+
 static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
 {
     if (n <= 0)
         return;
-    int helpers = width - 1;
+    int helpers = width - 1;   /* the helpers woken */
     if (helpers > n - 1)
         helpers = (int)(n - 1);
+    int joiners = pool_share ? (int)(n - 1 < POOL_MAX_THREADS ? n - 1 : POOL_MAX_THREADS)
+                             : helpers;  /* the helpers that may join */
     pool_job job;
     job.fn = fn;
     job.arg = arg;
@@ -167,8 +226,10 @@ static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
         }
         if (helpers > pool_started)
             helpers = pool_started;
-        if (helpers > 0 && pool_nopen < POOL_MAX_JOBS) {
-            job.helpers = helpers;
+        if (joiners > pool_started)
+            joiners = pool_started;
+        if (joiners > 0 && pool_nopen < POOL_MAX_JOBS) {
+            job.helpers = joiners;
             pool_open[pool_nopen++] = &job;
             listed = 1;
             /* wake only as many sleepers as the job takes (helpers between jobs find it) */
@@ -189,8 +250,7 @@ static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
         }
         pthread_mutex_unlock(&pool_mu);
     }
-    while (atomic_load_explicit(&job.finished, memory_order_acquire) == 0)
-        sched_park_wait(&job.finished, 0, -1);
+    pool_join(&job);
     while (atomic_load_explicit(&job.inside, memory_order_acquire) != 0)
         ; /* a helper between its last claim and leaving: a few instructions */
 }

@@ -46,6 +46,7 @@ cdef extern from "cpu_pool.h" nogil:
     void pool_set_cores(int cores)
     int pool_run_enter()
     void pool_run_exit()
+    int pool_share
 
 
 cdef extern from "cpu_gemm.h" nogil:
@@ -147,6 +148,52 @@ def set_adaptive_parts(bint on) -> None:
     """Whether a convolution takes fewer, bigger chunks while other runs are in flight (probes)."""
     global adaptive_parts
     adaptive_parts = on
+
+
+def set_pool_share(int on=-1) -> int:
+    """Whether idle helpers of the pool join any run's job while fewer threads than cores work
+    (include/cpu_pool.h; 1, the default) or at most its width - 1 (0); -1 keeps it. Returns the
+    previous (probes, tests)."""
+    global pool_share
+    old = pool_share
+    if on >= 0:
+        pool_share = on
+    return old
+
+
+cdef struct PoolCheck:
+    int64_t *calls
+    int64_t spin
+
+
+cdef void _pool_check_chunk(void *arg, int64_t i) noexcept nogil:
+    cdef PoolCheck *c = <PoolCheck *>arg
+    cdef int64_t k
+    for k in range(c.spin):  # (a little work, so that chunks overlap)
+        vkml_add64(&c.calls[i], 0)
+    vkml_add64(&c.calls[i], 1)
+
+
+def pool_check(int jobs, int chunks, long long spin=200) -> int:
+    """Runs `jobs` pool jobs of `chunks` chunks one after another, as a run in flight does (the
+    pool's tests, from many threads at once): the chunks that did not run exactly once."""
+    cdef PoolCheck c
+    cdef int64_t bad = 0, i
+    cdef int j, width
+    calls = np.zeros(max(1, chunks), np.int64)
+    cdef int64_t[::1] cv = calls
+    c.calls, c.spin = &cv[0], spin
+    with nogil:
+        width = pool_run_enter()
+        for j in range(jobs):
+            for i in range(chunks):
+                c.calls[i] = 0
+            pool_for(chunks, _pool_check_chunk, &c, width)
+            for i in range(chunks):
+                if c.calls[i] != 1:
+                    bad += 1
+        pool_run_exit()
+    return bad
 
 
 def set_cores(int cores) -> None:
