@@ -3,12 +3,14 @@
 back-to-back dispatches of the same product, submitted `--outer` times (the best
 submission counts; wall-clock per submission is reported too).
 
-    python bench/bench_matmul.py [--device N] [--sizes 4096,1024] [--dtypes float32,float16]
+    python bench/bench_matmul.py [--device N] [--sizes 4096,1024] [--shapes 64x4096x4096,...]
+                                 [--dtypes float32,float16]
                                  [--tiles 128,128,16,8,8 ...] [--coop-tiles 128,128,32,64,64 ...]
                                  [--cm2-tiles 128,256,32,256,2 ...] [--paths cm2,khr]
                                  [--no-coop] [--check] [--stats]
 
---tiles / --coop-tiles / --cm2-tiles sweep the SIMT / cooperative-matrix /
+--shapes times M x N x K products instead of the squares (skinny ones split K: the reduce pass
+is inside the timestamps). --tiles / --coop-tiles / --cm2-tiles sweep the SIMT / cooperative-matrix /
 VK_NV_cooperative_matrix2 tilings (specialization constants: no recompiling); --paths runs
 float16 on the cooperative_matrix2 shader (cm2, where the device has it) and on the KHR one
 (khr); --check compares each result with NumPy; --stats prints the
@@ -48,6 +50,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_args(ap, inner=0, outer=5)  # inner 0: by size
     ap.add_argument("--sizes", default="4096,1024")
+    ap.add_argument("--shapes", default="", help="MxNxK products to time instead of the --sizes squares")
     ap.add_argument("--dtypes", default="float32,float16")
     ap.add_argument("--tiles", nargs="*", help="SIMT tilings BM,BN,BK,TM,TN to sweep")
     ap.add_argument("--coop-tiles", nargs="*", help="cooperative-matrix tilings BM,BN,BK,WM,WN to sweep")
@@ -83,10 +86,16 @@ def main(argv=None) -> int:
                                                      for f in info.coop_flexible})) or "none",
           info.coop2_limits or "")
     results = []
-    for n in (int(s) for s in args.sizes.split(",")):
+    if args.shapes:
+        products = [tuple(int(x) for x in sh.split("x")) for sh in args.shapes.split(",")]
+    else:
+        products = [(int(s),) * 3 for s in args.sizes.split(",")]
+    for mnk in products:
+        n = mnk[0] if len(set(mnk)) == 1 else max(mnk)
+        label = f"{n:5d}" if len(set(mnk)) == 1 else "x".join(map(str, mnk))
         for dt in args.dtypes.split(","):
             dtype = np.dtype(dt)
-            inner = args.inner or max(1, min(50, int(2e12 / (2 * n ** 3))))
+            inner = args.inner or max(1, min(50, int(2e12 / (2 * mnk[0] * mnk[1] * mnk[2]))))
             cases = [(t, None, False) for t in simt]
             if dtype == np.float16 and not args.no_coop and matmul_coop.device_shape(dev) is not None:
                 by_path = {"cm2": [(None, ("cm2", c), True) for c in cm2s] if has_cm2 else [],
@@ -110,15 +119,16 @@ def main(argv=None) -> int:
                             coop_tiling.stages)))
                     else:
                         os.environ.pop("VKML_COOP_TILE", None)
-                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop, args.check, args.stats, args.trans_b)
+                    r = run_case(dev, n, dtype, inner, args.outer, tiling, coop, args.check, args.stats, args.trans_b,
+                                 mnk)
                 except Exception as e:  # a tiling the device refuses: report and go on
-                    print(f"{n:5d} {dt:8s} {tiling or coop_tiling}: FAILED {type(e).__name__}: {e}")
+                    print(f"{label} {dt:8s} {tiling or coop_tiling}: FAILED {type(e).__name__}: {e}")
                     continue
                 finally:
                     matmul_coop.VECS = saved
                 results.append(r)
                 err = f"  err {r['max_rel_err']:.1e}" if "max_rel_err" in r else ""
-                print(f"{n:5d} {dt:8s} {r['tflops']:8.3f} TFLOPS (wall {r['tflops_wall']:7.3f})  "
+                print(f"{label} {dt:8s} {r['tflops']:8.3f} TFLOPS (wall {r['tflops_wall']:7.3f})  "
                       f"{r['gpu_s'] * 1e3:8.3f} ms  {r['path']}{err}", flush=True)
                 if args.stats:
                     _print_stats(r["pipeline_stats"])

@@ -1,6 +1,7 @@
-"""vkml's GEMM kernel alone on one Vulkan device: a square product recorded `inner` times into
-one command buffer between GPU timestamps, submitted `outer` times (the best submission counts).
-The suite's matmul family runs it; the checkout's bench/bench_matmul.py sweeps tilings with it."""
+"""vkml's GEMM kernel alone on one Vulkan device: a product (square, or any M x N x K) recorded
+`inner` times into one command buffer between GPU timestamps, submitted `outer` times (the best
+submission counts). The suite's matmul family runs it; the checkout's bench/bench_matmul.py
+sweeps tilings and shapes with it."""
 from __future__ import annotations
 
 import time
@@ -34,15 +35,17 @@ def describe_path(dev, g, dtype, tiling, coop: bool) -> str:
 
 
 def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True, check=False,
-             stats: bool = False, trans_b: bool = False) -> dict:
-    """One square product timed; with `stats`, res["pipeline_stats"] holds the statistics of the
-    GEMM pipelines it dispatched (empty unless the device captures them: VKML_PIPELINE_STATS).
-    `trans_b`: B stored transposed (N x K, K contiguous: a Gemm with transB=1)."""
+             stats: bool = False, trans_b: bool = False, mnk: tuple[int, int, int] | None = None) -> dict:
+    """One product timed, n^3 or `mnk` = (M, N, K); with `stats`, res["pipeline_stats"] holds the
+    statistics of the GEMM pipelines it dispatched (empty unless the device captures them:
+    VKML_PIPELINE_STATS). `trans_b`: B stored transposed (N x K, K contiguous: a Gemm with
+    transB=1)."""
+    m, nn, k = mnk or (n, n, n)
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
-    b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
+    a = rng.standard_normal((m, k), dtype=np.float32).astype(dtype)
+    b = rng.standard_normal((nn, k) if trans_b else (k, nn), dtype=np.float32).astype(dtype)
     A, B = DeviceTensor.from_numpy(dev, a), DeviceTensor.from_numpy(dev, b)
-    O = DeviceTensor.empty(dev, (n, n), dtype)
+    O = DeviceTensor.empty(dev, (m, nn), dtype)
     if trans_b:
         g, _ = mm.gemm_problem({"transB": 1}, a.shape, b.shape, None)
     else:
@@ -62,8 +65,8 @@ def run_case(dev, n: int, dtype, inner: int, outer: int, tiling=None, coop=True,
         wall.append((time.perf_counter() - t0) / inner)
         ts = dict(cb.timestamps())
         gpu.append((ts["end"] - ts["start"]) / inner)
-    flops = 2.0 * n ** 3
-    res = {"n": n, "dtype": np.dtype(dtype).name, "path": path + (" transB" if trans_b else ""),
+    flops = 2.0 * m * nn * k
+    res = {"n": n, "mnk": [m, nn, k], "dtype": np.dtype(dtype).name, "path": path + (" transB" if trans_b else ""),
            "inner": inner, "outer": outer,
            "gpu_s": min(gpu), "wall_s": min(wall), "tflops": flops / min(gpu) / 1e12,
            "tflops_wall": flops / min(wall) / 1e12}
