@@ -10,7 +10,8 @@ Variant keys: adaptive (0: every run takes a conv's planned chunks, whatever els
 parts (a conv's or GEMM's chunks per thread of its run), gemm (-1
 auto, 0 NumPy's sgemm, 1 AVX2, 2 AVX-512: VKML_CPU_GEMM), ksplit (cpuprog.KSPLIT_POSITIONS; 0: no
 split K), wino (VKML_WINOGRAD: 0 off, 1 auto, 2 all), wino_tiles (cpuprog.WINO_MIN_TILES), split_panels (_cpuprog.set_split_panels), wino_small (cpuprog.WINO_SMALL_TILE),
-share (_cpuprog.set_pool_share: 1 idle helpers join any job, 0 at most a run's width),
+share (_cpuprog.set_pool_share: 1 idle helpers join any job, 0 at most a run's width), spin (µs
+the pool's threads watch for work before sleeping, while at most half the cores have runs),
 chunk_macs (cpuprog.CHUNK_MACS), row_positions (cpuprog.ROW_CHUNK_POSITIONS), python=1 (the
 Python path). Programs are made per variant (a fresh session), so split choices apply.
 """
@@ -73,7 +74,7 @@ def main() -> None:
                     parts=_cpuprog.set_parts_per_thread(0), gemm=-1,
                     ksplit=cpuprog.KSPLIT_POSITIONS, wino=1, wino_tiles=cpuprog.WINO_MIN_TILES,
                     split_panels=_cpuprog.set_split_panels(4), wino_small=cpuprog.WINO_SMALL_TILE,
-                    share=_cpuprog.set_pool_share())
+                    share=_cpuprog.set_pool_share()[0], spin=_cpuprog.set_pool_share()[1] / 1e3)
     out = open(args.out, "a") if args.out else None
     for rnd in range(args.rounds):
         for mname in args.models.split(","):
@@ -88,7 +89,7 @@ def main() -> None:
                 cpuprog.WINO_MIN_TILES = int(k["wino_tiles"])
                 _cpuprog.set_split_panels(int(k["split_panels"]))
                 cpuprog.WINO_SMALL_TILE = int(k["wino_small"])
-                _cpuprog.set_pool_share(int(k["share"]))
+                _cpuprog.set_pool_share(int(k["share"]), int(k["spin"] * 1e3))
                 os.environ["VKML_CPU_GEMM"] = {-1: "auto", 0: "blas", 1: "avx2", 2: "avx512"}[int(k["gemm"])]
                 os.environ["VKML_WINOGRAD"] = {0: "off", 1: "auto", 2: "all"}[int(k["wino"])]
                 if knobs.get("python"):

@@ -684,13 +684,14 @@ def test_winograd_tile_rule(vkml_env):
     assert tile(1, 64, 56) == 0
 
 
-@pytest.mark.parametrize("share", [0, 1])
-def test_the_pool_runs_every_chunk_once_when_runs_share_it(share):
+@pytest.mark.parametrize("share, spin_us", [(0, 0), (1, 0), (1, 50)])
+def test_the_pool_runs_every_chunk_once_when_runs_share_it(share, spin_us):
     """Runs in flight from 4 threads on a pool of 8 cores (more than this machine may have: a
     width of 2 each), then from 12 (a width of 1: jobs not opened to helpers), each opening jobs
     one after another: with idle helpers joining any job or at most a run's width, every chunk of
-    every job runs exactly once and every join returns."""
-    old_share = _cpuprog.set_pool_share(share)
+    every job runs exactly once and every join returns; so too with helpers and callers that
+    watch for work a while before sleeping."""
+    old_share = _cpuprog.set_pool_share(share, spin_us * 1000)
     _cpuprog.set_cores(8)
     try:
         bad = []
@@ -704,4 +705,4 @@ def test_the_pool_runs_every_chunk_once_when_runs_share_it(share):
         assert _cpuprog.pool_check(50, 64) == 0  # (and a lone run after them)
     finally:
         _cpuprog.set_cores(cpuprog.CORES)
-        _cpuprog.set_pool_share(old_share)
+        _cpuprog.set_pool_share(*old_share)

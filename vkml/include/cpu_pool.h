@@ -65,6 +65,29 @@ static vkml_gate pool_gate = {0, 1, 0, 0};
 static int pool_share = 1;            /* idle helpers join any job while there is room */
 static atomic_int pool_joined;        /* callers asleep at a join */
 static atomic_int pool_working;       /* helpers inside a job */
+/* Where a core would idle anyway, a helper out of work watches for the next job, and a caller at
+ * its join for its last chunks, this long before sleeping: a sleeper's wake-up costs 20-50 us on
+ * virtual machines, at every op of a run. */
+static int64_t pool_spin_ns = 200000;
+static atomic_uint pool_listed;       /* jobs listed so far (what spinning helpers watch) */
+static atomic_int pool_spinning;      /* helpers watching */
+
+/* Whether a helper may watch without more threads on the cores than cores (the runs in flight
+ * less those asleep at joins, the helpers working, the others watching). */
+static inline int pool_may_spin(void)
+{
+    return pool_spin_ns > 0 && atomic_load_explicit(&pool_working, memory_order_relaxed) +
+                                   atomic_load_explicit(&pool_runs, memory_order_relaxed) -
+                                   atomic_load_explicit(&pool_joined, memory_order_relaxed) +
+                                   atomic_load_explicit(&pool_spinning, memory_order_relaxed) < pool_cores;
+}
+
+/* Whether a caller at its join may watch: with no more runs than half the cores, so that its own
+ * helpers, still working, have cores. */
+static inline int pool_caller_may_spin(void)
+{
+    return pool_spin_ns > 0 && atomic_load_explicit(&pool_runs, memory_order_relaxed) * 2 <= pool_cores;
+}
 
 /* Whether one more thread may start on a chunk without more threads working than cores. */
 static inline int pool_room(void)
@@ -94,6 +117,8 @@ static void pool_fork_child(void)
     atomic_store(&pool_sleeping, 0);
     atomic_store(&pool_joined, 0);
     atomic_store(&pool_working, 0);
+    atomic_store(&pool_listed, 0);
+    atomic_store(&pool_spinning, 0);
     /* the parent's other threads, and their runs, are not in the child */
     atomic_store(&pool_runs, 0);
     vkml_gate_init(&pool_gate, (unsigned)pool_cores);
@@ -146,13 +171,27 @@ static void pool_work(pool_job *job)
 static void *pool_main(void *unused)
 {
     (void)unused;
+    uint64_t idle_since = vkml_handoff_now();
     pthread_mutex_lock(&pool_mu);
     for (;;) {
         pool_job *job = pool_share && !pool_room() ? NULL : pool_find();
+        if (job == NULL && pool_may_spin() && vkml_handoff_now() - idle_since < (uint64_t)pool_spin_ns) {
+            unsigned seen = atomic_load_explicit(&pool_listed, memory_order_acquire);
+            atomic_fetch_add_explicit(&pool_spinning, 1, memory_order_relaxed);
+            pthread_mutex_unlock(&pool_mu);
+            while (atomic_load_explicit(&pool_listed, memory_order_acquire) == seen &&
+                   vkml_handoff_now() - idle_since < (uint64_t)pool_spin_ns)
+                for (int k = 0; k < 32; k++)
+                    VKML_HANDOFF_RELAX();
+            atomic_fetch_sub_explicit(&pool_spinning, 1, memory_order_relaxed);
+            pthread_mutex_lock(&pool_mu);
+            continue; /* (a job listed meanwhile, or time to sleep: look again) */
+        }
         if (job == NULL) {
             atomic_fetch_add(&pool_sleeping, 1);
             pthread_cond_wait(&pool_cv, &pool_mu);
             atomic_fetch_sub(&pool_sleeping, 1);
+            idle_since = vkml_handoff_now();
             continue;
         }
         job->helpers--;
@@ -162,6 +201,7 @@ static void *pool_main(void *unused)
         pool_work(job);
         atomic_fetch_sub_explicit(&pool_working, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&job->inside, 1, memory_order_release);
+        idle_since = vkml_handoff_now();
         pthread_mutex_lock(&pool_mu);
     }
     return NULL;
@@ -172,6 +212,14 @@ static void pool_join(pool_job *job)
 {
     if (atomic_load_explicit(&job->finished, memory_order_acquire) != 0)
         return;
+    if (pool_caller_may_spin()) {
+        uint64_t until = vkml_handoff_now() + (uint64_t)pool_spin_ns;
+        while (atomic_load_explicit(&job->finished, memory_order_acquire) == 0 && vkml_handoff_now() < until)
+            for (int k = 0; k < 32; k++)
+                VKML_HANDOFF_RELAX();
+        if (atomic_load_explicit(&job->finished, memory_order_acquire) != 0)
+            return;
+    }
     int share = pool_share;  /* (read once: a probe may switch it meanwhile) */
     if (share) {
         /* this core goes idle: a sleeping helper may take it for a job with chunks left */
@@ -231,6 +279,7 @@ static void pool_for(int64_t n, pool_fn fn, void *arg, int width)
         if (joiners > 0 && pool_nopen < POOL_MAX_JOBS) {
             job.helpers = joiners;
             pool_open[pool_nopen++] = &job;
+            atomic_fetch_add_explicit(&pool_listed, 1, memory_order_release);
             listed = 1;
             /* wake only as many sleepers as the job takes (helpers between jobs find it) */
             int wake = helpers < atomic_load(&pool_sleeping) ? helpers : atomic_load(&pool_sleeping);

@@ -47,6 +47,7 @@ cdef extern from "cpu_pool.h" nogil:
     int pool_run_enter()
     void pool_run_exit()
     int pool_share
+    int64_t pool_spin_ns
 
 
 cdef extern from "cpu_gemm.h" nogil:
@@ -150,14 +151,17 @@ def set_adaptive_parts(bint on) -> None:
     adaptive_parts = on
 
 
-def set_pool_share(int on=-1) -> int:
+def set_pool_share(int on=-1, long long spin_ns=-1) -> tuple:
     """Whether idle helpers of the pool join any run's job while fewer threads than cores work
-    (include/cpu_pool.h; 1, the default) or at most its width - 1 (0); -1 keeps it. Returns the
-    previous (probes, tests)."""
-    global pool_share
-    old = pool_share
+    (include/cpu_pool.h; 1, the default) or at most its width - 1 (0), and how long helpers and
+    callers at joins watch for work before sleeping while at most half the cores have runs; -1
+    keeps a value. Returns the previous (share, spin_ns) (probes, tests)."""
+    global pool_share, pool_spin_ns
+    old = (pool_share, pool_spin_ns)
     if on >= 0:
         pool_share = on
+    if spin_ns >= 0:
+        pool_spin_ns = spin_ns
     return old
 
 
