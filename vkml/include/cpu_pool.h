@@ -65,9 +65,9 @@ static vkml_gate pool_gate = {0, 1, 0, 0};
 static int pool_share = 1;            /* idle helpers join any job while there is room */
 static atomic_int pool_joined;        /* callers asleep at a join */
 static atomic_int pool_working;       /* helpers inside a job */
-/* Where a core would idle anyway, a helper out of work watches for the next job, and a caller at
- * its join for its last chunks, this long before sleeping: a sleeper's wake-up costs 20-50 us on
- * virtual machines, at every op of a run. */
+/* Where a core would idle anyway, a helper that has just finished its chunks watches for the
+ * next job, and a caller at its join for its last chunks, this long before sleeping: a
+ * sleeper's wake-up costs 20-50 us on virtual machines, at every op of a run. */
 static int64_t pool_spin_ns = 200000;
 static atomic_uint pool_listed;       /* jobs listed so far (what spinning helpers watch) */
 static atomic_int pool_spinning;      /* helpers watching */
@@ -171,11 +171,13 @@ static void pool_work(pool_job *job)
 static void *pool_main(void *unused)
 {
     (void)unused;
-    uint64_t idle_since = vkml_handoff_now();
+    uint64_t idle_since = 0;  /* when this helper last finished work (0: it has not since waking) */
     pthread_mutex_lock(&pool_mu);
     for (;;) {
         pool_job *job = pool_share && !pool_room() ? NULL : pool_find();
-        if (job == NULL && pool_may_spin() && vkml_handoff_now() - idle_since < (uint64_t)pool_spin_ns) {
+        /* only helpers that just worked watch: as many as the runs' jobs took (mnist's jobs of
+         * a few chunks kept all 15 of a 16-core host spinning, and its runs 30% slower) */
+        if (job == NULL && idle_since && pool_may_spin() && vkml_handoff_now() - idle_since < (uint64_t)pool_spin_ns) {
             unsigned seen = atomic_load_explicit(&pool_listed, memory_order_acquire);
             atomic_fetch_add_explicit(&pool_spinning, 1, memory_order_relaxed);
             pthread_mutex_unlock(&pool_mu);
@@ -191,7 +193,7 @@ static void *pool_main(void *unused)
             atomic_fetch_add(&pool_sleeping, 1);
             pthread_cond_wait(&pool_cv, &pool_mu);
             atomic_fetch_sub(&pool_sleeping, 1);
-            idle_since = vkml_handoff_now();
+            idle_since = 0;
             continue;
         }
         job->helpers--;
