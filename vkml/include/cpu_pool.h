@@ -15,8 +15,14 @@
  * cap of width - 1 helpers a job, a run's share of the cores idled while it waited at a join for
  * its last chunks, or ran an op of few chunks: resnet18 on a 16-core H200 host made 186-190
  * runs/s from 4 threads capped, 232-238 shared (bench/results/checks/h200-2026-12-03-cpu-pool-share.jsonl).
- * Callers that ran other jobs' chunks while waiting at their joins (194-201), or spun 30 us
- * there before sleeping (217-229), did no better, and were not kept.
+ * Callers that ran other jobs' chunks while waiting at their joins made 194-201 and were not kept.
+ *
+ * Where cores would idle anyway, helpers that have just finished chunks, and callers at their
+ * joins while runs have at most half the cores, watch for work for pool_spin_ns before sleeping
+ * (pool_may_spin, pool_caller_may_spin): a lone resnet18 run on the H200 host took 6.3-6.4 ms
+ * against 7.2-10.6 without watching and 7.2-8.4 with the capped pool, 4 threads made 221-222
+ * runs/s against 177-185 capped (h200-2026-12-03-cpu-pool-spin.jsonl, 2 interleaved rounds; a
+ * noisy host).
  */
 #ifndef VKML_CPU_POOL_H
 #define VKML_CPU_POOL_H
