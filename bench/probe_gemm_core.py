@@ -38,8 +38,13 @@ def main(argv=None) -> int:
                                                      "128,64,16,8,4", "64,128,16,8,8", "128,128,16,8,8"])
     ap.add_argument("--inner", type=int, default=5, help="dispatches per timed command buffer")
     ap.add_argument("--runs", type=int, default=30, help="timed command buffers per tiling (the best counts)")
+    ap.add_argument("--unrolled", action="store_true",
+                    help="every tiling on the unrolled build (matmul_unrolled_*: kernels/matmul.py BIG_SHADER)")
+    ap.add_argument("--stats", action="store_true", help="each pipeline's registers and shared memory")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.stats:  # (read when the device opens)
+        os.environ["VKML_PIPELINE_STATS"] = "1"
     opened = open_or_report(args.device)
     if opened is None:
         return 1
@@ -53,8 +58,12 @@ def main(argv=None) -> int:
     ref = a[:256].astype(np.float64) @ b
     g, _ = mm.matmul_problem(a.shape, b.shape)
     rows = []
+    from vkml.vulkan import pipeline_stats
+
     for tile in args.tiles:
         t = mm.Tiling(*(int(x) for x in tile.split(",")))
+        if args.unrolled:
+            mm.BIG = (t,)  # (record_gemm picks the unrolled build for BIG tilings)
         try:
             rec = CommandRecorder(dev, defer=True)
             mm.record_gemm(rec, g, A, B, None, O, tiling=t)
@@ -79,9 +88,14 @@ def main(argv=None) -> int:
         r = {"probe": "gemm_core", "device": info.device_name, "variant": args.label, "n": n, "tile": tile,
              "compile_s": compile_s, "gpu_s": min(gpu), "gpu_median_s": sorted(gpu)[len(gpu) // 2],
              "runs": args.runs, "dispatches_per_run": args.inner,
-             "tflops": 2 * n ** 3 / min(gpu) / 1e12, "max_rel_err": err}
+             "tflops": 2 * n ** 3 / min(gpu) / 1e12, "max_rel_err": err, "unrolled": args.unrolled}
+        if args.stats:
+            r["pipeline_stats"] = [{k: v for k, v in e["stats"].items() if k in ("Register Count", "Shared Memory Size")}
+                                   for row in pipeline_stats.rows(cb.pipelines(), prefix="matmul")
+                                   for e in row["executables"]]
         rows.append(r)
-        print(f"{args.label} {tile:16s} compile {compile_s:6.2f} s  {r['tflops']:6.2f} TFLOPS  err {err:.1e}", flush=True)
+        print(f"{args.label} {tile:16s} compile {compile_s:6.2f} s  {r['tflops']:6.2f} TFLOPS  err {err:.1e}",
+              r.get("pipeline_stats", ""), flush=True)
     out = args.out or os.path.join(HERE, "results", f"probe_gemm_core-{time.strftime('%Y-%m-%d')}.jsonl")
     with open(out, "a") as f:
         for r in rows:
