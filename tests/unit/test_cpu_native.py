@@ -284,6 +284,7 @@ def test_split_k_convolutions_from_many_threads(vkml_env, monkeypatch, kernel):
     ("MatMul", (600, 700), (700, 20)),       # by rows
     ("MatMul", (3, 130, 256), (3, 256, 300)),  # batches, each by columns
     ("Gemm", (64, 1024), (1000, 1024)),      # transB, alpha, a bias row
+    ("Gemm", (1, 512), (1000, 512)),         # one row (a classifier at batch 1): timed as GEMM_MIN_ROWS
 ])
 def test_big_gemms_split_natively_from_many_threads(op, a_shape, b_shape):
     """Gemm/MatMul of millions of multiply-adds run in the native program, in chunks of output
