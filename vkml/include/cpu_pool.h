@@ -154,24 +154,30 @@ static int pool_run_enter(void)
 
 static void pool_run_exit(void) { atomic_fetch_sub_explicit(&pool_runs, 1, memory_order_relaxed); }
 
-/* Claims and runs one chunk of job; 0 when none was left. */
-static inline int pool_one(pool_job *job)
-{
-    int64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
-    if (i >= job->n)
-        return 0;
-    job->fn(job->arg, i);
-    if (atomic_fetch_add_explicit(&job->done, 1, memory_order_acq_rel) + 1 == job->n) {
-        atomic_store_explicit(&job->finished, 1, memory_order_release);
-        sched_park_wake(&job->finished, 1);
-    }
-    return 1;
-}
-
 static void pool_work(pool_job *job)
 {
-    while (pool_one(job))
-        ;
+    for (;;) {
+        int64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (i >= job->n)
+            return;
+        job->fn(job->arg, i);
+        if (atomic_fetch_add_explicit(&job->done, 1, memory_order_acq_rel) + 1 == job->n) {
+            atomic_store_explicit(&job->finished, 1, memory_order_release);
+            sched_park_wake(&job->finished, 1);
+        }
+    }
+}
+
+/* Spins while *word == value and the clock is before `until`; whether the word changed. */
+static int pool_watch(atomic_uint *word, unsigned value, uint64_t until)
+{
+    while (atomic_load_explicit(word, memory_order_acquire) == value) {
+        if (vkml_handoff_now() >= until)
+            return 0;
+        for (int k = 0; k < 32; k++)
+            VKML_HANDOFF_RELAX();
+    }
+    return 1;
 }
 
 static void *pool_main(void *unused)
@@ -187,10 +193,7 @@ static void *pool_main(void *unused)
             unsigned seen = atomic_load_explicit(&pool_listed, memory_order_acquire);
             atomic_fetch_add_explicit(&pool_spinning, 1, memory_order_relaxed);
             pthread_mutex_unlock(&pool_mu);
-            while (atomic_load_explicit(&pool_listed, memory_order_acquire) == seen &&
-                   vkml_handoff_now() - idle_since < (uint64_t)pool_spin_ns)
-                for (int k = 0; k < 32; k++)
-                    VKML_HANDOFF_RELAX();
+            pool_watch(&pool_listed, seen, idle_since + (uint64_t)pool_spin_ns);
             atomic_fetch_sub_explicit(&pool_spinning, 1, memory_order_relaxed);
             pthread_mutex_lock(&pool_mu);
             continue; /* (a job listed meanwhile, or time to sleep: look again) */
@@ -220,14 +223,8 @@ static void pool_join(pool_job *job)
 {
     if (atomic_load_explicit(&job->finished, memory_order_acquire) != 0)
         return;
-    if (pool_caller_may_spin()) {
-        uint64_t until = vkml_handoff_now() + (uint64_t)pool_spin_ns;
-        while (atomic_load_explicit(&job->finished, memory_order_acquire) == 0 && vkml_handoff_now() < until)
-            for (int k = 0; k < 32; k++)
-                VKML_HANDOFF_RELAX();
-        if (atomic_load_explicit(&job->finished, memory_order_acquire) != 0)
-            return;
-    }
+    if (pool_caller_may_spin() && pool_watch(&job->finished, 0, vkml_handoff_now() + (uint64_t)pool_spin_ns))
+        return;
     int share = pool_share;  /* (read once: a probe may switch it meanwhile) */
     if (share) {
         /* this core goes idle: a sleeping helper may take it for a job with chunks left */
