@@ -21,6 +21,30 @@
 
 #define VKML_WINO_CHUNK 64 /* tiles transformed at a time: whole tile rows, or part of one */
 
+/* The transforms' matrices, one product each: B^T d (F(4x4): 6 values to 6; F(2x2): 4 to 4) and
+ * A^T m (6 to 4; 4 to 2), TAIL appended to each output's sum (the bias in the last pass). Both
+ * passes of a transform expand the same text, so the same code and bits. */
+#define VKML_WINO4_BT(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5)                             \
+    o0 = 4.0f * d0 - 5.0f * d2 + d4;                                                               \
+    o1 = -4.0f * d1 - 4.0f * d2 + d3 + d4;                                                         \
+    o2 = 4.0f * d1 - 4.0f * d2 - d3 + d4;                                                          \
+    o3 = -2.0f * d1 - d2 + 2.0f * d3 + d4;                                                         \
+    o4 = 2.0f * d1 - d2 - 2.0f * d3 + d4;                                                          \
+    o5 = 4.0f * d1 - 5.0f * d3 + d5;
+#define VKML_WINO4_AT(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3, TAIL)                                \
+    o0 = m0 + m1 + m2 + m3 + m4 TAIL;                                                              \
+    o1 = m1 - m2 + 2.0f * m3 - 2.0f * m4 TAIL;                                                     \
+    o2 = m1 + m2 + 4.0f * m3 + 4.0f * m4 TAIL;                                                     \
+    o3 = m1 - m2 + 8.0f * m3 - 8.0f * m4 + m5 TAIL;
+#define VKML_WINO2_BT(d0, d1, d2, d3, o0, o1, o2, o3)                                              \
+    o0 = d0 - d2;                                                                                  \
+    o1 = d1 + d2;                                                                                  \
+    o2 = d2 - d1;                                                                                  \
+    o3 = d1 - d3;
+#define VKML_WINO2_AT(m0, m1, m2, m3, o0, o1, TAIL)                                                \
+    o0 = m0 + m1 + m2 TAIL;                                                                        \
+    o1 = m1 - m2 - m3 TAIL;
+
 /* Input rows T ty - py .. + rows of the tile row ty into pr[0 .. rows), each the span floats
  * from column x0 on, zero outside the input. */
 #define VKML_WINO_ROWS(T, rows)                                                                    \
@@ -61,12 +85,7 @@
             for (int64_t t = 0; t < nt; t++) {                                                     \
                 float d0 = p0[4 * t], d1 = p1[4 * t], d2 = p2[4 * t];                              \
                 float d3 = p3[4 * t], d4 = p4[4 * t], d5 = p5[4 * t];                              \
-                r0[t] = 4.0f * d0 - 5.0f * d2 + d4;                                                \
-                r1[t] = -4.0f * d1 - 4.0f * d2 + d3 + d4;                                          \
-                r2[t] = 4.0f * d1 - 4.0f * d2 - d3 + d4;                                           \
-                r3[t] = -2.0f * d1 - d2 + 2.0f * d3 + d4;                                          \
-                r4[t] = 2.0f * d1 - d2 - 2.0f * d3 + d4;                                           \
-                r5[t] = 4.0f * d1 - 5.0f * d3 + d5;                                                \
+                VKML_WINO4_BT(d0, d1, d2, d3, d4, d5, r0[t], r1[t], r2[t], r3[t], r4[t], r5[t])    \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -77,12 +96,7 @@
         for (int64_t q = 0; q < np; q++) {                                                         \
             float q0 = r[i][0][q], q1 = r[i][1][q], q2 = r[i][2][q];                               \
             float q3 = r[i][3][q], q4 = r[i][4][q], q5 = r[i][5][q];                               \
-            v0[q] = 4.0f * q0 - 5.0f * q2 + q4;                                                    \
-            v1[q] = -4.0f * q1 - 4.0f * q2 + q3 + q4;                                              \
-            v2[q] = 4.0f * q1 - 4.0f * q2 - q3 + q4;                                               \
-            v3[q] = -2.0f * q1 - q2 + 2.0f * q3 + q4;                                              \
-            v4[q] = 2.0f * q1 - q2 - 2.0f * q3 + q4;                                               \
-            v5[q] = 4.0f * q1 - 5.0f * q3 + q5;                                                    \
+            VKML_WINO4_BT(q0, q1, q2, q3, q4, q5, v0[q], v1[q], v2[q], v3[q], v4[q], v5[q])        \
         }                                                                                          \
     }
 
@@ -134,20 +148,15 @@
         const float *restrict c4 = c3 + 6 * mstride, *restrict c5 = c4 + 6 * mstride;              \
         for (int64_t q = 0; q < np; q++) {                                                         \
             float m0 = c0[q], m1 = c1[q], m2 = c2[q], m3 = c3[q], m4 = c4[q], m5 = c5[q];          \
-            r[0][j][q] = m0 + m1 + m2 + m3 + m4;                                                   \
-            r[1][j][q] = m1 - m2 + 2.0f * m3 - 2.0f * m4;                                          \
-            r[2][j][q] = m1 + m2 + 4.0f * m3 + 4.0f * m4;                                          \
-            r[3][j][q] = m1 - m2 + 8.0f * m3 - 8.0f * m4 + m5;                                     \
+            VKML_WINO4_AT(m0, m1, m2, m3, m4, m5, r[0][j][q], r[1][j][q], r[2][j][q], r[3][j][q], ) \
         }                                                                                          \
     }                                                                                              \
     for (int i = 0; i < 4; i++)                                                                    \
         for (int64_t q = 0; q < np; q++) {                                                         \
             float q0 = r[i][0][q], q1 = r[i][1][q], q2 = r[i][2][q];                               \
             float q3 = r[i][3][q], q4 = r[i][4][q], q5 = r[i][5][q];                               \
-            yo[i][0][q] = q0 + q1 + q2 + q3 + q4 + bias;                                           \
-            yo[i][1][q] = q1 - q2 + 2.0f * q3 - 2.0f * q4 + bias;                                  \
-            yo[i][2][q] = q1 + q2 + 4.0f * q3 + 4.0f * q4 + bias;                                  \
-            yo[i][3][q] = q1 - q2 + 8.0f * q3 - 8.0f * q4 + q5 + bias;                             \
+            VKML_WINO4_AT(q0, q1, q2, q3, q4, q5, yo[i][0][q], yo[i][1][q], yo[i][2][q], yo[i][3][q], \
+                          + bias)                                                                  \
         }                                                                                          \
     VKML_WINO_OUT_ROWS(4)
 
@@ -165,10 +174,7 @@
             float *r2 = &r[2][k][rr * nt], *r3 = &r[3][k][rr * nt];                                \
             for (int64_t t = 0; t < nt; t++) {                                                     \
                 float d0 = p0[2 * t], d1 = p1[2 * t], d2 = p2[2 * t], d3 = p3[2 * t];              \
-                r0[t] = d0 - d2;                                                                   \
-                r1[t] = d1 + d2;                                                                   \
-                r2[t] = d2 - d1;                                                                   \
-                r3[t] = d1 - d3;                                                                   \
+                VKML_WINO2_BT(d0, d1, d2, d3, r0[t], r1[t], r2[t], r3[t])                          \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -177,10 +183,7 @@
         float *restrict v2 = v1 + vstride, *restrict v3 = v2 + vstride;                            \
         for (int64_t q = 0; q < np; q++) {                                                         \
             float q0 = r[i][0][q], q1 = r[i][1][q], q2 = r[i][2][q], q3 = r[i][3][q];              \
-            v0[q] = q0 - q2;                                                                       \
-            v1[q] = q1 + q2;                                                                       \
-            v2[q] = q2 - q1;                                                                       \
-            v3[q] = q1 - q3;                                                                       \
+            VKML_WINO2_BT(q0, q1, q2, q3, v0[q], v1[q], v2[q], v3[q])                              \
         }                                                                                          \
     }
 
@@ -194,15 +197,13 @@
         const float *restrict c2 = c1 + 4 * mstride, *restrict c3 = c2 + 4 * mstride;              \
         for (int64_t q = 0; q < np; q++) {                                                         \
             float m0 = c0[q], m1 = c1[q], m2 = c2[q], m3 = c3[q];                                  \
-            r[0][j][q] = m0 + m1 + m2;                                                             \
-            r[1][j][q] = m1 - m2 - m3;                                                             \
+            VKML_WINO2_AT(m0, m1, m2, m3, r[0][j][q], r[1][j][q], )                                \
         }                                                                                          \
     }                                                                                              \
     for (int i = 0; i < 2; i++)                                                                    \
         for (int64_t q = 0; q < np; q++) {                                                         \
             float q0 = r[i][0][q], q1 = r[i][1][q], q2 = r[i][2][q], q3 = r[i][3][q];              \
-            yo[i][0][q] = q0 + q1 + q2 + bias;                                                     \
-            yo[i][1][q] = q1 - q2 - q3 + bias;                                                     \
+            VKML_WINO2_AT(q0, q1, q2, q3, yo[i][0][q], yo[i][1][q], + bias)                        \
         }                                                                                          \
     VKML_WINO_OUT_ROWS(2)
 
