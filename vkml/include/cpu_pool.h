@@ -78,14 +78,21 @@ static int64_t pool_spin_ns = 200000;
 static atomic_uint pool_listed;       /* jobs listed so far (what spinning helpers watch) */
 static atomic_int pool_spinning;      /* helpers watching */
 
-/* Whether a helper may watch without more threads on the cores than cores (the runs in flight
- * less those asleep at joins, the helpers working, the others watching). */
+/* Threads working on the cores: the runs in flight, less the callers asleep at a join, plus the
+ * helpers inside jobs. */
+static inline int pool_working_threads(void)
+{
+    return atomic_load_explicit(&pool_working, memory_order_relaxed) +
+           atomic_load_explicit(&pool_runs, memory_order_relaxed) -
+           atomic_load_explicit(&pool_joined, memory_order_relaxed);
+}
+
+/* Whether a helper may watch without more threads on the cores than cores (those working and
+ * the other helpers watching). */
 static inline int pool_may_spin(void)
 {
-    return pool_spin_ns > 0 && atomic_load_explicit(&pool_working, memory_order_relaxed) +
-                                   atomic_load_explicit(&pool_runs, memory_order_relaxed) -
-                                   atomic_load_explicit(&pool_joined, memory_order_relaxed) +
-                                   atomic_load_explicit(&pool_spinning, memory_order_relaxed) < pool_cores;
+    return pool_spin_ns > 0 &&
+           pool_working_threads() + atomic_load_explicit(&pool_spinning, memory_order_relaxed) < pool_cores;
 }
 
 /* Whether a caller at its join may watch: with no more runs than half the cores, so that its own
@@ -96,12 +103,7 @@ static inline int pool_caller_may_spin(void)
 }
 
 /* Whether one more thread may start on a chunk without more threads working than cores. */
-static inline int pool_room(void)
-{
-    return atomic_load_explicit(&pool_working, memory_order_relaxed) +
-           atomic_load_explicit(&pool_runs, memory_order_relaxed) -
-           atomic_load_explicit(&pool_joined, memory_order_relaxed) < pool_cores;
-}
+static inline int pool_room(void) { return pool_working_threads() < pool_cores; }
 
 /* The first open job a helper may join (under pool_mu), or NULL. */
 static pool_job *pool_find(void)
