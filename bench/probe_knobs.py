@@ -7,7 +7,7 @@ stdout and in --out. Issue #12: which split-K and tiling choices suit batch-1 CN
     python bench/probe_knobs.py [--models resnet18,tv:resnet50,mobilenet_v2,tv:efficientnet_b0,resnet18:32]
         [--variant NAME=module.ATTR:VALUE[;module.ATTR:VALUE...]]... [--rounds 3] [--runs 100]
         [--out FILE] [--warm SECONDS]
-  module is a vkml.kernels submodule (gemm, matmul, conv) or compile.X; VALUE a Python expression of
+  module is a vkml.kernels submodule (gemm, matmul, conv) or compile.X, vulkan.X, runtime.X; VALUE a Python expression of
   literals, Tiling(bm,bn,bk,tm,tn) and CoopTiling(bm,bn,bk,wm,wn[,stages]). Models: the bench's builders
   (mlp_f16: the MLP in float16), tv:NAME (torchvision),
   tt:NAME (vkml.benchmarks.models.torch_transformer: bert_base, gpt2_small, vit_b_16), each with
@@ -72,7 +72,8 @@ def _parse(spec: str) -> tuple[str, list[tuple[object, str, object]]]:
     for part in filter(None, rest.split(";")):
         target, _, value = part.partition(":")
         mod, _, attr = target.rpartition(".")
-        module = importlib.import_module(f"vkml.{mod}" if mod.startswith("compile.") else f"vkml.kernels.{mod}")
+        module = importlib.import_module(f"vkml.{mod}" if mod.startswith(("compile.", "vulkan.", "runtime."))
+                                         else f"vkml.kernels.{mod}")
         v = eval(compile(ast.parse(value, mode="eval"), "<variant>", "eval"), {"__builtins__": {}, "Tiling": Tiling,
                                                                               "CoopTiling": CoopTiling})
         if not hasattr(module, attr):

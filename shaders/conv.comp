@@ -146,62 +146,11 @@ void main() {
         uint xg = g * pc.CgS, wbase = g * pc.wg;
         GEMM_ACC_DECL;
         GEMM_ACC_ZERO;
-        vec4 pa[SLOTS_A];
-        vec4 pb[SLOTS_B];
-
-        if (ntiles > 0u) {
-            [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
-                uint s = tid + i * NWG, m, k;
-                if (s < BM * BK / 4u) {
-                    gemm_slot_a(s, false, m, k);
-                    gemm_store_a(0u, m, k, false, load_a(wbase, m0 + m, kbeg + k));
-                }
-            }
-            [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
-                uint s = tid + i * NWG, k, n;
-                if (s < BK * BN / 4u) {
-                    gemm_slot_b(s, true, k, n);
-                    gemm_store_b(0u, k, n, true, load_b(xg, kbeg + k));
-                }
-            }
-        }
-        barrier();
-
-        for (uint t = 0u; t < ntiles; ++t) {
-            uint buf = t & 1u;
-            bool more = t + 1u < ntiles;
-            uint k1 = kbeg + (t + 1u) * BK;
-            if (more) {
-                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
-                    uint s = tid + i * NWG, m, k;
-                    gemm_slot_a(min(s, BM * BK / 4u - 1u), false, m, k);
-                    pa[i] = load_a(wbase, m0 + m, k1 + k);
-                }
-                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
-                    uint s = tid + i * NWG, k, n;
-                    gemm_slot_b(min(s, BK * BN / 4u - 1u), true, k, n);
-                    pb[i] = load_b(xg, k1 + k);
-                }
-            }
-            GEMM_TILE(buf, tx, ty);
-            if (more) {
-                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
-                    uint s = tid + i * NWG, m, k;
-                    if (s < BM * BK / 4u) {
-                        gemm_slot_a(s, false, m, k);
-                        gemm_store_a(buf ^ 1u, m, k, false, pa[i]);
-                    }
-                }
-                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
-                    uint s = tid + i * NWG, k, n;
-                    if (s < BK * BN / 4u) {
-                        gemm_slot_b(s, true, k, n);
-                        gemm_store_b(buf ^ 1u, k, n, true, pb[i]);
-                    }
-                }
-            }
-            barrier();
-        }
+#define GEMM_A_ALONG_M false
+#define GEMM_B_ALONG_N true
+#define GEMM_FETCH_A(m_, k_) load_a(wbase, m0 + (m_), (k_))
+#define GEMM_FETCH_B(k_, n_) load_b(xg, (k_))  /* the columns are this invocation's (setup_columns) */
+        GEMM_K_LOOP(kbeg, ntiles, tid, tx, ty)
 
         if (GEMM_STORE_UNROLLED) {
             [[unroll]] for (uint i = 0u; i < TM; ++i) {

@@ -134,63 +134,11 @@ void main() {
 
         GEMM_ACC_DECL;
         GEMM_ACC_ZERO;
-        vec4 pa[SLOTS_A];
-        vec4 pb[SLOTS_B];
-
-        // Prologue: tile 0 into buffer 0.
-        if (ntiles > 0u) {
-            [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
-                uint s = tid + i * NWG, m, k;
-                if (s < BM * BK / 4u) {
-                    gemm_slot_a(s, TRANS_A, m, k);
-                    gemm_store_a(0u, m, k, TRANS_A, load_a(abase, m0 + m, kbeg + k));
-                }
-            }
-            [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
-                uint s = tid + i * NWG, k, n;
-                if (s < BK * BN / 4u) {
-                    gemm_slot_b(s, !TRANS_B, k, n);
-                    gemm_store_b(0u, k, n, !TRANS_B, load_b(bbase, kbeg + k, n0 + n));
-                }
-            }
-        }
-        barrier();
-
-        for (uint t = 0u; t < ntiles; ++t) {
-            uint buf = t & 1u;
-            bool more = t + 1u < ntiles;
-            uint k1 = kbeg + (t + 1u) * BK;
-            if (more) {  // fetch the next tile into registers while this one is multiplied
-                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
-                    uint s = tid + i * NWG, m, k;
-                    gemm_slot_a(min(s, BM * BK / 4u - 1u), TRANS_A, m, k);
-                    pa[i] = load_a(abase, m0 + m, k1 + k);
-                }
-                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
-                    uint s = tid + i * NWG, k, n;
-                    gemm_slot_b(min(s, BK * BN / 4u - 1u), !TRANS_B, k, n);
-                    pb[i] = load_b(bbase, k1 + k, n0 + n);
-                }
-            }
-            GEMM_TILE(buf, tx, ty);
-            if (more) {
-                [[unroll]] for (uint i = 0u; i < SLOTS_A; ++i) {
-                    uint s = tid + i * NWG, m, k;
-                    if (s < BM * BK / 4u) {
-                        gemm_slot_a(s, TRANS_A, m, k);
-                        gemm_store_a(buf ^ 1u, m, k, TRANS_A, pa[i]);
-                    }
-                }
-                [[unroll]] for (uint i = 0u; i < SLOTS_B; ++i) {
-                    uint s = tid + i * NWG, k, n;
-                    if (s < BK * BN / 4u) {
-                        gemm_slot_b(s, !TRANS_B, k, n);
-                        gemm_store_b(buf ^ 1u, k, n, !TRANS_B, pb[i]);
-                    }
-                }
-            }
-            barrier();
-        }
+#define GEMM_A_ALONG_M TRANS_A
+#define GEMM_B_ALONG_N (!TRANS_B)
+#define GEMM_FETCH_A(m_, k_) load_a(abase, m0 + (m_), (k_))
+#define GEMM_FETCH_B(k_, n_) load_b(bbase, (k_), n0 + (n_))
+        GEMM_K_LOOP(kbeg, ntiles, tid, tx, ty)
 
         uint obase = pc.S > 1u ? (split * pc.batch + z) * pc.M * pc.N : z * pc.M * pc.N;
         if (GEMM_STORE_UNROLLED) {

@@ -123,6 +123,62 @@ const bool GEMM_STORE_UNROLLED = TM * TN <= 16u;
 }
 #endif
 
+// The K loop over `ntiles` tiles from `kbeg` into the accumulators (GEMM_ACC_DECL, zeroed),
+// shared by matmul.comp and conv.comp: each K tile is fetched into registers before the
+// multiplies on the tile before it and stored to the other shared buffer behind them (one
+// barrier per tile). Fetching two tiles ahead (a second register set) was slower on every CNN
+// tried: resnet18 553 -> 591 us, ResNet-50 1200 -> 1227 on an H200
+// (bench/results/checks/h200-2026-12-04-gemm-prefetch2.jsonl).
+// The includer defines, before expanding it (they may name main()'s locals):
+//   GEMM_A_ALONG_M, GEMM_B_ALONG_N: the slots' orientation (gemm_slot_a / gemm_slot_b);
+//   GEMM_FETCH_A(m, k), GEMM_FETCH_B(k, n): the vec4 of the slot at block row m / column n
+//     (within the block) and absolute k, zeros outside the problem.
+#define GEMM_FETCH_TILE(ra_, rb_, kt_) { \
+    [[unroll]] for (uint i_ = 0u; i_ < SLOTS_A; ++i_) { \
+        uint m_, k_; \
+        gemm_slot_a(min(gk_tid + i_ * NWG, BM * BK / 4u - 1u), GEMM_A_ALONG_M, m_, k_); \
+        ra_[i_] = GEMM_FETCH_A(m_, (kt_) + k_); \
+    } \
+    [[unroll]] for (uint i_ = 0u; i_ < SLOTS_B; ++i_) { \
+        uint k_, n_; \
+        gemm_slot_b(min(gk_tid + i_ * NWG, BK * BN / 4u - 1u), GEMM_B_ALONG_N, k_, n_); \
+        rb_[i_] = GEMM_FETCH_B((kt_) + k_, n_); \
+    } \
+}
+#define GEMM_PUT_TILE(buf_, ra_, rb_) { \
+    [[unroll]] for (uint i_ = 0u; i_ < SLOTS_A; ++i_) { \
+        uint s_ = gk_tid + i_ * NWG, m_, k_; \
+        if (s_ < BM * BK / 4u) { \
+            gemm_slot_a(s_, GEMM_A_ALONG_M, m_, k_); \
+            gemm_store_a(buf_, m_, k_, GEMM_A_ALONG_M, ra_[i_]); \
+        } \
+    } \
+    [[unroll]] for (uint i_ = 0u; i_ < SLOTS_B; ++i_) { \
+        uint s_ = gk_tid + i_ * NWG, k_, n_; \
+        if (s_ < BK * BN / 4u) { \
+            gemm_slot_b(s_, GEMM_B_ALONG_N, k_, n_); \
+            gemm_store_b(buf_, k_, n_, GEMM_B_ALONG_N, rb_[i_]); \
+        } \
+    } \
+}
+#define GEMM_K_LOOP(kbeg, ntiles, tid, tx, ty) { \
+    uint gk_tid = (tid), gk_kbeg = (kbeg), gk_n = (ntiles); \
+    vec4 gk_a[SLOTS_A]; vec4 gk_b[SLOTS_B]; \
+    if (gk_n > 0u) { \
+        GEMM_FETCH_TILE(gk_a, gk_b, gk_kbeg) \
+        GEMM_PUT_TILE(0u, gk_a, gk_b) \
+    } \
+    barrier(); \
+    for (uint t_ = 0u; t_ < gk_n; ++t_) { \
+        uint buf_ = t_ & 1u; \
+        bool more_ = t_ + 1u < gk_n; \
+        if (more_) GEMM_FETCH_TILE(gk_a, gk_b, gk_kbeg + (t_ + 1u) * BK) \
+        GEMM_TILE(buf_, tx, ty); \
+        if (more_) GEMM_PUT_TILE(buf_ ^ 1u, gk_a, gk_b) \
+        barrier(); \
+    } \
+}
+
 // Row (within the block) of accumulator row i, column of accumulator column j.
 uint gemm_row(uint i, uint ty) { return ((i >> 2u) * WGY + ty) * 4u + (i & 3u); }
 uint gemm_col(uint j, uint tx) { return ((j >> 2u) * WGX + tx) * 4u + (j & 3u); }

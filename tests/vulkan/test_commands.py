@@ -238,3 +238,24 @@ def test_scratch_shared_per_tag(dev):
     rec.finish()
     with pytest.raises(Exception, match="finished"):
         rec.scratch("v", 10)
+
+
+def test_deferred_barriers_chain_across_transfers(dev):
+    """Results of a deferred recording whose dependencies reach across a transfer-only stretch
+    of commands (the validation layer checks the same recording: tests/vulkan/test_validation.py)."""
+    x0 = _rand(4096, 3)
+    x = DeviceTensor.from_numpy(dev, x0)
+    y, z, w = dev.alloc(x.nbytes), dev.alloc(x.nbytes), dev.alloc(x.nbytes)
+    p, pc = _relu(dev), _push(x0.size)
+    rec = CommandRecorder(dev, defer=True)
+    rec.dispatch(p, [x.view, y], pc, 16)
+    rec.copy(y, z)
+    rec.fill(w, 0)
+    rec.copy(z, w)
+    rec.dispatch(p, [y, x.view], pc, 16)
+    rec.dispatch(p, [w, z], pc, 16)
+    rec.finish().run()
+    assert rec.cb.barriers == 3
+    r = np.maximum(x0, 0)
+    assert np.array_equal(x.numpy(), r)
+    assert np.array_equal(np.frombuffer(z.read(), np.float32), r)

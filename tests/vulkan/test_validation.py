@@ -51,6 +51,24 @@ WORKLOAD = textwrap.dedent("""
     dev.wait(v2)
     assert len(cb.timestamps()) == 2
     assert big.numpy().shape == (1 << 20,)
+    # a deferred recording whose dependencies reach across a stretch of transfers
+    n = 1 << 12
+    relu = dev.pipeline("relu_f32", "rw", 16)
+    push = __import__("struct").pack("<IIff", n, 0, 0.0, 0.0)
+    x0 = rng.standard_normal(n).astype(np.float32)
+    x = DeviceTensor.from_numpy(dev, x0)
+    y, z, w = dev.alloc(4 * n), dev.alloc(4 * n), dev.alloc(4 * n)
+    rec = CommandRecorder(dev, defer=True)
+    rec.dispatch(relu, [x.view, y], push, n // 256)   # compute writes y
+    rec.copy(y, z)                                    # compute -> transfer
+    rec.fill(w, 0)
+    rec.copy(z, w)                                    # transfer -> transfer and compute
+    rec.dispatch(relu, [y, x.view], push, n // 256)   # y from two barriers back; x read back then
+    rec.dispatch(relu, [w, z], push, n // 256)        # transfer and compute -> compute
+    rec.finish().run()
+    r = np.maximum(x0, 0)
+    assert np.array_equal(x.numpy(), r)
+    assert np.array_equal(np.frombuffer(bytes(z.read()), np.float32), r)
     dev.save_pipeline_cache()
     vk.close_all()
     print("VALIDATION-CLEAN")
