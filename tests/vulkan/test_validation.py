@@ -141,3 +141,27 @@ def test_injected_message_raises_at_next_call(dev):
     _instance._push_test_message("again")
     with pytest.raises(vk.ValidationError, match="again"):
         dev.alloc(64)     # allocation is an API boundary too, even without a Vulkan call
+
+
+def test_a_layer_older_than_the_driver_is_logged_not_raised(dev, caplog):
+    """A layer that does not know a structure of the driver's newer extensions (a pNext-pNext
+    message) is not vkml's error: it goes to the vkml logger once, and other messages still
+    raise."""
+    import logging
+
+    import vkml.vulkan as vk
+    from vkml.vulkan import _instance
+
+    old = ("[VUID-VkPhysicalDeviceProperties2-pNext-pNext] Validation Error: vkGetPhysicalDeviceProperties2: "
+           "pProperties->pNext chain includes a structure with unknown VkStructureType (1000593002); "
+           "Allowed structures are [...]")
+    with caplog.at_level(logging.WARNING, logger="vkml"):
+        for _ in range(3):
+            _instance._push_test_message(old)
+            dev.completed()
+    assert sum("does not know a structure" in r.getMessage() for r in caplog.records) == 1
+    _instance._push_test_message(old)
+    _instance._push_test_message("a real error")
+    with pytest.raises(vk.ValidationError, match="a real error") as e:
+        dev.completed()
+    assert "1000593002" not in str(e.value)
