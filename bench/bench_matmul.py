@@ -1,10 +1,10 @@
-"""MatMul throughput on one Vulkan device: square float32 and float16 products (4096³ and
+"""MatMul throughput on one Vulkan device: square float32 and float16 (or bfloat16) products (4096³ and
 1024³ by default), timed with GPU timestamps around a command buffer holding `--inner`
 back-to-back dispatches of the same product, submitted `--outer` times (the best
 submission counts; wall-clock per submission is reported too).
 
     python bench/bench_matmul.py [--device N] [--sizes 4096,1024] [--shapes 64x4096x4096,...]
-                                 [--dtypes float32,float16]
+                                 [--dtypes float32,float16,bfloat16]
                                  [--tiles 128,128,16,8,8 ...] [--coop-tiles 128,128,32,64,64 ...]
                                  [--cm2-tiles 128,256,32,256,2 ...] [--paths cm2,khr]
                                  [--no-coop] [--check] [--stats]
@@ -24,6 +24,7 @@ import argparse
 import os
 import sys
 
+import ml_dtypes
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
         n = mnk[0] if len(set(mnk)) == 1 else max(mnk)
         label = f"{n:5d}" if len(set(mnk)) == 1 else "x".join(map(str, mnk))
         for dt in args.dtypes.split(","):
-            dtype = np.dtype(dt)
+            dtype = np.dtype(ml_dtypes.bfloat16) if dt in ("bfloat16", "bf16") else np.dtype(dt)
             inner = args.inner or max(1, min(50, int(2e12 / (2 * mnk[0] * mnk[1] * mnk[2]))))
             cases = [(t, None, False) for t in simt]
             if dtype == np.float16 and not args.no_coop and matmul_coop.device_shape(dev) is not None:

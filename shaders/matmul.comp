@@ -2,9 +2,25 @@
 // Batched GEMM: O[z] = alpha * op(A[z]) * op(B[z]) (+ beta * C), fp32 accumulation.
 // Serves MatMul (batch broadcasting, 1-D operands folded by the host) and Gemm (transA,
 // transB, alpha, beta, C broadcast through strides). TX: storage type of A and B
-// (1 = f32, 2 = f16), TO: of C and the output. Core and tiling: include/vkml_gemm.glsl.
+// (1 = f32, 2 = f16, 13 = bf16), TO: of C and the output. Core and tiling: include/vkml_gemm.glsl.
+// bfloat16 (code 13, a local one as in matmul_direct.comp): stored as its 16 bits, widened
+// exactly to float32, float32 accumulation, the result rounded to nearest even on the bits
+// (include/vkml_round16.glsl); XF / XF4 read A and B values, VKML_OF / VKML_OS output-typed ones.
 #extension GL_GOOGLE_include_directive : require
+#define VKML_ST_13 uint16_t
+#define VKML_CT_13 float
+#if TX == 13
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 #include "include/vkml_types.glsl"
+#if TO == 13
+#include "include/vkml_round16.glsl"
+#define VKML_OF(x) uintBitsToFloat(uint(x) << 16u)
+#define VKML_OS(v) uint16_t(bf16_bits(v))
+#else
+#define VKML_OF(x) float(x)
+#define VKML_OS(v) SO(v)
+#endif
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 #include "include/vkml_gemm.glsl"
@@ -19,10 +35,18 @@ layout(constant_id = 10) const bool HAS_C = false;
 // convolution, kernels/conv.py), 2 by ks[k].
 layout(constant_id = 11) const uint KSCALE = 0;
 
+#if TX == 13
+#define SX4 u16vec4
+#define XF(x) uintBitsToFloat(uint(x) << 16u)
+#define XF4(x) uintBitsToFloat(uvec4(x) << 16u)
+#else
 #if TX == 2
 #define SX4 f16vec4
 #else
 #define SX4 vec4
+#endif
+#define XF(x) float(x)
+#define XF4(x) vec4(x)
 #endif
 
 layout(std430, binding = 0) readonly buffer BA { SX a[]; };
@@ -54,8 +78,10 @@ layout(push_constant) uniform Push {
     float ELO, EHI;         // Clip's bounds (EPI & 4), an activation's alpha, beta
 } pc;
 
+#if TO != 13  // (no bfloat16 GEMM takes an epilogue)
 #define VKML_EPILOGUE_GEMM
 #include "include/vkml_epilogue.glsl"
+#endif
 
 uint KEND;                  // the end of this split's k range
 uint KSBASE;                // where this batch's row scales start in ks[] (KSCALE)
@@ -70,8 +96,12 @@ void store1(uint obase, uint m, uint n, float v) {
         part[oi] = v;
         return;
     }
-    if (HAS_C) v += pc.beta * float(c[m * pc.scm + n * pc.scn]);
+    if (HAS_C) v += pc.beta * VKML_OF(c[m * pc.scm + n * pc.scn]);
+#if TO == 13
+    o[oi] = VKML_OS(v);  // (no bfloat16 GEMM takes an epilogue: kernels/matmul.py)
+#else
     o[oi] = SO(epilogue(v, oi, pc.EPI));
+#endif
 }
 
 // Four values of A starting at (gm, gk), along m if TRANS_A else along k; zeros outside.
@@ -80,12 +110,12 @@ vec4 load_a(uint base, uint gm, uint gk) {
     if (gm >= pc.M || gk >= KEND) return v;
     if (TRANS_A) {
         uint idx = base + gk * pc.lda + gm;
-        if (VEC_A == 4u) return vec4(a4[idx >> 2u]);
-        for (uint c_ = 0u; c_ < 4u; ++c_) if (gm + c_ < pc.M) v[c_] = float(a[idx + c_]);
+        if (VEC_A == 4u) return XF4(a4[idx >> 2u]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gm + c_ < pc.M) v[c_] = XF(a[idx + c_]);
     } else {
         uint idx = base + gm * pc.lda + gk;
-        if (VEC_A == 4u) return vec4(a4[idx >> 2u]);
-        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = float(a[idx + c_]);
+        if (VEC_A == 4u) return XF4(a4[idx >> 2u]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = XF(a[idx + c_]);
     }
     return v;
 }
@@ -96,21 +126,23 @@ vec4 load_b_raw(uint base, uint gk, uint gn) {
     if (gk >= KEND || gn >= pc.N) return v;
     if (TRANS_B) {
         uint idx = base + gn * pc.ldb + gk;
-        if (VEC_B == 4u) return vec4(b4[idx >> 2u]);
-        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = float(b[idx + c_]);
+        if (VEC_B == 4u) return XF4(b4[idx >> 2u]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = XF(b[idx + c_]);
     } else {
         uint idx = base + gk * pc.ldb + gn;
-        if (VEC_B == 4u) return vec4(b4[idx >> 2u]);
-        for (uint c_ = 0u; c_ < 4u; ++c_) if (gn + c_ < pc.N) v[c_] = float(b[idx + c_]);
+        if (VEC_B == 4u) return XF4(b4[idx >> 2u]);
+        for (uint c_ = 0u; c_ < 4u; ++c_) if (gn + c_ < pc.N) v[c_] = XF(b[idx + c_]);
     }
     return v;
 }
 
 vec4 load_b(uint base, uint gk, uint gn) {
     vec4 v = load_b_raw(base, gk, gn);
+#if TX != 13  // (the host scales no bfloat16 GEMM's rows)
     if (KSCALE == 0u || gk >= KEND || gn >= pc.N) return v;
     if (!TRANS_B) return vec4(SX4(v * float(ks[KSBASE + gk])));
     for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = float(SX(v[c_] * float(ks[KSBASE + gk + c_])));
+#endif
     return v;
 }
 

@@ -8,7 +8,22 @@
 // where cols run over images x positions) and takes bias[row * br + col * bc].
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+// bfloat16 outputs (TO = 13, matmul.comp's local code): stored as their 16 bits, the sum
+// rounded to nearest even on the bits.
+#define VKML_ST_13 uint16_t
+#define VKML_CT_13 float
+#if TO == 13
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 #include "include/vkml_types.glsl"
+#if TO == 13
+#include "include/vkml_round16.glsl"
+#define VKML_OF(x) uintBitsToFloat(uint(x) << 16u)
+#define VKML_OS(v) uint16_t(bf16_bits(v))
+#else
+#define VKML_OF(x) float(x)
+#define VKML_OS(v) SO(v)
+#endif
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 layout(constant_id = 1) const bool HAS_BIAS = false;
@@ -28,8 +43,10 @@ layout(push_constant) uniform Push {
     float ELO, EHI;         // Clip's bounds (EPI & 4), an activation's alpha, beta
 } pc;
 
+#if TO != 13  // (no bfloat16 GEMM takes an epilogue)
 #define VKML_EPILOGUE_GEMM
 #include "include/vkml_epilogue.glsl"
+#endif
 
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -45,9 +62,13 @@ void main() {
         }
         for (; s < pc.S; ++s) v += part[s * pc.total + e];
         uint row = e / pc.cols, col = e - row * pc.cols;
-        if (HAS_BIAS) v += pc.beta * float(bias[row * pc.br + col * pc.bc]);
+        if (HAS_BIAS) v += pc.beta * VKML_OF(bias[row * pc.br + col * pc.bc]);
         uint img = col / pc.P, p = col - img * pc.P;
         uint oi = (img * pc.rows + row) * pc.P + p;
+#if TO == 13
+        o[oi] = VKML_OS(v);  // (no bfloat16 GEMM takes an epilogue: kernels/matmul.py)
+#else
         o[oi] = SO(epilogue(v, oi, pc.EPI));
+#endif
     }
 }

@@ -354,6 +354,10 @@ def _variants_matmul(add) -> None:
                 VKML_SUBGROUP=sg)
         add(f"conv_small_{t}", "conv_small.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"splitk_reduce_{t}", "splitk_reduce.comp", TO=T[t])
+    # bfloat16 GEMMs on the tiled SIMT shader (code 13: stored as 16 bits, float32 arithmetic)
+    add("matmul_bf16", "matmul.comp", TX=13, TY=13, TO=13)
+    add("matmul_unrolled_bf16", "matmul.comp", TX=13, TY=13, TO=13, GEMM_KSTEP=0)
+    add("splitk_reduce_bf16", "splitk_reduce.comp", TO=13)
     # Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions' transforms (kernels/winograd.py): float32
     # or float16 tensors, float32 transformed values
     for name, tile in (("winograd", 2), ("winograd4", 4)):

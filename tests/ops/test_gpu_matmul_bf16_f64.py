@@ -1,6 +1,7 @@
 """GPU MatMul and Gemm of bfloat16 and float64 (vkml/kernels/matmul.py routes these dtypes to
-shaders/matmul_direct.comp: an invocation per output, K products summed in order with fma)
-against vkml's CPU operator (vkml/ops/matmul.py: NumPy/BLAS in float32 for bfloat16, float64
+shaders/matmul_direct.comp: an invocation per output, K products summed in order with fma;
+bfloat16 products of more than BF16_DIRECT_MAX_MACS multiply-adds to matmul.comp's tilings and
+split K) against vkml's CPU operator (vkml/ops/matmul.py: NumPy/BLAS in float32 for bfloat16, float64
 for float64), over hypothesis shapes: batch broadcasting, 1-D operands, K = 0, Gemm's
 transA/transB/alpha/beta and C broadcasting.
 
@@ -26,6 +27,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _oracle import device_has, gpu_and_cpu, make_model  # noqa: E402
+
+from vkml.kernels import matmul as km  # noqa: E402
 
 HYP = settings(max_examples=int(os.environ.get("VKML_TEST_EXAMPLES", "10")), deadline=None,
                suppress_health_check=list(HealthCheck))
@@ -134,3 +137,45 @@ def test_bf16_rounds_on_the_bits(gpu):
     _on_gpu(gpu, sess, "bf16")
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
     assert float(got[0, 0]) == 1.0
+
+
+@HYP
+@given(m=st.integers(1, 80), n=st.integers(1, 140), k=st.integers(1, 3000), batch=st.sampled_from([(), (2,)]),
+       ta=st.booleans(), tb=st.booleans(), seed=st.integers(0, 2**31), special=st.booleans())
+def test_bf16_tiled(gpu, m, n, k, batch, ta, tb, seed, special):
+    """Products past the direct shader's bound on matmul.comp's tilings (split K where the
+    blocks are few and K long), transposed operands through Gemm, batches through MatMul."""
+    b_ = int(np.prod(batch))
+    k = max(k, -(-(km.BF16_DIRECT_MAX_MACS + 1) // (m * n * b_)))  # past the direct bound
+    rng = np.random.default_rng(seed)
+    if batch:
+        a = _data(rng, batch + (m, k), BF16, special)
+        b = _data(rng, (k, n), BF16)
+        feed, op, attrs = {"a": a, "b": b}, "MatMul", {}
+        with np.errstate(all="ignore"):
+            s = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    else:
+        a = _data(rng, (k, m) if ta else (m, k), BF16, special)
+        b = _data(rng, (n, k) if tb else (k, n), BF16)
+        feed, op, attrs = {"a": a, "b": b}, "Gemm", {"transA": int(ta), "transB": int(tb)}
+        aa, bb = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
+        with np.errstate(all="ignore"):
+            s = (aa.T if ta else aa) @ (bb.T if tb else bb)
+    (got,), (want,), sess = gpu_and_cpu(gpu, make_model(op, feed, attrs, 13), feed, quiet=True)
+    (row,) = sess.placement()
+    shaders = [p["shader"] for p in row["pipelines"]]
+    assert row["device"] == gpu and shaders[0] in ("matmul_bf16", "matmul_unrolled_bf16"), row
+    assert shaders[1:] in ([], ["splitk_reduce_bf16"]), shaders
+    _check(got, want, _bound(BF16, k, s, got, want))
+
+
+def test_bf16_tiled_splits_k(gpu):
+    """A few rows and columns over a long K: split K, and its reduce rounds on the bits."""
+    rng = np.random.default_rng(7)
+    a, b = _data(rng, (8, 8192), BF16), _data(rng, (8192, 64), BF16)
+    feed = {"a": a, "b": b}
+    (got,), (want,), sess = gpu_and_cpu(gpu, make_model("MatMul", feed, {}, 13), feed)
+    (row,) = sess.placement()
+    assert [p["shader"] for p in row["pipelines"]] == ["matmul_bf16", "splitk_reduce_bf16"], row
+    s = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    _check(got, want, _bound(BF16, 8192, s, got, want))

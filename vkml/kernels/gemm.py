@@ -10,7 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from .common import PushBlock, dtype_name
+import numpy as np
+
+from .common import BF16, PushBlock, dtype_name
 from .registry import Unsupported
 
 MAX_BATCH_RANK = 4       # batch dims the shaders take (push constants bshape/sab/sbb[4])
@@ -61,6 +63,12 @@ def split_k(blocks: int, k: int, bk: int, out_bytes: int, limit: int) -> tuple[i
     return -(-k // ks), ks
 
 
+def shader_dtype(dtype) -> str:
+    """The shader suffix of a GEMM's dtype: dtype_name's, and "bf16" for bfloat16, which only
+    the GEMM shaders (matmul.comp, splitk_reduce.comp, matmul_direct.comp) take."""
+    return "bf16" if np.dtype(dtype) == BF16 else dtype_name(dtype)
+
+
 def residual_view(epi: int, res, out):
     """The epilogue's residual binding: `res` where EPI_RESIDUAL asks for it, else the output
     (bound, never read)."""
@@ -73,7 +81,7 @@ def record_split_reduce(rec, part, splits: int, bias, has_bias: bool, out, res_v
     """The second pass of a split-K GEMM or convolution (shaders/splitk_reduce.comp): the
     `splits` partial sums in `part` ([splits][rows][cols] float32) plus beta * bias, then the
     epilogue, into `out` (positions: columns per image of an NCHW output, else cols)."""
-    dt = dtype_name(out.dtype)
+    dt = shader_dtype(out.dtype)
     red = rec.device.pipeline(f"splitk_reduce_{dt}", "rrwr", SPLITK_PUSH.size, (256, has_bias))
     total = rows * cols
     rec.dispatch(red, [part, bias, out.view, res_view],

@@ -8,14 +8,17 @@ Two shaders do the work:
   * matmul_cm2_f16 (shaders/matmul_cm2.comp): the same on VK_NV_cooperative_matrix2's
     workgroup-scope matrices (kernels/matmul_cm2.py), opt-in (VKML_CM2=1): then taken first for
     plain float16 products where the driver has them.
-bfloat16 and float64 (MatMul, Gemm; no fused epilogue) take matmul_direct_<bf16|f64>
+bfloat16 and float64 (MatMul, Gemm; no fused epilogue): float64, and bfloat16 products of
+at most BF16_DIRECT_MAX_MACS multiply-adds, take matmul_direct_<bf16|f64>
 (shaders/matmul_direct.comp): one invocation per output summing its K products in order
-(fma): bfloat16 widened exactly to float32 with float32 accumulation and one rounding to
-nearest even on the bits at the end, float64 in double (devices with shaderFloat64 only).
-NumPy's BLAS sums in another order (blocked, vectorized partial sums), so the results differ
-from the CPU operator by at most the two orders' rounding: |err| <= 2 K eps sum_k |a_k b_k|
-(eps = 2^-24 or 2^-53), plus for bfloat16 one bfloat16 ulp where the two float32 sums round
-to neighbouring bfloat16 values (tests/ops/test_gpu_matmul_bf16_f64.py).
+(fma), float64 in double (devices with shaderFloat64 only). Bigger bfloat16 products take
+matmul.comp's tilings and split K (matmul_bf16, matmul_unrolled_bf16, splitk_reduce_bf16).
+Either way bfloat16 is widened exactly to float32, summed in float32 and rounded once to
+nearest even on the bits at the end. NumPy's BLAS sums in another order (blocked,
+vectorized partial sums), so the results differ from the CPU operator by at most the two
+orders' rounding: |err| <= 2 K eps sum_k |a_k b_k| (eps = 2^-24 or 2^-53), plus for bfloat16
+one bfloat16 ulp where the two float32 sums round to neighbouring bfloat16 values
+(tests/ops/test_gpu_matmul_bf16_f64.py).
 
 MatMul's batch broadcasting becomes per-operand batch strides (collapsed to rank <= 4); a
 batch that only A has is folded into M when B is shared, so (B, S, K) @ (K, N) is one GEMM.
@@ -33,12 +36,16 @@ import numpy as np
 from .. import config
 from .common import BF16, F64, broadcast_shape, broadcast_strides, collapse, dtype_name, require_dtypes
 from . import matmul_cm2, matmul_coop
-from .gemm import MATMUL_PUSH, MAX_BATCH_RANK, NO_CLIP, Gemm, dispatch_gemm, gemm_push, residual_view
+from .gemm import (MATMUL_PUSH, MAX_BATCH_RANK, NO_CLIP, Gemm, dispatch_gemm, gemm_push, residual_view,
+                   shader_dtype)
 from .registry import Kernel, TensorSpec, Unsupported, register
 
 FLOATS = ("f32", "f16")
 # Wider/narrower floats the direct shader takes (dtype -> variant suffix).
 DIRECT = {F64: "f64", BF16: "bf16"}
+# bfloat16 products up to this many multiply-adds take the direct shader (as matmul_small's
+# bound for float32); bigger ones the tiled SIMT shader, whose blocks pay from there
+BF16_DIRECT_MAX_MACS = 1 << 21
 DTYPES = (np.dtype(np.float32), np.dtype(np.float16), *DIRECT)  # what MatMul and Gemm take
 MAX_DIM = (1 << 31) - 1
 
@@ -326,10 +333,11 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     if direct is not None:
         if epi or kscale is not None:
             raise Unsupported(f"no fused epilogue or scale for {np.dtype(out.dtype)} GEMMs")
-        _record_direct(rec, g, a, b, c, out, direct)
-        return
-    dt = dtype_name(out.dtype)
-    if tiling is None and is_small(g):
+        if direct != "bf16" or (tiling is None and g.m * g.n * g.batch * g.k <= BF16_DIRECT_MAX_MACS):
+            _record_direct(rec, g, a, b, c, out, direct)
+            return
+    dt = shader_dtype(out.dtype)
+    if direct is None and tiling is None and is_small(g):
         _record_small(rec, g, a, b, c, out, epi, res, clip, kscale)
         return
     if coop and kscale is None and tiling is None and dt == "f16" and \
