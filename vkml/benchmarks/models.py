@@ -14,12 +14,14 @@ import io
 from dataclasses import dataclass, field
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
-_NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
+_NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+               np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16}
 
 
 @dataclass
