@@ -354,6 +354,10 @@ def _variants_matmul(add) -> None:
                 VKML_SUBGROUP=sg)
         add(f"conv_small_{t}", "conv_small.comp", TX=T[t], TY=T[t], TO=T[t])
         add(f"splitk_reduce_{t}", "splitk_reduce.comp", TO=T[t])
+    # products of a few rows (kernels/matmul.py GEMV_ROWS): B read once, K over invocation groups
+    for t in ("f32", "f16"):
+        add(f"gemv_{t}", "gemv.comp", TX=T[t], TY=T[t], TO=T[t])
+    add("gemv_bf16", "gemv.comp", TX=13, TY=13, TO=13)
     # bfloat16 GEMMs on the tiled SIMT shader (code 13: stored as 16 bits, float32 arithmetic)
     add("matmul_bf16", "matmul.comp", TX=13, TY=13, TO=13)
     add("matmul_unrolled_bf16", "matmul.comp", TX=13, TY=13, TO=13, GEMM_KSTEP=0)

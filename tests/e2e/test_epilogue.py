@@ -740,9 +740,9 @@ def _act_gemm_model(op: str, attrs: dict, dtype, m: int, k: int, n: int) -> byte
 
 
 def test_cnn_activations_ride_on_gemms(gpu, gpu_on_cpu, vkml_env, monkeypatch):
-    """The same activations after a Gemm / MatMul (+ residual): the tiled, small and split-K
-    GEMMs (matmul.comp, matmul_small.comp, splitk_reduce.comp) give what the separate ops give,
-    bit for bit, NaN, infinities and -0 included."""
+    """The same activations after a Gemm / MatMul (+ residual): the tiled, small, split-K and
+    few-row GEMMs (matmul.comp, matmul_small.comp, splitk_reduce.comp, gemv.comp) give what the
+    separate ops give, bit for bit, NaN, infinities and -0 included."""
     from vkml.kernels import matmul as km
 
     rng = np.random.default_rng(23)
@@ -751,8 +751,10 @@ def test_cnn_activations_ride_on_gemms(gpu, gpu_on_cpu, vkml_env, monkeypatch):
         t = "f16" if dtype == np.float16 else "f32"
         for (m, k, n), split, shaders in (((6, 12, 40), False, {f"matmul_{t}"}),
                                           ((6, 96, 40), False, {f"matmul_small_{t}"}),
-                                          ((4, 1024, 40), True, {f"matmul_{t}", f"splitk_reduce_{t}"})):
-            monkeypatch.setattr(km, "SMALL_MAX_MACS", 0 if split else small_max)  # (the small path never splits K)
+                                          ((6, 1024, 40), True, {f"matmul_{t}", f"splitk_reduce_{t}"}),
+                                          ((4, 1024, 40), True, {f"gemv_{t}"})):
+            monkeypatch.setattr(km, "SMALL_MAX_MACS", 0 if split else small_max)  # (the small path never splits K,
+            # nor does gemv.comp, whose sums start from +0 as split K's)
             a = (rng.standard_normal((m, k)) * 2).astype(dtype)
             a[0] = 0.0
             a[1, 3], a[2, 5], a[3, 7] = np.nan, np.inf, -np.inf

@@ -1,13 +1,15 @@
 """GPU kernels for MatMul and Gemm.
 
-Two shaders do the work:
+These shaders do the work:
   * matmul_<f32|f16> (shaders/matmul.comp): register-blocked SIMT GEMM, fp32 accumulation,
     tile sizes chosen here per problem (specialization constants, so no recompiling);
   * matmul_coop_<acc> (shaders/matmul_coop.comp): float16 A/B on tensor cores through
     VK_KHR_cooperative_matrix, used when the device lists a suitable subgroup shape;
   * matmul_cm2_f16 (shaders/matmul_cm2.comp): the same on VK_NV_cooperative_matrix2's
     workgroup-scope matrices (kernels/matmul_cm2.py), opt-in (VKML_CM2=1): then taken first for
-    plain float16 products where the driver has them.
+    plain float16 products where the driver has them;
+  * gemv_<f32|f16|bf16> (shaders/gemv.comp): products of at most GEMV_ROWS rows (a batch of one),
+    B read once, K spread over invocation groups.
 bfloat16 and float64 (MatMul, Gemm; no fused epilogue): float64, and bfloat16 products of
 at most BF16_DIRECT_MAX_MACS multiply-adds, take matmul_direct_<bf16|f64>
 (shaders/matmul_direct.comp): one invocation per output summing its K products in order
@@ -290,6 +292,27 @@ def is_small(g: Gemm) -> bool:
     return g.k >= SMALL_MIN_K and g.m * g.n * g.batch * g.k <= SMALL_MAX_MACS
 
 
+# Products of at most GEMV_ROWS rows (one batch, A and B not transposed) past the small bound
+# take shaders/gemv.comp: B read once in vec4 rows, K spread over 64 invocation groups, where
+# GEMM blocks would be 31 or 63 padded rows walking K alone.
+GEMV_ROWS = 4
+GEMV_COLUMNS = 16  # per workgroup
+
+
+def is_gemv(g: Gemm) -> bool:
+    return g.m <= GEMV_ROWS and g.batch == 1 and not g.trans_a and not g.trans_b and g.k > 0
+
+
+def _record_gemv(rec, g: Gemm, a, b, c, out, epi: int, res, clip) -> None:
+    dev = rec.device
+    has_c = g.c_strides is not None
+    vec_b = _vec_ok(g, False) and b.view.offset % 16 == 0
+    p = dev.pipeline(f"gemv_{shader_dtype(out.dtype)}", "rrrwwrr", MATMUL_PUSH.size, (256, g.m, vec_b, has_c))
+    views = [a.view, b.view, c.view if has_c else out.view, out.view, out.view, residual_view(epi, res, out),
+             out.view]
+    rec.dispatch(p, views, gemm_push(g, epi=epi, clip=clip), -(-g.n // GEMV_COLUMNS))
+
+
 def _record_small(rec, g: Gemm, a, b, c, out, epi: int, res, clip, kscale=None) -> None:
     dev = rec.device
     has_c = g.c_strides is not None
@@ -339,6 +362,9 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
     dt = shader_dtype(out.dtype)
     if direct is None and tiling is None and is_small(g):
         _record_small(rec, g, a, b, c, out, epi, res, clip, kscale)
+        return
+    if tiling is None and kscale is None and is_gemv(g):
+        _record_gemv(rec, g, a, b, c, out, epi, res, clip)
         return
     if coop and kscale is None and tiling is None and dt == "f16" and \
             (matmul_cm2.record_if_suitable(rec, g, a, b, c, out, epi, res, clip)

@@ -1,0 +1,126 @@
+#version 450
+// O = alpha * A @ B (+ beta * C) for products of at most ROWS rows (kernels/matmul.py GEMV_ROWS:
+// batch-1 MatMuls and Gemms, a decoder's token), where GEMM blocks would be almost all padding
+// and walk K alone: B (K x N, row-major) is read once, 4 consecutive columns a vec4 at a time.
+// A workgroup takes 16 columns: 4 invocations side by side along n, 64 groups of them along K
+// (group g takes k = g, g + 64, ..., UNROLL rows in flight); the groups' sums meet in shared
+// memory and are added in group order, then alpha, beta * C and the epilogue as in matmul.comp's
+// store. fp32 accumulation. Same push block and bindings as matmul.comp (the split-K partials and
+// row-scale bindings are unused). TX / TO: 1 f32, 2 f16, 13 bf16 (as matmul.comp: its 16 bits,
+// widened exactly, rounded once on the bits at the end, no epilogue).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#define VKML_ST_13 uint16_t
+#define VKML_CT_13 float
+#if TX == 13
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+#include "include/vkml_types.glsl"
+#if TO == 13
+#include "include/vkml_round16.glsl"
+#define VKML_OF(x) uintBitsToFloat(uint(x) << 16u)
+#define VKML_OS(v) uint16_t(bf16_bits(v))
+#else
+#define VKML_OF(x) float(x)
+#endif
+#if TX == 13
+#define SX4 u16vec4
+#define XF(x) uintBitsToFloat(uint(x) << 16u)
+#define XF4(x) uintBitsToFloat(uvec4(x) << 16u)
+#else
+#if TX == 2
+#define SX4 f16vec4
+#else
+#define SX4 vec4
+#endif
+#define XF(x) float(x)
+#define XF4(x) vec4(x)
+#endif
+
+#define COLS 4u      // invocations side by side along n, 4 columns each
+#define GROUPS 64u   // groups of them along K
+#define UNROLL 4u
+layout(local_size_x = 256, local_size_x_id = 0) in;  // (the host keeps 256: COLS x GROUPS)
+layout(constant_id = 1) const uint ROWS = 1u;      // M, at most kernels/matmul.py GEMV_ROWS
+layout(constant_id = 2) const bool VEC_B = false;  // N % 4 == 0 and B 16-byte aligned: vec4 loads
+layout(constant_id = 3) const bool HAS_C = false;
+
+layout(std430, binding = 0) readonly buffer BA { SX a[]; };
+layout(std430, binding = 1) readonly buffer BB { SX b[]; };
+layout(std430, binding = 1) readonly buffer BB4 { SX4 b4[]; };
+layout(std430, binding = 2) readonly buffer BC { SO c[]; };
+layout(std430, binding = 3) writeonly buffer BO { SO o[]; };
+layout(std430, binding = 4) writeonly buffer BP { float part[]; };
+layout(std430, binding = 5) readonly buffer BR { SO res[]; };
+layout(std430, binding = 6) readonly buffer BS { SX ks[]; };
+
+layout(push_constant) uniform Push {
+    uint M, N, K, batch;
+    uint brank;
+    uint bshape[4];
+    uint sab[4];
+    uint sbb[4];
+    uint lda, ldb;
+    float alpha, beta;
+    uint scm, scn;
+    uint KS, S;             // (split K: unused here)
+    uint EPI;
+    float ELO, EHI;
+} pc;
+
+#if TO != 13  // (no bfloat16 GEMM takes an epilogue)
+#define VKML_EPILOGUE_GEMM
+#include "include/vkml_epilogue.glsl"
+#endif
+
+shared vec4 sums[GROUPS * COLS * ROWS];
+
+vec4 load_b(uint k, uint n) {
+    if (VEC_B) return XF4(b4[(k * pc.ldb + n) >> 2u]);
+    vec4 v = vec4(0.0);
+    [[unroll]] for (uint j = 0u; j < 4u; ++j)
+        if (n + j < pc.N) v[j] = XF(b[k * pc.ldb + n + j]);
+    return v;
+}
+
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    uint q = lid % COLS, grp = lid / COLS;
+    uint n = (gl_WorkGroupID.x * COLS + q) * 4u;
+    vec4 acc[ROWS];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) acc[r] = vec4(0.0);
+    if (n < pc.N) {
+        uint k = grp;
+        for (; k + (UNROLL - 1u) * GROUPS < pc.K; k += UNROLL * GROUPS) {
+            vec4 w[UNROLL];
+            [[unroll]] for (uint u = 0u; u < UNROLL; ++u) w[u] = load_b(k + u * GROUPS, n);
+            [[unroll]] for (uint u = 0u; u < UNROLL; ++u)
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+                    acc[r] = fma(vec4(XF(a[r * pc.lda + k + u * GROUPS])), w[u], acc[r]);
+        }
+        for (; k < pc.K; k += GROUPS) {
+            vec4 w = load_b(k, n);
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r) acc[r] = fma(vec4(XF(a[r * pc.lda + k])), w, acc[r]);
+        }
+    }
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) sums[(r * GROUPS + grp) * COLS + q] = acc[r];
+    barrier();
+    // Invocation (r, q, j) adds column j of quad q of row r over the groups, in group order.
+    uint e = lid;
+    if (e < ROWS * COLS * 4u) {
+        uint r = e / (COLS * 4u), qq = (e / 4u) % COLS, j = e % 4u;
+        uint col = (gl_WorkGroupID.x * COLS + qq) * 4u + j;
+        float v = 0.0;
+        for (uint g = 0u; g < GROUPS; ++g) v += sums[(r * GROUPS + g) * COLS + qq][j];
+        if (col < pc.N) {
+            uint oi = r * pc.N + col;
+            v *= pc.alpha;
+            if (HAS_C) v += pc.beta * VKML_OF(c[r * pc.scm + col * pc.scn]);
+#if TO == 13
+            o[oi] = VKML_OS(v);
+#else
+            o[oi] = SO(epilogue(v, oi, pc.EPI));
+#endif
+        }
+    }
+}
