@@ -2,8 +2,8 @@
 
 One GLSL source gives many variants through defines (unary.comp -> relu_f32, relu_f16,
 cast_f32_i64, ...); VARIANTS below is the table. Only variants whose inputs changed are
-rebuilt: vkml/spv/manifest.json records a hash of (source, every include, defines,
-compiler target) per variant.
+rebuilt: vkml/spv/manifest.json records a hash of (source, the include files it reaches,
+defines, compiler target) per variant.
 
 The generated SPIR-V is committed to the repository, because machines that run vkml
 (the GPU box included) usually have no shader compiler: with all .spv present and no
@@ -23,6 +23,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -475,17 +476,35 @@ def _command(compiler: tuple[str, str], v: Variant, out: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- hashing
-def _include_texts() -> bytes:
-    parts = []
-    for path in sorted(glob.glob(os.path.join(SHADERS, "include", "*.glsl"))):
-        with open(path, "rb") as f:
-            parts.append(os.path.basename(path).encode() + b"\0" + f.read())
-    return b"\0".join(parts)
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
-def variant_hash(v: Variant, includes: bytes) -> str:
-    with open(os.path.join(SHADERS, v.source), "rb") as f:
+def _includes_of(path: str, seen: set[str] | None = None) -> set[str]:
+    """Every file `path` includes, directly or through others (#include "..." relative to the
+    including file, whatever #if surrounds it: a superset of what any variant compiles)."""
+    seen = set() if seen is None else seen
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for name in _INCLUDE_RE.findall(text):
+        inc = os.path.normpath(os.path.join(os.path.dirname(path), name))
+        if inc not in seen and os.path.exists(inc):
+            seen.add(inc)
+            _includes_of(inc, seen)
+    return seen
+
+
+def variant_hash(v: Variant) -> str:
+    """The hash of what a variant's SPIR-V is made from: its source, the include files it
+    reaches, its defines and the compiler target (so editing an include rebuilds only the
+    variants that include it)."""
+    path = os.path.join(SHADERS, v.source)
+    with open(path, "rb") as f:
         src = f.read()
+    parts = []
+    for inc in sorted(_includes_of(path)):
+        with open(inc, "rb") as f:
+            parts.append(os.path.relpath(inc, SHADERS).encode() + b"\0" + f.read())
+    includes = b"\0".join(parts)
     h = hashlib.sha256()
     for part in (v.source.encode(), src, includes, json.dumps(v.defines, sort_keys=True).encode(),
                  v.target.encode()):
@@ -522,8 +541,7 @@ def build(force: bool = False, jobs: int | None = None, quiet: bool = False) -> 
     names = [v.name for v in VARIANTS]
     if len(set(names)) != len(names):
         raise ShaderBuildError("duplicate variant names in tools/build_shaders.py")
-    includes = _include_texts()
-    wanted = {v.name: variant_hash(v, includes) for v in VARIANTS}
+    wanted = {v.name: variant_hash(v) for v in VARIANTS}
     old = _load_manifest().get("variants", {})
     todo = [v for v in VARIANTS
             if force or old.get(v.name) != wanted[v.name]
