@@ -300,7 +300,10 @@ GEMV_COLUMNS = 16  # per workgroup
 
 
 def is_gemv(g: Gemm) -> bool:
-    return g.m <= GEMV_ROWS and g.batch == 1 and not g.trans_a and not g.trans_b and g.k > 0
+    """Few rows of one batch, A and B not transposed, more multiply-adds than the small kernel
+    takes (smaller products, K < SMALL_MIN_K ones included, keep the tiles)."""
+    return (g.m <= GEMV_ROWS and g.batch == 1 and not g.trans_a and not g.trans_b
+            and g.m * g.n * g.k > SMALL_MAX_MACS)
 
 
 def _record_gemv(rec, g: Gemm, a, b, c, out, epi: int, res, clip) -> None:
