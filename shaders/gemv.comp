@@ -6,36 +6,11 @@
 // (group g takes k = g, g + 64, ..., UNROLL rows in flight); the groups' sums meet in shared
 // memory and are added in group order, then alpha, beta * C and the epilogue as in matmul.comp's
 // store. fp32 accumulation. Same push block and bindings as matmul.comp (the split-K partials and
-// row-scale bindings are unused). TX / TO: 1 f32, 2 f16, 13 bf16 (as matmul.comp: its 16 bits,
-// widened exactly, rounded once on the bits at the end, no epilogue).
+// row-scale bindings are unused). TX / TO: 1 f32, 2 f16, 13 bf16 (include/vkml_gemm_types.glsl;
+// no epilogue for bfloat16).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#define VKML_ST_13 uint16_t
-#define VKML_CT_13 float
-#if TX == 13
-#extension GL_EXT_shader_16bit_storage : require
-#endif
-#include "include/vkml_types.glsl"
-#if TO == 13
-#include "include/vkml_round16.glsl"
-#define VKML_OF(x) uintBitsToFloat(uint(x) << 16u)
-#define VKML_OS(v) uint16_t(bf16_bits(v))
-#else
-#define VKML_OF(x) float(x)
-#endif
-#if TX == 13
-#define SX4 u16vec4
-#define XF(x) uintBitsToFloat(uint(x) << 16u)
-#define XF4(x) uintBitsToFloat(uvec4(x) << 16u)
-#else
-#if TX == 2
-#define SX4 f16vec4
-#else
-#define SX4 vec4
-#endif
-#define XF(x) float(x)
-#define XF4(x) vec4(x)
-#endif
+#include "include/vkml_gemm_types.glsl"
 
 #define COLS 4u      // invocations side by side along n, 4 columns each
 #define GROUPS 64u   // groups of them along K

@@ -3,24 +3,9 @@
 // Serves MatMul (batch broadcasting, 1-D operands folded by the host) and Gemm (transA,
 // transB, alpha, beta, C broadcast through strides). TX: storage type of A and B
 // (1 = f32, 2 = f16, 13 = bf16), TO: of C and the output. Core and tiling: include/vkml_gemm.glsl.
-// bfloat16 (code 13, a local one as in matmul_direct.comp): stored as its 16 bits, widened
-// exactly to float32, float32 accumulation, the result rounded to nearest even on the bits
-// (include/vkml_round16.glsl); XF / XF4 read A and B values, VKML_OF / VKML_OS output-typed ones.
+// bfloat16: float32 accumulation, one rounding at the end (include/vkml_gemm_types.glsl).
 #extension GL_GOOGLE_include_directive : require
-#define VKML_ST_13 uint16_t
-#define VKML_CT_13 float
-#if TX == 13
-#extension GL_EXT_shader_16bit_storage : require
-#endif
-#include "include/vkml_types.glsl"
-#if TO == 13
-#include "include/vkml_round16.glsl"
-#define VKML_OF(x) uintBitsToFloat(uint(x) << 16u)
-#define VKML_OS(v) uint16_t(bf16_bits(v))
-#else
-#define VKML_OF(x) float(x)
-#define VKML_OS(v) SO(v)
-#endif
+#include "include/vkml_gemm_types.glsl"
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 #include "include/vkml_gemm.glsl"
@@ -34,20 +19,6 @@ layout(constant_id = 10) const bool HAS_C = false;
 // 1 by ks[z * K + k] (a squeeze-excitation gate per image and channel before a pointwise
 // convolution, kernels/conv.py), 2 by ks[k].
 layout(constant_id = 11) const uint KSCALE = 0;
-
-#if TX == 13
-#define SX4 u16vec4
-#define XF(x) uintBitsToFloat(uint(x) << 16u)
-#define XF4(x) uintBitsToFloat(uvec4(x) << 16u)
-#else
-#if TX == 2
-#define SX4 f16vec4
-#else
-#define SX4 vec4
-#endif
-#define XF(x) float(x)
-#define XF4(x) vec4(x)
-#endif
 
 layout(std430, binding = 0) readonly buffer BA { SX a[]; };
 layout(std430, binding = 0) readonly buffer BA4 { SX4 a4[]; };

@@ -11,12 +11,7 @@
 #extension GL_GOOGLE_include_directive : require
 #define VKML_ST_12 double
 #define VKML_CT_12 double
-#define VKML_ST_13 uint16_t
-#define VKML_CT_13 float
-#if TX == 13
-#extension GL_EXT_shader_16bit_storage : require
-#endif
-#include "include/vkml_types.glsl"
+#include "include/vkml_gemm_types.glsl"  // (code 13)
 #include "include/vkml_round16.glsl"
 
 #if TX == 13

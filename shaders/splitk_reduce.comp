@@ -8,22 +8,8 @@
 // where cols run over images x positions) and takes bias[row * br + col * bc].
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-// bfloat16 outputs (TO = 13, matmul.comp's local code): stored as their 16 bits, the sum
-// rounded to nearest even on the bits.
-#define VKML_ST_13 uint16_t
-#define VKML_CT_13 float
-#if TO == 13
-#extension GL_EXT_shader_16bit_storage : require
-#endif
-#include "include/vkml_types.glsl"
-#if TO == 13
-#include "include/vkml_round16.glsl"
-#define VKML_OF(x) uintBitsToFloat(uint(x) << 16u)
-#define VKML_OS(v) uint16_t(bf16_bits(v))
-#else
-#define VKML_OF(x) float(x)
-#define VKML_OS(v) SO(v)
-#endif
+// bfloat16 outputs (TO = 13): the sum rounded to nearest even on the bits.
+#include "include/vkml_gemm_types.glsl"
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 layout(constant_id = 1) const bool HAS_BIAS = false;

@@ -65,7 +65,7 @@ def split_k(blocks: int, k: int, bk: int, out_bytes: int, limit: int) -> tuple[i
 
 def shader_dtype(dtype) -> str:
     """The shader suffix of a GEMM's dtype: dtype_name's, and "bf16" for bfloat16, which only
-    the GEMM shaders (matmul.comp, splitk_reduce.comp, matmul_direct.comp) take."""
+    the GEMM shaders take (shaders/include/vkml_gemm_types.glsl)."""
     return "bf16" if np.dtype(dtype) == BF16 else dtype_name(dtype)
 
 

@@ -306,11 +306,11 @@ def is_gemv(g: Gemm) -> bool:
             and g.m * g.n * g.k > SMALL_MAX_MACS)
 
 
-def _record_gemv(rec, g: Gemm, a, b, c, out, epi: int, res, clip) -> None:
+def _record_gemv(rec, g: Gemm, a, b, c, out, dt: str, epi: int, res, clip) -> None:
     dev = rec.device
     has_c = g.c_strides is not None
     vec_b = _vec_ok(g, False) and b.view.offset % 16 == 0
-    p = dev.pipeline(f"gemv_{shader_dtype(out.dtype)}", "rrrwwrr", MATMUL_PUSH.size, (256, g.m, vec_b, has_c))
+    p = dev.pipeline(f"gemv_{dt}", "rrrwwrr", MATMUL_PUSH.size, (256, g.m, vec_b, has_c))
     views = [a.view, b.view, c.view if has_c else out.view, out.view, out.view, residual_view(epi, res, out),
              out.view]
     rec.dispatch(p, views, gemm_push(g, epi=epi, clip=clip), -(-g.n // GEMV_COLUMNS))
@@ -367,7 +367,7 @@ def record_gemm(rec, g: Gemm, a, b, c, out, tiling: Tiling | None = None, coop: 
         _record_small(rec, g, a, b, c, out, epi, res, clip, kscale)
         return
     if tiling is None and kscale is None and is_gemv(g):
-        _record_gemv(rec, g, a, b, c, out, epi, res, clip)
+        _record_gemv(rec, g, a, b, c, out, dt, epi, res, clip)
         return
     if coop and kscale is None and tiling is None and dt == "f16" and \
             (matmul_cm2.record_if_suitable(rec, g, a, b, c, out, epi, res, clip)
