@@ -9,7 +9,8 @@ stdout and in --out. Issue #12: which split-K and tiling choices suit batch-1 CN
         [--out FILE] [--warm SECONDS]
   module is a vkml.kernels submodule (gemm, matmul, conv) or compile.X, vulkan.X, runtime.X; VALUE a Python expression of
   literals, Tiling(bm,bn,bk,tm,tn) and CoopTiling(bm,bn,bk,wm,wn[,stages]). Models: the bench's builders
-  (mlp_f16, mlp_bf16: the MLP in float16, bfloat16), tv:NAME (torchvision),
+  (mlp_f16, mlp_bf16: the MLP in float16, bfloat16; mlp_t, mlp_t_f16, mlp_t_bf16: as nn.Linear
+  exports it, Gemm with transB), tv:NAME (torchvision),
   tt:NAME (vkml.benchmarks.models.torch_transformer: bert_base, gpt2_small, vit_b_16), each with
   an optional :BATCH (default 1). Without
   --variant: the split-K and tiling set below (DEFAULT).
@@ -49,11 +50,12 @@ def model(name: str, batch: int = 1):
         if bm is None:
             raise SystemExit(why)
         return bm
-    if name in ("mlp_f16", "mlp_bf16"):
+    if name in ("mlp_f16", "mlp_bf16", "mlp_t", "mlp_t_f16", "mlp_t_bf16"):
         import ml_dtypes
         import numpy as np
 
-        return M.mlp(batch, dtype=np.float16 if name == "mlp_f16" else ml_dtypes.bfloat16)
+        dtype = np.float16 if name.endswith("_f16") else ml_dtypes.bfloat16 if name.endswith("_bf16") else np.float32
+        return M.mlp(batch, dtype=dtype, linear=name.startswith("mlp_t"))
     return getattr(M, name)(batch)
 
 

@@ -165,7 +165,7 @@ def test_bf16_tiled(gpu, m, n, k, batch, ta, tb, seed, special):
     (row,) = sess.placement()
     shaders = [p["shader"] for p in row["pipelines"]]
     rows = m * b_ if batch else m  # (a batch only A has is folded into M)
-    few = rows <= km.GEMV_ROWS and (bool(batch) or not (ta or tb))  # gemv.comp (test_gpu_gemv.py)
+    few = rows <= km.GEMV_ROWS and (bool(batch) or not ta)  # gemv.comp (test_gpu_gemv.py)
     assert row["device"] == gpu and shaders[0] in (("gemv_bf16",) if few else ("matmul_bf16", "matmul_unrolled_bf16")), row
     assert shaders[1:] in ([], ["splitk_reduce_bf16"]), shaders
     _check(got, want, _bound(BF16, k, s, got, want))

@@ -188,20 +188,27 @@ def conv_cnn(batch: int = 1, size: int = 128) -> BenchModel:
     return BenchModel("conv_cnn", m, feed, flops=flops, meta={"batch": batch, "size": size})
 
 
-def mlp(batch: int = 64, width: int = 4096, layers: int = 8, dtype=np.float32) -> BenchModel:
-    """`layers` x (MatMul + Add + Relu) at `width`: GEMM throughput with little else."""
+def mlp(batch: int = 64, width: int = 4096, layers: int = 8, dtype=np.float32, linear: bool = False) -> BenchModel:
+    """`layers` x (MatMul + Add + Relu) at `width`: GEMM throughput with little else. `linear`:
+    Gemm(transB=1) with the bias instead, as torch exports nn.Linear (weights stored out x in)."""
     g = _Graph(seed=8, dtype=dtype)
     x = "x"
     for k in range(layers):
         w = (g.rng.standard_normal((width, width), dtype=np.float32) * np.sqrt(2.0 / width)).astype(dtype)
-        x = g.op("MatMul", [x, g.const("w", w)])
-        x = g.op("Add", [x, g.const("b", np.zeros(width, dtype))])
+        if linear:
+            x = g.op("Gemm", [x, g.const("w", np.ascontiguousarray(w.T)), g.const("b", np.zeros(width, dtype))],
+                     transB=1)
+        else:
+            x = g.op("MatMul", [x, g.const("w", w)])
+            x = g.op("Add", [x, g.const("b", np.zeros(width, dtype))])
         if k < layers - 1:
             x = g.op("Relu", [x])
     m = g.model("mlp", [("x", (batch, width))], x, [batch, width])
     feed = {"x": np.random.default_rng(1).standard_normal((batch, width), dtype=np.float32).astype(dtype)}
-    return BenchModel(f"mlp_{np.dtype(dtype).name}", m, feed, flops=2.0 * batch * width * width * layers,
-                      meta={"batch": batch, "width": width, "layers": layers, "dtype": np.dtype(dtype).name})
+    return BenchModel(f"mlp_{'linear_' if linear else ''}{np.dtype(dtype).name}", m, feed,
+                      flops=2.0 * batch * width * width * layers,
+                      meta={"batch": batch, "width": width, "layers": layers, "dtype": np.dtype(dtype).name,
+                            "linear": linear})
 
 
 def matmul(n: int = 4096, dtype=np.float32) -> BenchModel:

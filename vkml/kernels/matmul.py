@@ -9,7 +9,7 @@ These shaders do the work:
     workgroup-scope matrices (kernels/matmul_cm2.py), opt-in (VKML_CM2=1): then taken first for
     plain float16 products where the driver has them;
   * gemv_<f32|f16|bf16> (shaders/gemv.comp): products of at most GEMV_ROWS rows (a batch of one),
-    B read once, K spread over invocation groups.
+    B read once (either layout), K spread over invocation groups.
 bfloat16 and float64 (MatMul, Gemm; no fused epilogue): float64, and bfloat16 products of
 at most BF16_DIRECT_MAX_MACS multiply-adds, take matmul_direct_<bf16|f64>
 (shaders/matmul_direct.comp): one invocation per output summing its K products in order
@@ -292,17 +292,20 @@ def is_small(g: Gemm) -> bool:
     return g.k >= SMALL_MIN_K and g.m * g.n * g.batch * g.k <= SMALL_MAX_MACS
 
 
-# Products of at most GEMV_ROWS rows (one batch, A and B not transposed) past the small bound
-# take shaders/gemv.comp: B read once in vec4 rows, K spread over 64 invocation groups, where
-# GEMM blocks would be 31 or 63 padded rows walking K alone.
+# Products of at most GEMV_ROWS rows (one batch, A not transposed) past the small bound take
+# shaders/gemv.comp, where GEMM blocks would be 31 or 63 padded rows walking K alone: B (K x N) read
+# once in vec4 rows, K spread over 64 invocation groups, GEMV_COLUMNS columns a workgroup; or, B
+# stored N x K (Gemm transB = 1: torch's nn.Linear), GEMV_T_COLUMNS columns of 64 lanes along K.
 GEMV_ROWS = 4
 GEMV_COLUMNS = 16  # per workgroup
+GEMV_T_COLUMNS = 4  # per workgroup, B transposed (gemv.comp's 256 / LANES)
+GEMV_TRANS_B = True  # (a module switch for A/Bs: False sends transposed B back to the GEMM blocks)
 
 
 def is_gemv(g: Gemm) -> bool:
-    """Few rows of one batch, A and B not transposed, more multiply-adds than the small kernel
-    takes (smaller products, K < SMALL_MIN_K ones included, keep the tiles)."""
-    return (g.m <= GEMV_ROWS and g.batch == 1 and not g.trans_a and not g.trans_b
+    """Few rows of one batch, A not transposed, more multiply-adds than the small kernel takes
+    (smaller products, K < SMALL_MIN_K ones included, keep the tiles)."""
+    return (g.m <= GEMV_ROWS and g.batch == 1 and not g.trans_a and (GEMV_TRANS_B or not g.trans_b)
             and g.m * g.n * g.k > SMALL_MAX_MACS)
 
 
@@ -310,10 +313,12 @@ def _record_gemv(rec, g: Gemm, a, b, c, out, dt: str, epi: int, res, clip) -> No
     dev = rec.device
     has_c = g.c_strides is not None
     vec_b = _vec_ok(g, False) and b.view.offset % 16 == 0
-    p = dev.pipeline(f"gemv_{dt}", "rrrwwrr", MATMUL_PUSH.size, (256, g.m, vec_b, has_c))
+    vec_a = g.trans_b and _vec_ok(g, True) and a.view.offset % 16 == 0
+    p = dev.pipeline(f"gemv_{dt}", "rrrwwrr", MATMUL_PUSH.size, (256, g.m, vec_b, has_c, g.trans_b, vec_a))
     views = [a.view, b.view, c.view if has_c else out.view, out.view, out.view, residual_view(epi, res, out),
              out.view]
-    rec.dispatch(p, views, gemm_push(g, epi=epi, clip=clip), -(-g.n // GEMV_COLUMNS))
+    cols = GEMV_T_COLUMNS if g.trans_b else GEMV_COLUMNS
+    rec.dispatch(p, views, gemm_push(g, epi=epi, clip=clip), -(-g.n // cols))
 
 
 def _record_small(rec, g: Gemm, a, b, c, out, epi: int, res, clip, kscale=None) -> None:
