@@ -2,31 +2,34 @@
 // O = alpha * A @ B (+ beta * C) for products of at most ROWS rows (kernels/matmul.py GEMV_ROWS:
 // batch-1 MatMuls and Gemms, a decoder's token), where GEMM blocks would be almost all padding
 // and walk K alone: B (K x N, row-major) is read once, 4 consecutive columns a vec4 at a time.
-// A workgroup takes 16 columns: 4 invocations side by side along n, 64 groups of them along K
-// (group g takes k = g, g + 64, ..., UNROLL rows in flight); the groups' sums meet in shared
-// memory and are added in group order, then alpha, beta * C and the epilogue as in matmul.comp's
-// store. fp32 accumulation. Same push block and bindings as matmul.comp (the split-K partials and
+// A workgroup takes 4 COLS columns: COLS invocations side by side along n, GROUPS = 256 / COLS
+// groups of them along K (group g takes k = g, g + GROUPS, ..., UNROLL rows in flight); the
+// groups' sums meet in shared memory and are added in a fixed tree, then alpha, beta * C and the
+// epilogue as in matmul.comp's store. fp32 accumulation. Same push block and bindings as matmul.comp (the split-K partials and
 // row-scale bindings are unused). TX / TO: 1 f32, 2 f16, 13 bf16 (include/vkml_gemm_types.glsl;
 // no epilogue for bfloat16).
 //
 // TRANS_B: B stored N x K (Gemm's transB = 1, how torch exports nn.Linear's weight), each column
-// of the product a row of B. A workgroup then takes 4 columns, LANES invocations along each one's
-// K (lane l reads k = 4 l + 256 i as vec4s of B's row and A's rows, UNROLL in flight); each lane
+// of the product a row of B. A workgroup then takes 256 / LANES columns, LANES invocations along
+// each one's K (lane l reads k = 4 l + 4 LANES i as vec4s of B's row and A's rows, UNROLL in
+// flight); each lane
 // keeps its 4 k positions apart, and the lanes meet in a fixed tree in shared memory.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "include/vkml_gemm_types.glsl"
 
-#define COLS 4u      // invocations side by side along n, 4 columns each
-#define GROUPS 64u   // groups of them along K
-#define UNROLL 4u
 layout(local_size_x = 256, local_size_x_id = 0) in;  // (the host keeps 256: COLS x GROUPS)
 layout(constant_id = 1) const uint ROWS = 1u;      // M, at most kernels/matmul.py GEMV_ROWS
 layout(constant_id = 2) const bool VEC_B = false;  // N % 4 == 0 and B 16-byte aligned: vec4 loads
 layout(constant_id = 3) const bool HAS_C = false;
 layout(constant_id = 4) const bool TRANS_B = false;  // B stored N x K
 layout(constant_id = 5) const bool VEC_A = false;    // (TRANS_B) K % 4 == 0, A 16-byte aligned: vec4 loads
-#define LANES 64u    // TRANS_B: invocations along each column's K; 256 / LANES columns a workgroup
+// The shapes of the work (kernels/matmul.py GEMV_COLS, GEMV_LANES, GEMV_UNROLL; powers of two)
+layout(constant_id = 6) const uint COLS = 4u;    // invocations side by side along n, 4 columns each
+const uint GROUPS = 256u / COLS;                 // groups of them along K
+layout(constant_id = 7) const uint LANES = 64u;  // TRANS_B: invocations along each column's K;
+                                                 // 256 / LANES columns a workgroup
+layout(constant_id = 8) const uint UNROLL = 4u;  // loads of B in flight per invocation
 
 layout(std430, binding = 0) readonly buffer BA { SX a[]; };
 layout(std430, binding = 0) readonly buffer BA4 { SX4 a4[]; };
@@ -156,13 +159,17 @@ void main() {
     }
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) sums[(r * GROUPS + grp) * COLS + q] = acc[r];
     barrier();
-    // Invocation (r, q, j) adds column j of quad q of row r over the groups, in group order.
+    [[unroll]] for (uint h = GROUPS / 2u; h > 0u; h >>= 1u) {
+        if (grp < h)
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+                sums[(r * GROUPS + grp) * COLS + q] += sums[(r * GROUPS + grp + h) * COLS + q];
+        barrier();
+    }
+    // Invocation (r, q, j) stores column j of quad q of row r.
     uint e = lid;
     if (e < ROWS * COLS * 4u) {
         uint r = e / (COLS * 4u), qq = (e / 4u) % COLS, j = e % 4u;
         uint col = (gl_WorkGroupID.x * COLS + qq) * 4u + j;
-        float v = 0.0;
-        for (uint g = 0u; g < GROUPS; ++g) v += sums[(r * GROUPS + g) * COLS + qq][j];
-        if (col < pc.N) store(r, col, v);
+        if (col < pc.N) store(r, col, sums[r * GROUPS * COLS + qq][j]);
     }
 }

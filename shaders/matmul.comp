@@ -19,6 +19,12 @@ layout(constant_id = 10) const bool HAS_C = false;
 // 1 by ks[z * K + k] (a squeeze-excitation gate per image and channel before a pointwise
 // convolution, kernels/conv.py), 2 by ks[k].
 layout(constant_id = 11) const uint KSCALE = 0;
+#if TX == 2
+#include "include/vkml_round16.glsl"
+#define XROUND(v) f16_round(v)  /* (on the bits: an H200 kept float(float16_t(x)) unrounded) */
+#else
+#define XROUND(v) float(SX(v))
+#endif
 
 layout(std430, binding = 0) readonly buffer BA { SX a[]; };
 layout(std430, binding = 0) readonly buffer BA4 { SX4 a4[]; };
@@ -111,8 +117,11 @@ vec4 load_b(uint base, uint gk, uint gn) {
     vec4 v = load_b_raw(base, gk, gn);
 #if TX != 13  // (the host scales no bfloat16 GEMM's rows)
     if (KSCALE == 0u || gk >= KEND || gn >= pc.N) return v;
-    if (!TRANS_B) return vec4(SX4(v * float(ks[KSBASE + gk])));
-    for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = float(SX(v[c_] * float(ks[KSBASE + gk + c_])));
+    if (!TRANS_B) {
+        v *= float(ks[KSBASE + gk]);
+        return vec4(XROUND(v.x), XROUND(v.y), XROUND(v.z), XROUND(v.w));
+    }
+    for (uint c_ = 0u; c_ < 4u; ++c_) if (gk + c_ < KEND) v[c_] = XROUND(v[c_] * float(ks[KSBASE + gk + c_]));
 #endif
     return v;
 }

@@ -15,6 +15,12 @@ layout(constant_id = 1) const bool TRANS_A = false; // A stored K x M (m contigu
 layout(constant_id = 2) const bool TRANS_B = false; // B stored N x K (k contiguous)
 layout(constant_id = 3) const bool HAS_C = false;
 layout(constant_id = 4) const uint KSCALE = 0;  // B's rows scaled as matmul.comp's KSCALE
+#if TX == 2
+#include "include/vkml_round16.glsl"
+#define XROUND(v) f16_round(v)  /* (on the bits: an H200 kept float(float16_t(x)) unrounded) */
+#else
+#define XROUND(v) float(SX(v))
+#endif
 
 layout(std430, binding = 0) readonly buffer BA { SX a[]; };
 layout(std430, binding = 1) readonly buffer BB { SX b[]; };
@@ -67,7 +73,7 @@ void main() {
             for (uint k = lane; k < pc.K; k += LANES) {
                 float av = float(TRANS_A ? a[abase + k * pc.lda + m] : a[abase + m * pc.lda + k]);
                 float bv = float(TRANS_B ? b[bbase + n * pc.ldb + k] : b[bbase + k * pc.ldb + n]);
-                if (KSCALE != 0u) bv = float(SX(bv * float(ks[ksb + k])));
+                if (KSCALE != 0u) bv = XROUND(bv * float(ks[ksb + k]));
                 acc = fma(av, bv, acc);
             }
         }

@@ -23,6 +23,11 @@ uint f16_bits(float v) {
     return s | r;
 }
 
+// v rounded to float16 and back on the bits: what float(float16_t(v)) means, whichever driver.
+float f16_round(float v) {
+    return unpackHalf2x16(f16_bits(v)).x;
+}
+
 // float32 -> bfloat16 bits, to nearest even; NaN is quiet without payload, as ml_dtypes.
 uint bf16_bits(float v) {
     uint b = floatBitsToUint(v);

@@ -4,9 +4,9 @@ CPU operator over hypothesis shapes: 1 to 4 rows, columns that are and are not m
 float32 and float16 (and the fused bias + Relu epilogue), bfloat16; B stored K x N or, through
 Gemm's transB (torch's nn.Linear), N x K.
 
-Tolerance: both sides sum the K products in float32 in different orders (gemv.comp: 64 groups
-of every 64th k, then the groups in order; transposed, 256 interleaved partial sums added in a
-tree), so |got - want| <= 2 K 2^-24 S with S = |A| @ |B|,
+Tolerance: both sides sum the K products in float32 in different orders (gemv.comp: 256 /
+GEMV_COLS groups of every so many k, or 256 interleaved partial sums when B is transposed, then
+added in a tree), so |got - want| <= 2 K 2^-24 S with S = |A| @ |B|,
 plus one ulp of the output type where the two float32 sums round to neighbouring values."""
 from __future__ import annotations
 

@@ -294,11 +294,16 @@ def is_small(g: Gemm) -> bool:
 
 # Products of at most GEMV_ROWS rows (one batch, A not transposed) past the small bound take
 # shaders/gemv.comp, where GEMM blocks would be 31 or 63 padded rows walking K alone: B (K x N) read
-# once in vec4 rows, K spread over 64 invocation groups, GEMV_COLUMNS columns a workgroup; or, B
-# stored N x K (Gemm transB = 1: torch's nn.Linear), GEMV_T_COLUMNS columns of 64 lanes along K.
+# once in vec4 rows, 4 GEMV_COLS columns a workgroup, K over 256 / GEMV_COLS invocation groups; or,
+# B stored N x K (Gemm transB = 1: torch's nn.Linear), 256 / GEMV_LANES columns of GEMV_LANES
+# invocations along K. GEMV_UNROLL loads of B in flight per invocation. (Powers of two.) H200, the
+# MLP 8 x 4096^2 at batch 1, 2 rounds of 60 runs (bench/results/checks/h200-2026-12-04-gemv-shape.jsonl):
+# float32 227 -> 204 us host->host with 8 loads in flight instead of 4, float16 and B transposed
+# even; 2 or 8 columns a group along n instead of 4, 32 or 128 lanes instead of 64: even or slower.
 GEMV_ROWS = 4
-GEMV_COLUMNS = 16  # per workgroup
-GEMV_T_COLUMNS = 4  # per workgroup, B transposed (gemv.comp's 256 / LANES)
+GEMV_COLS = 4
+GEMV_LANES = 64
+GEMV_UNROLL = 8
 GEMV_TRANS_B = True  # (a module switch for A/Bs: False sends transposed B back to the GEMM blocks)
 
 
@@ -314,10 +319,11 @@ def _record_gemv(rec, g: Gemm, a, b, c, out, dt: str, epi: int, res, clip) -> No
     has_c = g.c_strides is not None
     vec_b = _vec_ok(g, False) and b.view.offset % 16 == 0
     vec_a = g.trans_b and _vec_ok(g, True) and a.view.offset % 16 == 0
-    p = dev.pipeline(f"gemv_{dt}", "rrrwwrr", MATMUL_PUSH.size, (256, g.m, vec_b, has_c, g.trans_b, vec_a))
+    p = dev.pipeline(f"gemv_{dt}", "rrrwwrr", MATMUL_PUSH.size,
+                     (256, g.m, vec_b, has_c, g.trans_b, vec_a, GEMV_COLS, GEMV_LANES, GEMV_UNROLL))
     views = [a.view, b.view, c.view if has_c else out.view, out.view, out.view, residual_view(epi, res, out),
              out.view]
-    cols = GEMV_T_COLUMNS if g.trans_b else GEMV_COLUMNS
+    cols = 256 // GEMV_LANES if g.trans_b else 4 * GEMV_COLS  # per workgroup
     rec.dispatch(p, views, gemm_push(g, epi=epi, clip=clip), -(-g.n // cols))
 
 
