@@ -13,7 +13,8 @@
 
 layout(local_size_x = 256, local_size_x_id = 0) in;
 layout(constant_id = 1) const bool HAS_BIAS = false;
-const uint RUN = 8;
+// Partials loaded per round, all issued before any is added (kernels/gemm.py SPLITK_RUN).
+layout(constant_id = 2) const uint RUN = 8u;
 
 layout(std430, binding = 0) readonly buffer BP { float part[]; };
 layout(std430, binding = 1) readonly buffer BB { SO bias[]; };
@@ -38,15 +39,14 @@ void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint e = gl_GlobalInvocationID.x; e < pc.total; e += stride) {
         // The partials added in the order of the splits, loaded RUN at a time first: loaded in
-        // the loop as it was, they cost one memory latency each.
+        // the loop as it was, they cost one memory latency each. Past the last split a round
+        // adds +0, which changes no sum that starts from +0 (NaN, infinities and signs kept).
         float v = 0.0;
-        uint s = 0u;
-        for (; s + RUN <= pc.S; s += RUN) {
+        for (uint s = 0u; s < pc.S; s += RUN) {
             float t[RUN];
-            [[unroll]] for (uint i = 0u; i < RUN; ++i) t[i] = part[(s + i) * pc.total + e];
+            [[unroll]] for (uint i = 0u; i < RUN; ++i) t[i] = s + i < pc.S ? part[(s + i) * pc.total + e] : 0.0;
             [[unroll]] for (uint i = 0u; i < RUN; ++i) v += t[i];
         }
-        for (; s < pc.S; ++s) v += part[s * pc.total + e];
         uint row = e / pc.cols, col = e - row * pc.cols;
         if (HAS_BIAS) v += pc.beta * VKML_OF(bias[row * pc.br + col * pc.bc]);
         uint img = col / pc.P, p = col - img * pc.P;

@@ -46,6 +46,12 @@ SPLIT_BELOW_GROUPS = 128
 SPLIT_TARGET_GROUPS = 256
 MIN_SPLIT_TILES = 4
 MAX_SPLITS = 32
+# Partials the reduce pass (shaders/splitk_reduce.comp) loads per round, all in flight at once.
+# 16 or 32 (every split of ResNet's 32-way convolutions in one round) changed nothing or lost
+# (H200, 2 rounds of 80 runs: resnet18 0.56-0.58 ms either way, ResNet-50 1.20-1.22 against
+# 1.23 with 32, BERT-base 2.61-2.65 against 2.69; bench/results/checks/h200-2026-12-04-splitk-run.jsonl):
+# the pass waits on its launch and the barrier before it, not on its loads.
+SPLITK_RUN = 8
 
 
 def split_k(blocks: int, k: int, bk: int, out_bytes: int, limit: int) -> tuple[int, int]:
@@ -82,7 +88,7 @@ def record_split_reduce(rec, part, splits: int, bias, has_bias: bool, out, res_v
     `splits` partial sums in `part` ([splits][rows][cols] float32) plus beta * bias, then the
     epilogue, into `out` (positions: columns per image of an NCHW output, else cols)."""
     dt = shader_dtype(out.dtype)
-    red = rec.device.pipeline(f"splitk_reduce_{dt}", "rrwr", SPLITK_PUSH.size, (256, has_bias))
+    red = rec.device.pipeline(f"splitk_reduce_{dt}", "rrwr", SPLITK_PUSH.size, (256, has_bias, SPLITK_RUN))
     total = rows * cols
     rec.dispatch(red, [part, bias, out.view, res_view],
                  SPLITK_PUSH.pack(total, rows, cols, positions, splits, *bias_strides, beta, epi, *clip),
